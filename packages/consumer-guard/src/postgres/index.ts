@@ -1,0 +1,9 @@
+export {
+  createPostgresGuard,
+  type PostgresGuard,
+  type GuardedWriteContext,
+  type GuardedWriteOptions,
+  type TokenInput,
+} from './postgres-guard.js';
+export type { PgClientLike, PgPoolLike, PoolClientOf } from './pg-pool-session.js';
+export type { IsolationLevel } from './session.js';

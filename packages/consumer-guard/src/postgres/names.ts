@@ -1,0 +1,25 @@
+import { quoteIdent } from './sql-text.js';
+
+/** The quoted, schema-qualified names of the guard's database objects. */
+export interface GuardObjectNames {
+  readonly schema: string;
+  readonly fences: string;
+  readonly migrations: string;
+  readonly checkFn: string;
+  readonly advanceFn: string;
+  /** `schema.table`, unquoted: the key that serializes migrators of one installation. */
+  readonly installation: string;
+}
+
+/** Derives the object names from validated schema and table identifiers. */
+export function guardObjectNames(schema: string, table: string): GuardObjectNames {
+  const qualify = (name: string) => `${quoteIdent(schema)}.${quoteIdent(name)}`;
+  return {
+    schema: quoteIdent(schema),
+    fences: qualify(table),
+    migrations: qualify(`${table}_migrations`),
+    checkFn: qualify(`${table}_check`),
+    advanceFn: qualify(`${table}_advance`),
+    installation: `${schema}.${table}`,
+  };
+}

@@ -1,0 +1,94 @@
+/** How the guard talks to PostgreSQL, whatever the caller handed it (a Kysely instance or a pg pool). */
+import { quoteLiteral } from './sql-text.js';
+
+export type IsolationLevel = 'read committed' | 'repeatable read' | 'serializable';
+
+/** A statement the guard runs with bind parameters (`$1`, `$2`, …). */
+export interface Statement {
+  readonly text: string;
+  readonly values: readonly (string | bigint | number | boolean)[];
+}
+
+/** Where in a guarded transaction an error came from. */
+export type TransactionPhase = 'open' | 'body' | 'commit';
+
+/** An error thrown inside a guarded transaction, tagged with the phase it came from. */
+export class PhaseError extends Error {
+  override readonly name = 'PhaseError';
+  constructor(
+    readonly phase: TransactionPhase,
+    override readonly cause: unknown,
+  ) {
+    super(`guarded transaction failed in phase ${phase}`, { cause });
+  }
+}
+
+export interface GuardSession<Trx> {
+  /**
+   * Opens a transaction whose first statement is `check`, sent in the same round trip as BEGIN;
+   * runs `body`; commits. Rolls back on any failure and throws a {@link PhaseError}. A COMMIT that
+   * the server answers with ROLLBACK (the body swallowed an SQL error) fails the commit phase.
+   */
+  transaction<T>(isolation: IsolationLevel, check: Statement, body: (trx: Trx) => Promise<T>): Promise<T>;
+  /** One statement in its own implicit transaction. */
+  query(statement: Statement): Promise<Record<string, unknown>[]>;
+  /** Runs `body` in a transaction on one connection; `run` executes statements in it. */
+  script(body: (run: (statement: Statement) => Promise<Record<string, unknown>[]>) => Promise<void>): Promise<void>;
+}
+
+/** A connection that runs SQL text with the simple-query protocol, answering with the command tag. */
+export interface RawConnection {
+  exec(text: string): Promise<{ command: string | undefined }>;
+}
+
+/**
+ * The guarded transaction on one connection, shared by every driver.
+ *
+ * BEGIN and the check travel as one multi-statement simple query, which saves a round trip on every
+ * write. If the check raises, the server skips the rest and leaves the transaction aborted; the catch
+ * rolls it back. The simple protocol takes no bind parameters, so the check's values are inlined as
+ * literals: a validated bigint (digits only) and a validated resource name quoted by
+ * {@link quoteLiteral}.
+ */
+export async function runGuardedTransaction<Trx, T>(
+  connection: RawConnection,
+  trx: Trx,
+  isolation: IsolationLevel,
+  check: Statement,
+  body: (trx: Trx) => Promise<T>,
+): Promise<T> {
+  let phase: TransactionPhase = 'open';
+  try {
+    await connection.exec(`BEGIN ISOLATION LEVEL ${isolation.toUpperCase()}; ${inlineStatement(check)}`);
+    phase = 'body';
+    const result = await body(trx);
+    phase = 'commit';
+    const commit = await connection.exec('COMMIT');
+    if (commit.command === 'ROLLBACK') {
+      throw new Error('COMMIT was answered with ROLLBACK: the transaction had already failed');
+    }
+    return result;
+  } catch (err) {
+    if (phase !== 'commit' || !(err instanceof Error && err.message.startsWith('COMMIT was answered'))) {
+      // Best effort: a connection too broken to roll back is discarded by its pool on the next error.
+      await connection.exec('ROLLBACK').catch(() => undefined);
+    }
+    throw new PhaseError(phase, err);
+  }
+}
+
+/** Inlines bind parameters as literals, in one pass: a literal that contains "$2" is never substituted again. */
+export function inlineStatement(statement: Statement): string {
+  return statement.text.replace(/\$(\d+)/g, (_, n: string) => {
+    const value = statement.values[Number(n) - 1];
+    if (typeof value === 'bigint') return value.toString();
+    if (typeof value === 'string') return quoteLiteral(value);
+    if (typeof value === 'boolean') return value ? 'true' : 'false';
+    throw new TypeError(`cannot inline parameter $${n} of type ${typeof value}`);
+  });
+}
+
+/** Bind parameters: bigints travel as decimal strings (exact), cast in SQL with `::bigint`. */
+export function toParams(values: Statement['values']): unknown[] {
+  return values.map((v) => (typeof v === 'bigint' ? v.toString() : v));
+}

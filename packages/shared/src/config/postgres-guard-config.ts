@@ -1,0 +1,49 @@
+import { z } from 'zod';
+import { parseResource } from '../resource.js';
+import { sqlIdentifierSchema } from './sql-identifier.js';
+
+/** A resource name (see `parseResource`). */
+export const resourceSchema = z.string().superRefine((value, ctx) => {
+  try {
+    parseResource(value);
+  } catch (err) {
+    ctx.addIssue({ code: 'custom', message: (err as Error).message });
+  }
+});
+
+const isObject = (v: unknown): v is object => typeof v === 'object' && v !== null;
+const isFunction = (v: unknown): v is (...args: never[]) => unknown => typeof v === 'function';
+
+/** Options of `createPostgresGuard`, with their defaults. */
+export const postgresGuardOptionsSchema = z.object({
+  /** A `Kysely<DB>` over PostgresDialect, or a `pg.Pool` (anything with `connect()`). */
+  db: z.custom<object>(isObject, { message: 'must be a Kysely instance or a pg.Pool' }),
+  /** The default resource this guard fences; `guardedWrite(token, fn, { resource })` overrides it. */
+  resource: resourceSchema,
+  /**
+   * Schema holding the fence table and its functions.
+   * @defaultValue `'public'`
+   */
+  schema: sqlIdentifierSchema.default('public'),
+  /**
+   * Name of the fence table; its functions are named `<table>_check` and `<table>_advance`.
+   * @defaultValue `'fenced_fences'`
+   */
+  table: sqlIdentifierSchema.default('fenced_fences'),
+  /**
+   * Isolation level of the transactions `guardedWrite` opens.
+   * @defaultValue `'read committed'`
+   */
+  isolationLevel: z.enum(['read committed', 'repeatable read', 'serializable']).default('read committed'),
+  /**
+   * How often a transaction the database aborted (deadlock `40P01`, serialization failure `40001`)
+   * is run again before the error reaches the caller. `fn` runs once per attempt.
+   * @defaultValue `5`
+   */
+  maxRetries: z.number().int().min(0).max(100).default(5),
+  /** Receives structured events; the guard never logs to the console. */
+  logger: z.custom<(event: never) => void>(isFunction, { message: 'must be a function' }).optional(),
+});
+
+export type PostgresGuardOptionsInput = z.input<typeof postgresGuardOptionsSchema>;
+export type PostgresGuardOptions = z.output<typeof postgresGuardOptionsSchema>;

@@ -1,0 +1,141 @@
+/**
+ * Typed errors with stable codes. Identify them with {@link isFencedError}, never by message text
+ * and never with `instanceof` alone: two copies of `@fenced/shared` in one process would not share
+ * classes, but they share the `Symbol.for` brand.
+ */
+
+const FENCED_ERROR_BRAND = Symbol.for('fenced.error');
+
+/** Stable error codes. They are part of the public API: never renamed, never reused. */
+export const FencedErrorCode = {
+  /** A write carried a token lower than the highest already committed for its resource. */
+  STALE_TOKEN: 'STALE_TOKEN',
+  /** A token was not an integer in 1..2^63-1 (bigint, safe-integer number, or canonical decimal string). */
+  INVALID_TOKEN: 'INVALID_TOKEN',
+  /** The guard's store (PostgreSQL) could not be reached or failed; nothing was applied. */
+  GUARD_UNAVAILABLE: 'GUARD_UNAVAILABLE',
+  /** A factory was given options that do not validate; the zod issues are attached. */
+  INVALID_CONFIG: 'INVALID_CONFIG',
+  /** A resource name is empty, too long, or contains a NUL character. */
+  INVALID_RESOURCE: 'INVALID_RESOURCE',
+  /** A task envelope did not validate against the shared schema; the zod issues are attached. */
+  INVALID_ENVELOPE: 'INVALID_ENVELOPE',
+  /**
+   * A strict fence advance found the fence already at (or above) the new token: the token source
+   * regressed (for example Redis lost its counter) and the token must not be used.
+   */
+  FENCE_AHEAD: 'FENCE_AHEAD',
+} as const;
+
+export type FencedErrorCode = (typeof FencedErrorCode)[keyof typeof FencedErrorCode];
+
+/** Base class of every error the fenced packages throw on purpose. */
+export class FencedError extends Error {
+  override readonly name: string = 'FencedError';
+  readonly [FENCED_ERROR_BRAND] = true;
+  readonly code: FencedErrorCode;
+
+  constructor(code: FencedErrorCode, message: string, options?: { cause?: unknown }) {
+    super(message, options);
+    this.code = code;
+  }
+}
+
+/**
+ * True when `err` is a fenced error (from any copy of this package), optionally with the given code.
+ *
+ * @example
+ * ```ts
+ * try { await guard.guardedWrite(token, fn) }
+ * catch (err) { if (isFencedError(err, 'STALE_TOKEN')) return; throw err }
+ * ```
+ */
+export function isFencedError(err: unknown, code?: FencedErrorCode): err is FencedError {
+  if (typeof err !== 'object' || err === null) return false;
+  if ((err as Record<symbol, unknown>)[FENCED_ERROR_BRAND] !== true) return false;
+  return code === undefined || (err as FencedError).code === code;
+}
+
+/** A mutation carried a token below the committed fence of its resource; nothing was applied. */
+export class StaleTokenError extends FencedError {
+  override readonly name = 'StaleTokenError';
+  constructor(
+    readonly resource: string,
+    readonly token: bigint,
+    readonly highest: bigint,
+  ) {
+    super(
+      FencedErrorCode.STALE_TOKEN,
+      `stale fencing token ${token} for resource ${JSON.stringify(resource)}: highest committed is ${highest}`,
+    );
+  }
+}
+
+/** A token was malformed or out of range. */
+export class InvalidTokenError extends FencedError {
+  override readonly name = 'InvalidTokenError';
+  constructor(readonly input: unknown, reason: string) {
+    super(FencedErrorCode.INVALID_TOKEN, `invalid fencing token: ${reason}`);
+  }
+}
+
+/** The guard's store failed or could not be reached. `cause` holds the driver error. */
+export class GuardUnavailableError extends FencedError {
+  override readonly name = 'GuardUnavailableError';
+  constructor(message: string, options: { cause: unknown }) {
+    super(FencedErrorCode.GUARD_UNAVAILABLE, message, options);
+  }
+}
+
+/** One validation problem, flattened from zod so callers need not depend on zod's types. */
+export interface ValidationIssue {
+  /** Dotted path of the offending field, `''` for the root. */
+  readonly path: string;
+  readonly message: string;
+}
+
+/** Options passed to a factory did not validate. */
+export class ConfigError extends FencedError {
+  override readonly name = 'ConfigError';
+  constructor(
+    readonly component: string,
+    readonly issues: readonly ValidationIssue[],
+  ) {
+    super(FencedErrorCode.INVALID_CONFIG, `invalid ${component} options: ${formatIssues(issues)}`);
+  }
+}
+
+/** A resource name was rejected. */
+export class InvalidResourceError extends FencedError {
+  override readonly name = 'InvalidResourceError';
+  constructor(reason: string) {
+    super(FencedErrorCode.INVALID_RESOURCE, `invalid resource name: ${reason}`);
+  }
+}
+
+/** A task envelope did not validate. `issues` names each offending field. */
+export class InvalidEnvelopeError extends FencedError {
+  override readonly name = 'InvalidEnvelopeError';
+  constructor(readonly issues: readonly ValidationIssue[]) {
+    super(FencedErrorCode.INVALID_ENVELOPE, `invalid task envelope: ${formatIssues(issues)}`);
+  }
+}
+
+/** A strict advance found the fence already at or above the token: the token source regressed. */
+export class FenceAheadError extends FencedError {
+  override readonly name = 'FenceAheadError';
+  constructor(
+    readonly resource: string,
+    readonly token: bigint,
+    readonly highest: bigint,
+  ) {
+    super(
+      FencedErrorCode.FENCE_AHEAD,
+      `fence for resource ${JSON.stringify(resource)} is already at ${highest}, not below ${token}: the token source regressed`,
+    );
+  }
+}
+
+function formatIssues(issues: readonly ValidationIssue[]): string {
+  return issues.map((i) => (i.path === '' ? i.message : `${i.path}: ${i.message}`)).join('; ');
+}

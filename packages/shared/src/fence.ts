@@ -1,0 +1,19 @@
+import type { Token } from './token.js';
+
+/**
+ * A fence on one resource: the highest token committed there. Implemented by the guards
+ * (`@fenced/consumer-guard`) and used by the coordinator, which advances every fence it knows to a
+ * freshly minted token before its leader dispatches anything.
+ */
+export interface Fence {
+  /** The resource this fence protects. */
+  readonly resource: string;
+  /** The highest committed token, or `null` when nothing was ever committed. */
+  highest(): Promise<Token | null>;
+  /**
+   * Raises the fence to `token` without a write. Strict: rejects with `FenceAheadError` when the
+   * fence already holds `token` or a higher one, because two elections must never share a token.
+   * Waits for in-flight writes with lower tokens to finish; once it resolves, none can commit.
+   */
+  advance(token: Token): Promise<void>;
+}

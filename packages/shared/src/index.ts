@@ -1,0 +1,34 @@
+export {
+  FencedError,
+  FencedErrorCode,
+  isFencedError,
+  StaleTokenError,
+  InvalidTokenError,
+  GuardUnavailableError,
+  ConfigError,
+  InvalidResourceError,
+  InvalidEnvelopeError,
+  FenceAheadError,
+  type ValidationIssue,
+} from './errors.js';
+export { type Token, MIN_TOKEN, MAX_TOKEN, parseToken, isToken, formatToken } from './token.js';
+export { MAX_RESOURCE_BYTES, parseResource } from './resource.js';
+export { type Fence } from './fence.js';
+export { type FencedEvent, type FencedLogger, emit } from './events.js';
+export {
+  ENVELOPE_VERSION,
+  envelopeSchema,
+  tokenSchema,
+  tokenStringSchema,
+  parseEnvelope,
+  type Envelope,
+} from './envelope.js';
+export { parseOptions } from './config/parse-options.js';
+export { sqlIdentifierSchema } from './config/sql-identifier.js';
+export {
+  resourceSchema,
+  postgresGuardOptionsSchema,
+  type PostgresGuardOptions,
+  type PostgresGuardOptionsInput,
+} from './config/postgres-guard-config.js';
+export { toValidationIssues } from './validation.js';

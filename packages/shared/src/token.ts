@@ -1,0 +1,72 @@
+import { InvalidTokenError } from './errors.js';
+
+/**
+ * A fencing token: an integer in 1..2^63-1 that only grows from one election to the next.
+ * Always a `bigint` in TypeScript (JS numbers lose precision past 2^53), a canonical decimal string
+ * on the wire and in Lua, and `bigint` in PostgreSQL.
+ */
+export type Token = bigint;
+
+/** The smallest valid token. */
+export const MIN_TOKEN: Token = 1n;
+/** The largest valid token: PostgreSQL's `bigint` maximum, 2^63-1. */
+export const MAX_TOKEN: Token = 2n ** 63n - 1n;
+
+// Canonical form only: no sign, no leading zeros, no exponent, no whitespace. Lua compares tokens
+// as strings (length first, then bytes), which is only an order on canonical decimals.
+const CANONICAL_DECIMAL = /^[1-9][0-9]*$/;
+
+/**
+ * Parses a token from untrusted input.
+ * Accepts a bigint, a safe-integer number, or a canonical decimal string, each within 1..2^63-1.
+ *
+ * @throws {InvalidTokenError} for anything else (zero, negatives, fractions, NaN, `"12abc"`, `"1e3"`,
+ * numbers past 2^53, strings past 2^63-1, objects).
+ * @example
+ * ```ts
+ * parseToken('9223372036854775807') // 9223372036854775807n
+ * ```
+ */
+export function parseToken(input: unknown): Token {
+  let value: bigint;
+  if (typeof input === 'bigint') {
+    value = input;
+  } else if (typeof input === 'number') {
+    if (!Number.isSafeInteger(input)) {
+      throw new InvalidTokenError(input, `number ${input} is not a safe integer (use a bigint or a decimal string)`);
+    }
+    value = BigInt(input);
+  } else if (typeof input === 'string') {
+    if (input.length > 19 || !CANONICAL_DECIMAL.test(input)) {
+      throw new InvalidTokenError(input, `${JSON.stringify(input.slice(0, 40))} is not a canonical decimal in 1..2^63-1`);
+    }
+    value = BigInt(input);
+  } else {
+    throw new InvalidTokenError(input, `expected bigint, number or decimal string, got ${describe(input)}`);
+  }
+  if (value < MIN_TOKEN || value > MAX_TOKEN) {
+    throw new InvalidTokenError(input, `${value} is outside 1..2^63-1`);
+  }
+  return value;
+}
+
+/** True when `input` would parse as a token. */
+export function isToken(input: unknown): boolean {
+  try {
+    parseToken(input);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+/** The canonical decimal form of a token, as it travels on the wire and in Lua. */
+export function formatToken(token: Token): string {
+  return parseToken(token).toString();
+}
+
+function describe(input: unknown): string {
+  if (input === null) return 'null';
+  if (Array.isArray(input)) return 'array';
+  return typeof input;
+}

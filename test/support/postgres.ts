@@ -1,0 +1,60 @@
+import { randomBytes } from 'node:crypto';
+import { Kysely, PostgresDialect } from 'kysely';
+import pg from 'pg';
+import { inject } from 'vitest';
+
+// bigint columns come back as strings (exact); tests convert with BigInt where they need numbers.
+
+/** A fresh schema name, unique to this run and call, so concurrent runs never collide. */
+export function uniqueSchemaName(prefix = 't'): string {
+  return `${prefix}_${process.pid}_${randomBytes(4).toString('hex')}`;
+}
+
+export function testDatabaseUrl(): string {
+  return inject('databaseUrl');
+}
+
+/** A pg pool on the test database whose connections use `schema` first on their search path. */
+export function createPool(options: { schema?: string; max?: number; connectionString?: string } = {}): pg.Pool {
+  const pool = new pg.Pool({
+    connectionString: options.connectionString ?? testDatabaseUrl(),
+    max: options.max ?? 10,
+    ...(options.schema === undefined ? {} : { options: `-c search_path=${options.schema},public` }),
+  });
+  // An idle client that loses its connection emits on the pool; without a listener that kills the process.
+  pool.on('error', () => {});
+  return pool;
+}
+
+/**
+ * A schema of its own for one test file: created now, dropped (with everything in it) by `drop()`.
+ */
+export async function createTestSchema(prefix?: string): Promise<{ name: string; pool: pg.Pool; drop: () => Promise<void> }> {
+  const name = uniqueSchemaName(prefix);
+  const admin = createPool({ max: 1 });
+  await admin.query(`CREATE SCHEMA "${name}"`);
+  const pool = createPool({ schema: name });
+  return {
+    name,
+    pool,
+    drop: async () => {
+      await pool.end();
+      await admin.query(`DROP SCHEMA IF EXISTS "${name}" CASCADE`);
+      await admin.end();
+    },
+  };
+}
+
+export function kyselyOver<DB>(pool: pg.Pool): Kysely<DB> {
+  return new Kysely<DB>({ dialect: new PostgresDialect({ pool }) });
+}
+
+/** Runs `fn` with a client checked out of `pool`, released afterwards. */
+export async function withPgClient<T>(pool: pg.Pool, fn: (client: pg.PoolClient) => Promise<T>): Promise<T> {
+  const client = await pool.connect();
+  try {
+    return await fn(client);
+  } finally {
+    client.release();
+  }
+}

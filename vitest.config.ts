@@ -1,0 +1,24 @@
+import { fileURLToPath } from 'node:url';
+import { defaultServerConditions } from 'vite';
+import { defineConfig } from 'vitest/config';
+
+// Tests run on source: the `@fenced/source` export condition points each workspace package at its
+// src/index.ts, so no build is needed first.
+const conditions = ['@fenced/source', ...defaultServerConditions];
+
+export default defineConfig({
+  resolve: {
+    conditions,
+    alias: { '#test-support': fileURLToPath(new URL('./test/support/index.ts', import.meta.url)) },
+  },
+  ssr: { resolve: { conditions } },
+  test: {
+    include: ['packages/*/src/**/*.test.ts', 'test/**/*.test.ts'],
+    globalSetup: ['./test/support/global-setup.ts'],
+    setupFiles: ['./vitest.setup.ts'],
+    testTimeout: 60_000,
+    hookTimeout: 120_000,
+    // Two cores: more workers only fight over them and over the shared services.
+    maxWorkers: 2,
+  },
+});
