@@ -25,6 +25,8 @@ export const FencedErrorCode = {
    * regressed (for example Redis lost its counter) and the token must not be used.
    */
   FENCE_AHEAD: 'FENCE_AHEAD',
+  /** An operation that needs leadership ran on a node that does not (or no longer) lead. */
+  NOT_LEADER: 'NOT_LEADER',
 } as const;
 
 export type FencedErrorCode = (typeof FencedErrorCode)[keyof typeof FencedErrorCode];
@@ -133,6 +135,14 @@ export class FenceAheadError extends FencedError {
       FencedErrorCode.FENCE_AHEAD,
       `fence for resource ${JSON.stringify(resource)} is already at ${highest}, not below ${token}: the token source regressed`,
     );
+  }
+}
+
+/** Leadership was required and this node does not hold it (or its local deadline passed). */
+export class NotLeaderError extends FencedError {
+  override readonly name = 'NotLeaderError';
+  constructor(readonly group: string, reason: string) {
+    super(FencedErrorCode.NOT_LEADER, `not the leader of ${JSON.stringify(group)}: ${reason}`);
   }
 }
 

@@ -15,7 +15,26 @@ export type FencedEvent =
   | { type: 'fence.advanced'; resource: string; token: bigint }
   | { type: 'guard.retry'; resource: string; token: bigint; sqlstate: string; attempt: number }
   | { type: 'guard.unavailable'; resource: string; error: unknown }
-  | { type: 'migration.applied'; schema: string; table: string; id: number };
+  | { type: 'migration.applied'; schema: string; table: string; id: number }
+  | { type: 'lease.acquired'; group: string; nodeId: string; token: bigint }
+  | { type: 'lease.lost'; group: string; nodeId: string; token: bigint; reason: LeaseLossReason }
+  | { type: 'lease.released'; group: string; nodeId: string; token: bigint }
+  | { type: 'token.regression'; group: string; nodeId: string; token: bigint; fenceHighest: bigint; resource: string }
+  | { type: 'fence.unavailable'; group: string; nodeId: string; token: bigint; resource: string; error: unknown }
+  | { type: 'redis.error'; group: string; nodeId: string; operation: string; error: unknown }
+  | { type: 'redis.config'; group: string; nodeId: string; problem: string }
+  | { type: 'fire.dispatched'; group: string; nodeId: string; job: string; fireId: string; token: bigint }
+  | { type: 'fire.failed'; group: string; nodeId: string; job: string; fireId: string; token: bigint; error: unknown }
+  | { type: 'fire.skipped'; group: string; nodeId: string; job: string; missed: number; reason: string };
+
+/** Why a node stopped leading. */
+export type LeaseLossReason =
+  /** `stop()` gave the lease up. */
+  | 'stopped'
+  /** A renew found the lease gone or held by another node. */
+  | 'stolen'
+  /** The local deadline passed without a successful renew (pause, partition, slow Redis). */
+  | 'deadline';
 
 /** Receives events. Must not throw; if it does, the error is swallowed so it cannot break a write. */
 export type FencedLogger = (event: FencedEvent) => void;

@@ -9,12 +9,13 @@ export {
   InvalidResourceError,
   InvalidEnvelopeError,
   FenceAheadError,
+  NotLeaderError,
   type ValidationIssue,
 } from './errors.js';
 export { type Token, MIN_TOKEN, MAX_TOKEN, parseToken, isToken, formatToken } from './token.js';
 export { MAX_RESOURCE_BYTES, parseResource } from './resource.js';
 export { type Fence } from './fence.js';
-export { type FencedEvent, type FencedLogger, emit } from './events.js';
+export { type FencedEvent, type FencedLogger, type LeaseLossReason, emit } from './events.js';
 export {
   ENVELOPE_VERSION,
   envelopeSchema,
@@ -32,3 +33,10 @@ export {
   type PostgresGuardOptionsInput,
 } from './config/postgres-guard-config.js';
 export { toValidationIssues } from './validation.js';
+export {
+  coordinatorOptionsSchema,
+  defaultDriftMs,
+  groupNameSchema,
+  type CoordinatorOptions,
+  type CoordinatorOptionsInput,
+} from './config/coordinator-config.js';

@@ -1,0 +1,37 @@
+/** Monotonic milliseconds. Never the wall clock: lease deadlines must not move when it jumps. */
+export interface Clock {
+  now(): number;
+}
+
+export const monotonicClock: Clock = { now: () => performance.now() };
+
+/** `base` scaled by a random factor in [1 - spread, 1 + spread], so replicas do not retry in lockstep. */
+export function jitter(base: number, spread = 0.2): number {
+  return Math.max(0, Math.round(base * (1 - spread + Math.random() * 2 * spread)));
+}
+
+/** Exponential backoff with full jitter, capped. */
+export function backoffMs(attempt: number, baseMs: number, capMs: number): number {
+  return Math.round(Math.random() * Math.min(capMs, baseMs * 2 ** Math.min(attempt, 20)));
+}
+
+export class TimeoutError extends Error {
+  override readonly name = 'TimeoutError';
+}
+
+/** Rejects with TimeoutError when `promise` has not settled within `ms`. */
+export function withTimeout<T>(promise: Promise<T>, ms: number, what: string): Promise<T> {
+  return new Promise<T>((resolve, reject) => {
+    const timer = setTimeout(() => reject(new TimeoutError(`${what} timed out after ${ms} ms`)), ms);
+    promise.then(
+      (value) => {
+        clearTimeout(timer);
+        resolve(value);
+      },
+      (err: unknown) => {
+        clearTimeout(timer);
+        reject(err);
+      },
+    );
+  });
+}

@@ -1,0 +1,226 @@
+import { isFencedError, type FencedEvent, type Token } from '@fenced/shared';
+import { createRedis, deleteKeys, uniquePrefix, waitFor } from '#test-support';
+import type { Redis } from 'ioredis';
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { createCoordinator, type Coordinator, type CreateCoordinatorOptions } from '../index.js';
+
+let admin: Redis;
+let prefix: string;
+const started: Coordinator[] = [];
+const clients: Redis[] = [];
+
+beforeAll(() => {
+  admin = createRedis();
+});
+afterAll(async () => {
+  admin.disconnect();
+});
+afterEach(async () => {
+  await Promise.all(started.splice(0).map((c) => c.stop()));
+  for (const c of clients.splice(0)) c.disconnect();
+  await deleteKeys(admin, prefix);
+});
+
+function coordinator(overrides: Partial<CreateCoordinatorOptions> = {}): Coordinator {
+  const redis = createRedis();
+  clients.push(redis);
+  prefix ??= uniquePrefix('coord');
+  const c = createCoordinator({ redis, name: 'billing', keyPrefix: prefix, ttlMs: 600, renewIntervalMs: 150, ...overrides });
+  started.push(c);
+  return c;
+}
+
+const leaders = (cs: Coordinator[]) => cs.filter((c) => c.isLeader());
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+describe('the lease', () => {
+  it('elects one leader among three, and tokens strictly increase over every election', async () => {
+    prefix = uniquePrefix('coord');
+    const nodes = [coordinator(), coordinator(), coordinator()];
+    const elected: Token[] = [];
+    for (const n of nodes) n.on('elected', ({ token }) => elected.push(token));
+    await Promise.all(nodes.map((n) => n.start()));
+    await waitFor(() => leaders(nodes).length === 1);
+
+    // Hand leadership around: each round the leader steps down (stop) and rejoins.
+    let maxSimultaneous = 0;
+    const sampler = setInterval(() => (maxSimultaneous = Math.max(maxSimultaneous, leaders(nodes).length)), 2);
+    for (let round = 0; round < 6; round++) {
+      const [leader] = leaders(nodes);
+      await leader!.stop();
+      await waitFor(() => leaders(nodes).length === 1);
+      await leader!.start();
+    }
+    clearInterval(sampler);
+    expect(maxSimultaneous).toBe(1);
+    expect(elected.length).toBeGreaterThanOrEqual(7);
+    for (let i = 1; i < elected.length; i++) expect(elected[i]!).toBeGreaterThan(elected[i - 1]!);
+  });
+
+  it('fails over after a crash (no release) within TTL + renew interval', async () => {
+    prefix = uniquePrefix('coord');
+    const crashRedis = createRedis();
+    clients.push(crashRedis);
+    const a = coordinator({ redis: crashRedis });
+    await a.start();
+    await waitFor(() => a.isLeader());
+    const b = coordinator();
+    await b.start();
+    expect(b.isLeader()).toBe(false);
+    const crashedAt = performance.now();
+    crashRedis.disconnect(); // the connection dies: no renew, no release
+    await waitFor(() => b.isLeader(), 3000, 2);
+    const failover = performance.now() - crashedAt;
+    expect(failover).toBeLessThan(600 + 150 + 100);
+    expect(b.token()!).toBeGreaterThan(0n);
+    // The crashed node knows it lost by its own deadline, without Redis.
+    await waitFor(() => !a.isLeader(), 1000);
+  });
+
+  it('hands over in well under a second on a graceful stop', async () => {
+    prefix = uniquePrefix('coord');
+    const a = coordinator({ ttlMs: 10_000, renewIntervalMs: 2_000 });
+    const b = coordinator({ ttlMs: 10_000, renewIntervalMs: 2_000 });
+    await a.start();
+    await b.start();
+    expect(a.isLeader()).toBe(true);
+    const stoppedAt = performance.now();
+    await a.stop();
+    await waitFor(() => b.isLeader(), 2000, 1);
+    expect(performance.now() - stoppedAt).toBeLessThan(500);
+  });
+
+  it('steps down at its local deadline when renews stop reaching Redis', async () => {
+    prefix = uniquePrefix('coord');
+    const redis = createRedis();
+    clients.push(redis);
+    const a = coordinator({ redis });
+    const lost: string[] = [];
+    a.on('lost', ({ reason }) => lost.push(reason));
+    await a.start();
+    expect(a.isLeader()).toBe(true);
+    const term = a.currentTerm()!;
+    redis.disconnect();
+    await waitFor(() => !a.isLeader(), 1000, 2);
+    expect(term.signal.aborted).toBe(true);
+    await waitFor(() => lost.length > 0);
+    expect(lost).toEqual(['deadline']);
+  });
+
+  it('withLeadership hands fn a signal that aborts on loss, and refuses non-leaders', async () => {
+    prefix = uniquePrefix('coord');
+    const a = coordinator();
+    const b = coordinator();
+    await a.start();
+    await b.start();
+    const leader = a.isLeader() ? a : b;
+    const standby = leader === a ? b : a;
+    let caught: unknown;
+    await standby.withLeadership(async () => 1).catch((err: unknown) => (caught = err));
+    expect(isFencedError(caught, 'NOT_LEADER')).toBe(true);
+    const aborted = leader.withLeadership(
+      ({ signal }) => new Promise<string>((resolve) => signal.addEventListener('abort', () => resolve('aborted'))),
+    );
+    await leader.stop();
+    expect(await aborted).toBe('aborted');
+  });
+
+  it('mints exact tokens past 2^53 (decimal strings end to end)', async () => {
+    prefix = uniquePrefix('coord');
+    const a = coordinator();
+    await admin.set(a.keys.counter, (2n ** 53n).toString());
+    await a.start();
+    expect(a.token()).toBe(2n ** 53n + 1n);
+    await a.stop();
+    await a.start();
+    expect(a.token()).toBe(2n ** 53n + 2n);
+  });
+
+  it('survives SCRIPT FLUSH (scripts are reloaded on NOSCRIPT)', async () => {
+    prefix = uniquePrefix('coord');
+    const a = coordinator();
+    await a.start();
+    const token = a.token()!;
+    await admin.script('FLUSH');
+    await sleep(400); // renews after the flush must still work
+    expect(a.isLeader()).toBe(true);
+    expect(a.token()).toBe(token);
+  });
+
+  it('keeps a node standby while Redis is unreachable, retrying, never believing it leads', async () => {
+    prefix = uniquePrefix('coord');
+    const dead = createRedis('redis://127.0.0.1:1', { maxRetriesPerRequest: 0, enableOfflineQueue: false, lazyConnect: true });
+    clients.push(dead);
+    const events: FencedEvent[] = [];
+    const a = coordinator({ redis: dead, acquireRetryMs: 100, logger: (e) => events.push(e) });
+    await a.start();
+    const sampler: boolean[] = [];
+    for (let i = 0; i < 40; i++) {
+      sampler.push(a.isLeader());
+      await sleep(10);
+    }
+    expect(sampler.every((l) => l === false)).toBe(true);
+    expect(events.filter((e) => e.type === 'redis.error' && e.operation === 'acquire').length).toBeGreaterThanOrEqual(2);
+  });
+});
+
+describe('the two-call race', () => {
+  // The design we started from: SET NX, then INCR, in two calls. An acquirer that pauses between them
+  // past the TTL mints its token after a later election did, and ends up holding the higher token.
+  async function naiveAcquire(redis: Redis, keys: { lease: string; counter: string }, node: string, pauseMs: number): Promise<bigint | null> {
+    const ok = await redis.set(keys.lease, node, 'PX', 200, 'NX');
+    if (ok !== 'OK') return null;
+    await sleep(pauseMs); // GC pause, CPU throttling…
+    return BigInt(await redis.incr(keys.counter));
+  }
+
+  it('lets a paused acquirer out-token the leader elected after it, with two calls', async () => {
+    prefix = uniquePrefix('race');
+    const keys = { lease: `${prefix}:lease`, counter: `${prefix}:token` };
+    const paused = naiveAcquire(admin, keys, 'a', 400);
+    await sleep(250); // a's lease expired while it was paused
+    const b = await naiveAcquire(admin, keys, 'b', 0);
+    const a = await paused;
+    expect(b).toBe(1n); // b is the current, later-elected leader…
+    expect(a).toBe(2n); // …and a, elected before it, holds the higher token: the fence would lock b out
+  });
+
+  it('cannot happen with the acquire script: election order is token order', async () => {
+    prefix = uniquePrefix('race');
+    // Many nodes race for short leases; every grant records its token and the server time it was
+    // granted. Sorted by grant time, tokens must rise strictly.
+    const nodes = Array.from({ length: 6 }, () => coordinator({ ttlMs: 120, renewIntervalMs: 30, acquireRetryMs: 10 }));
+    const grants: Array<{ at: number; token: Token }> = [];
+    for (const n of nodes) n.on('elected', ({ token }) => grants.push({ at: n.serverNow()!, token }));
+    await Promise.all(nodes.map((n) => n.start()));
+    for (let i = 0; i < 12; i++) {
+      await sleep(40);
+      const [leader] = leaders(nodes);
+      if (leader !== undefined) await (i % 2 === 0 ? leader.stop() : Promise.resolve(clients[nodes.indexOf(leader)]!.disconnect()));
+    }
+    const byTime = [...grants].sort((x, y) => x.at - y.at);
+    expect(byTime.length).toBeGreaterThan(5);
+    for (let i = 1; i < byTime.length; i++) expect(byTime[i]!.token).toBeGreaterThan(byTime[i - 1]!.token);
+  });
+});
+
+describe('bad options', () => {
+  const redis = {} as Redis;
+  it.each([
+    ['a TTL not larger than the renew interval', { ttlMs: 1000, renewIntervalMs: 1000 }, 'renewIntervalMs'],
+    ['renew + drift reaching the TTL', { ttlMs: 1000, renewIntervalMs: 990 }, 'renewIntervalMs'],
+    ['a drift margin under 1% of the TTL', { ttlMs: 10_000, renewIntervalMs: 1000, driftMs: 50 }, 'driftMs'],
+    ['a name with unsafe characters', { name: 'bill ing}' }, 'name'],
+    ['an empty name', { name: '' }, 'name'],
+    ['a fence without advance()', { fences: [{ highest: async () => null }] }, 'fences.0'],
+  ])('%s is a ConfigError naming the option', (_label, extra, path) => {
+    let caught: unknown;
+    try {
+      createCoordinator({ redis, name: 'billing', ...extra } as CreateCoordinatorOptions);
+    } catch (err) {
+      caught = err;
+    }
+    expect(isFencedError(caught, 'INVALID_CONFIG')).toBe(true);
+    expect((caught as { issues: { path: string }[] }).issues.map((i) => i.path)).toContain(path);
+  });
+});

@@ -1,0 +1,451 @@
+import { EventEmitter } from 'node:events';
+import { hostname } from 'node:os';
+import { randomBytes } from 'node:crypto';
+import type { Redis } from 'ioredis';
+import {
+  coordinatorOptionsSchema,
+  defaultDriftMs,
+  emit,
+  isFencedError,
+  NotLeaderError,
+  parseOptions,
+  parseToken,
+  type CoordinatorOptionsInput,
+  type Fence,
+  type FenceAheadError,
+  type FencedLogger,
+  type LeaseLossReason,
+  type Token,
+} from '@fenced/shared';
+import { withScripts, type FencedScripts } from '../internal/scripts.js';
+import { backoffMs, jitter, monotonicClock, withTimeout, type Clock } from '../internal/timing.js';
+import { leaseKeys, type LeaseKeys } from './lease-keys.js';
+import { ServerClock } from './server-clock.js';
+
+/** One term of leadership: what a leader acts with. */
+export interface LeaderTerm {
+  readonly token: Token;
+  /** The lease value in Redis, `<token>:<nodeId>`: scripts that check the lease compare it. */
+  readonly leaseValue: string;
+  /** Aborts when this term ends (loss, stop, or deadline). */
+  readonly signal: AbortSignal;
+}
+
+export interface CoordinatorEventMap {
+  elected: [{ token: Token }];
+  lost: [{ token: Token; reason: LeaseLossReason }];
+  regression: [{ token: Token; fenceHighest: Token; resource: string; total: number }];
+  error: [Error];
+}
+
+export type CreateCoordinatorOptions = Omit<CoordinatorOptionsInput, 'redis' | 'fences' | 'logger' | 'clock'> & {
+  redis: Redis;
+  fences?: readonly Fence[];
+  logger?: FencedLogger;
+  clock?: Clock;
+};
+
+type State =
+  | { kind: 'stopped' }
+  | { kind: 'standby' }
+  | { kind: 'leader'; term: LeaderTerm; controller: AbortController; deadline: number };
+
+/**
+ * Leader election on a Redis lease. Every election mints a fencing token above every earlier
+ * election's; the node counts itself leader only until a local monotonic deadline.
+ */
+export class Coordinator extends EventEmitter<CoordinatorEventMap> {
+  readonly name: string;
+  readonly nodeId: string;
+  readonly keys: LeaseKeys;
+  readonly ttlMs: number;
+  readonly renewIntervalMs: number;
+  readonly driftMs: number;
+
+  readonly #redis: Redis;
+  readonly #scripts: FencedScripts;
+  readonly #fences: readonly Fence[];
+  readonly #logger: FencedLogger | undefined;
+  readonly #clock: Clock;
+  readonly #serverClock: ServerClock;
+  readonly #acquireRetryMs: number;
+
+  #state: State = { kind: 'stopped' };
+  #timer: NodeJS.Timeout | undefined;
+  #deadlineTimer: NodeJS.Timeout | undefined;
+  #subscriber: Redis | undefined;
+  #failures = 0;
+  #regressions = 0;
+  #attempt: Promise<void> | undefined;
+
+  constructor(input: CreateCoordinatorOptions) {
+    super();
+    const options = parseOptions('coordinator', coordinatorOptionsSchema, input);
+    // An unheard 'error' event must not kill the host process.
+    this.on('error', () => {});
+    this.#redis = options.redis as Redis;
+    this.name = options.name;
+    this.nodeId = options.nodeId ?? `${hostname()}-${process.pid}-${randomBytes(3).toString('hex')}`;
+    this.keys = leaseKeys(options.keyPrefix, options.name);
+    this.ttlMs = options.ttlMs;
+    this.renewIntervalMs = options.renewIntervalMs;
+    this.driftMs = options.driftMs ?? defaultDriftMs(options.ttlMs);
+    this.#acquireRetryMs = options.acquireRetryMs ?? options.renewIntervalMs;
+    this.#fences = options.fences as readonly Fence[];
+    this.#logger = options.logger as FencedLogger | undefined;
+    this.#clock = (options.clock as Clock | undefined) ?? monotonicClock;
+    this.#serverClock = new ServerClock(this.#clock);
+    this.#scripts = withScripts(this.#redis);
+  }
+
+  /** Regressions of the Redis token counter detected at election (see FENCING-MODEL.md, point 5). */
+  get regressions(): number {
+    return this.#regressions;
+  }
+
+  /**
+   * Joins the election. Resolves after the first attempt to acquire, won or not; the node keeps
+   * trying in the background until `stop()`.
+   */
+  async start(): Promise<void> {
+    if (this.#state.kind !== 'stopped') return;
+    this.#state = { kind: 'standby' };
+    await this.#subscribe();
+    void this.#checkRedisConfig();
+    await this.#runAttempt();
+  }
+
+  /** Leaves the election; a leader releases its lease and wakes the standbys at once. */
+  async stop(): Promise<void> {
+    const state = this.#state;
+    this.#state = { kind: 'stopped' };
+    this.#clearTimers();
+    if (state.kind === 'leader') {
+      this.#endTerm(state, 'stopped');
+      await this.#release(state.term.leaseValue, state.term.token);
+    }
+    const subscriber = this.#subscriber;
+    this.#subscriber = undefined;
+    if (subscriber !== undefined) subscriber.disconnect();
+    await this.#attempt?.catch(() => undefined);
+  }
+
+  /**
+   * True while this node holds the lease and its local deadline (request sent + TTL − drift) is in
+   * the future. Checked on the monotonic clock every call: a process that was paused longer than
+   * its lease knows it no longer leads the moment it resumes.
+   */
+  isLeader(): boolean {
+    return this.currentTerm() !== null;
+  }
+
+  /** The current term's token, or null when not leading. */
+  token(): Token | null {
+    return this.currentTerm()?.token ?? null;
+  }
+
+  /** The current term, or null when not leading (and the term ends here if its deadline passed). */
+  currentTerm(): LeaderTerm | null {
+    const state = this.#state;
+    if (state.kind !== 'leader') return null;
+    if (this.#clock.now() >= state.deadline) {
+      this.#loseLeadership(state, 'deadline');
+      return null;
+    }
+    return state.term;
+  }
+
+  /** The Redis server's time now (epoch ms), carried forward locally; null before any reply. */
+  serverNow(): number | null {
+    return this.#serverClock.now();
+  }
+
+  /**
+   * Runs `fn` with the current term; its signal aborts when leadership ends.
+   *
+   * @throws {NotLeaderError} when this node does not lead.
+   * @example
+   * ```ts
+   * await coordinator.withLeadership(async ({ token, signal }) => {
+   *   for (const batch of batches) { signal.throwIfAborted(); await process(batch, token); }
+   * });
+   * ```
+   */
+  async withLeadership<T>(fn: (term: LeaderTerm) => Promise<T>): Promise<T> {
+    const term = this.currentTerm();
+    if (term === null) throw new NotLeaderError(this.name, 'this node does not hold the lease');
+    return fn(term);
+  }
+
+  // ---- election ---------------------------------------------------------------------------
+
+  #runAttempt(): Promise<void> {
+    if (this.#attempt !== undefined) return this.#attempt;
+    this.#attempt = this.#acquire().finally(() => {
+      this.#attempt = undefined;
+    });
+    return this.#attempt;
+  }
+
+  async #acquire(): Promise<void> {
+    // Regressions found at election restart it at once, a bounded number of times in a row.
+    for (let round = 0; round < 5; round++) {
+      if (this.#state.kind !== 'standby') return;
+      const sentAt = this.#clock.now();
+      let reply: Array<string | number>;
+      try {
+        reply = await withTimeout(
+          this.#scripts.acquireLease(this.keys.lease, this.keys.counter, this.nodeId, this.ttlMs),
+          this.#commandTimeoutMs(),
+          'acquire',
+        );
+      } catch (error) {
+        this.#redisFailed('acquire', error);
+        return this.#scheduleAttempt(backoffMs(this.#failures, 50, this.#acquireRetryMs));
+      }
+      const receivedAt = this.#clock.now();
+      this.#failures = 0;
+      if (this.#state.kind !== 'standby') {
+        // Stopped while the request was in flight: give back what we may just have won.
+        if (reply[0] === 1) await this.#release(`${String(reply[1])}:${this.nodeId}`, parseToken(String(reply[1])));
+        return;
+      }
+
+      if (reply[0] !== 1) {
+        const [, holder, pttl, sec, usec] = reply;
+        this.#serverClock.sample(sec!, usec!, sentAt, receivedAt);
+        if (typeof holder === 'string' && holder.endsWith(`:${this.nodeId}`)) {
+          // Ours from an attempt whose reply we gave up on: hand it back rather than wait a TTL.
+          await this.#release(holder, parseToken(holder.slice(0, holder.indexOf(':'))));
+          continue;
+        }
+        const wait = Math.min(Math.max(Number(pttl), 0) + 5, this.#acquireRetryMs);
+        return this.#scheduleAttempt(jitter(wait, 0.1));
+      }
+
+      const [, tokenText, sec, usec] = reply;
+      this.#serverClock.sample(sec!, usec!, sentAt, receivedAt);
+      const token = parseToken(String(tokenText));
+      const leaseValue = `${token}:${this.nodeId}`;
+      const deadline = sentAt + this.ttlMs - this.driftMs;
+
+      // Fence every resource before dispatching anything: this refuses the deposed leader on every
+      // resource at once, and proves the token is above everything ever committed.
+      const verdict = await this.#advanceFences(token);
+      if (verdict.kind === 'regressed') {
+        await this.#repairCounter(verdict.highest);
+        await this.#release(leaseValue, token);
+        continue;
+      }
+      if (verdict.kind === 'unavailable') {
+        // Cannot prove the token is fresh: do not lead (fail closed).
+        await this.#release(leaseValue, token);
+        return this.#scheduleAttempt(jitter(this.#acquireRetryMs));
+      }
+      if (this.#state.kind !== 'standby' || this.#clock.now() >= deadline) {
+        await this.#release(leaseValue, token);
+        if (this.#state.kind === 'standby') return this.#scheduleAttempt(0);
+        return;
+      }
+
+      const controller = new AbortController();
+      this.#state = { kind: 'leader', term: { token, leaseValue, signal: controller.signal }, controller, deadline };
+      this.#armDeadline();
+      this.#scheduleRenew(this.renewIntervalMs);
+      emit(this.#logger, { type: 'lease.acquired', group: this.name, nodeId: this.nodeId, token });
+      this.emit('elected', { token });
+      return;
+    }
+    this.#scheduleAttempt(jitter(this.#acquireRetryMs));
+  }
+
+  async #advanceFences(
+    token: Token,
+  ): Promise<{ kind: 'ok' } | { kind: 'regressed'; highest: Token } | { kind: 'unavailable' }> {
+    const results = await Promise.allSettled(this.#fences.map((fence) => fence.advance(token)));
+    let highest: Token | null = null;
+    let unavailable = false;
+    results.forEach((result, i) => {
+      if (result.status === 'fulfilled') return;
+      const fence = this.#fences[i]!;
+      if (isFencedError(result.reason, 'FENCE_AHEAD')) {
+        const ahead = result.reason as FenceAheadError;
+        this.#regressions++;
+        emit(this.#logger, {
+          type: 'token.regression',
+          group: this.name,
+          nodeId: this.nodeId,
+          token,
+          fenceHighest: ahead.highest,
+          resource: fence.resource,
+        });
+        this.emit('regression', { token, fenceHighest: ahead.highest, resource: fence.resource, total: this.#regressions });
+        if (highest === null || ahead.highest > highest) highest = ahead.highest;
+      } else {
+        unavailable = true;
+        emit(this.#logger, { type: 'fence.unavailable', group: this.name, nodeId: this.nodeId, token, resource: fence.resource, error: result.reason });
+      }
+    });
+    if (highest !== null) return { kind: 'regressed', highest };
+    return unavailable ? { kind: 'unavailable' } : { kind: 'ok' };
+  }
+
+  /** Raises the Redis counter to the highest token a fence holds, so the next election mints above it. */
+  async #repairCounter(highest: Token): Promise<void> {
+    try {
+      await withTimeout(this.#scripts.raiseCounter(this.keys.counter, highest.toString()), this.#commandTimeoutMs(), 'raise counter');
+    } catch (error) {
+      this.#redisFailed('raise counter', error);
+    }
+  }
+
+  #scheduleAttempt(delayMs: number): void {
+    if (this.#state.kind !== 'standby') return;
+    clearTimeout(this.#timer);
+    this.#timer = setTimeout(() => void this.#runAttempt(), delayMs);
+  }
+
+  // ---- leadership -------------------------------------------------------------------------
+
+  #scheduleRenew(delayMs: number): void {
+    clearTimeout(this.#timer);
+    this.#timer = setTimeout(() => void this.#renew(), delayMs);
+  }
+
+  async #renew(): Promise<void> {
+    const state = this.#state;
+    if (state.kind !== 'leader') return;
+    if (this.currentTerm() === null) return; // the deadline passed while the timer waited (a pause)
+    const sentAt = this.#clock.now();
+    let reply: Array<string | number>;
+    try {
+      // Waiting past the deadline is pointless: by then the term is over anyway.
+      const budget = Math.max(1, Math.min(this.#commandTimeoutMs(), state.deadline - sentAt));
+      reply = await withTimeout(this.#scripts.renewLease(this.keys.lease, state.term.leaseValue, this.ttlMs), budget, 'renew');
+    } catch (error) {
+      this.#redisFailed('renew', error);
+      // Keep leading until the deadline at most, retrying sooner than usual meanwhile.
+      if (this.#state === state) this.#scheduleRenew(Math.max(10, Math.floor(this.renewIntervalMs / 4)));
+      return;
+    }
+    const receivedAt = this.#clock.now();
+    if (this.#state !== state) return;
+    this.#serverClock.sample(reply[1]!, reply[2]!, sentAt, receivedAt);
+    if (reply[0] !== 1) {
+      this.#loseLeadership(state, 'stolen');
+      return;
+    }
+    // The new deadline counts from when the request was sent: the reply may have come late.
+    state.deadline = Math.max(state.deadline, sentAt + this.ttlMs - this.driftMs);
+    this.#armDeadline();
+    if (this.currentTerm() !== null) this.#scheduleRenew(this.renewIntervalMs);
+  }
+
+  /** Ends the term at its deadline even when no one calls isLeader() (timers fire late after a pause). */
+  #armDeadline(): void {
+    const state = this.#state;
+    if (state.kind !== 'leader') return;
+    clearTimeout(this.#deadlineTimer);
+    this.#deadlineTimer = setTimeout(() => void this.currentTerm(), Math.max(0, state.deadline - this.#clock.now()) + 1);
+  }
+
+  #loseLeadership(state: Extract<State, { kind: 'leader' }>, reason: LeaseLossReason): void {
+    if (this.#state !== state) return;
+    this.#state = { kind: 'standby' };
+    this.#clearTimers();
+    this.#endTerm(state, reason);
+    // Best effort: if the lease is still ours in Redis (the renew was lost on the way), free it now.
+    void this.#release(state.term.leaseValue, state.term.token, false).finally(() => this.#scheduleAttempt(jitter(50)));
+  }
+
+  #endTerm(state: Extract<State, { kind: 'leader' }>, reason: LeaseLossReason): void {
+    state.controller.abort(new NotLeaderError(this.name, `leadership ended: ${reason}`));
+    emit(this.#logger, { type: 'lease.lost', group: this.name, nodeId: this.nodeId, token: state.term.token, reason });
+    // Listeners run on the next tick: isLeader() may end a term and must not call user code inline.
+    process.nextTick(() => this.emit('lost', { token: state.term.token, reason }));
+  }
+
+  async #release(leaseValue: string, token: Token, announce = true): Promise<void> {
+    try {
+      const released = await withTimeout(
+        this.#scripts.releaseLease(this.keys.lease, this.keys.released, leaseValue),
+        this.#commandTimeoutMs(),
+        'release',
+      );
+      if (released === 1 && announce) emit(this.#logger, { type: 'lease.released', group: this.name, nodeId: this.nodeId, token });
+    } catch (error) {
+      this.#redisFailed('release', error);
+    }
+  }
+
+  // ---- plumbing ---------------------------------------------------------------------------
+
+  /** Standbys listen for releases, so a graceful handover takes a round trip, not a TTL. */
+  async #subscribe(): Promise<void> {
+    const subscriber = this.#redis.duplicate({ lazyConnect: true, maxRetriesPerRequest: null });
+    subscriber.on('error', (error: unknown) => this.#redisFailed('subscribe', error));
+    subscriber.on('message', () => {
+      if (this.#state.kind === 'standby') {
+        clearTimeout(this.#timer);
+        void this.#runAttempt();
+      }
+    });
+    subscriber.on('ready', () => void subscriber.subscribe(this.keys.released).catch(() => undefined));
+    this.#subscriber = subscriber;
+    // Not awaited to completion when Redis is down: the node must still start, as a standby.
+    await withTimeout(subscriber.connect(), this.#commandTimeoutMs(), 'subscribe').catch((error: unknown) =>
+      this.#redisFailed('subscribe', error),
+    );
+  }
+
+  /** Reports Redis settings that make leases unsafe. */
+  async #checkRedisConfig(): Promise<void> {
+    try {
+      const reply = (await withTimeout(this.#redis.config('GET', 'maxmemory-policy'), this.#commandTimeoutMs(), 'config')) as string[];
+      const policy = reply[1];
+      if (policy !== undefined && policy !== 'noeviction' && !policy.startsWith('volatile')) {
+        emit(this.#logger, {
+          type: 'redis.config',
+          group: this.name,
+          nodeId: this.nodeId,
+          problem: `maxmemory-policy is ${policy}: Redis may evict the token counter (set noeviction)`,
+        });
+      }
+    } catch {
+      // CONFIG may be renamed or forbidden on managed Redis: nothing to report then.
+    }
+  }
+
+  #redisFailed(operation: string, error: unknown): void {
+    this.#failures++;
+    emit(this.#logger, { type: 'redis.error', group: this.name, nodeId: this.nodeId, operation, error });
+    this.emit('error', error instanceof Error ? error : new Error(String(error)));
+  }
+
+  /** How long any single Redis command may take before we treat it as failed. */
+  #commandTimeoutMs(): number {
+    return Math.max(50, Math.floor(this.ttlMs / 3));
+  }
+
+  #clearTimers(): void {
+    clearTimeout(this.#timer);
+    clearTimeout(this.#deadlineTimer);
+    this.#timer = undefined;
+    this.#deadlineTimer = undefined;
+  }
+}
+
+/**
+ * Creates a coordinator. Call `start()` to join the election.
+ *
+ * @throws {ConfigError} for bad options (names the option).
+ * @example
+ * ```ts
+ * const coordinator = createCoordinator({ redis, name: 'billing', ttlMs: 15_000, renewIntervalMs: 5_000, fences: [guard] });
+ * coordinator.on('elected', ({ token }) => log.info({ token }, 'leading'));
+ * await coordinator.start();
+ * ```
+ */
+export function createCoordinator(options: CreateCoordinatorOptions): Coordinator {
+  return new Coordinator(options);
+}

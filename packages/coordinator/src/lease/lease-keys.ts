@@ -1,0 +1,20 @@
+/**
+ * The Redis keys of one coordinator group. They share the hash tag `{name}`, so every script's keys
+ * live in one slot and the scripts run on Redis Cluster too.
+ */
+export interface LeaseKeys {
+  readonly lease: string;
+  readonly counter: string;
+  readonly released: string;
+  readonly fires: string;
+}
+
+export function leaseKeys(prefix: string, name: string): LeaseKeys {
+  const base = `${prefix}:{${name}}`;
+  return {
+    lease: `${base}:lease`,
+    counter: `${base}:token`,
+    released: `${base}:released`,
+    fires: `${base}:fires`,
+  };
+}

@@ -1,0 +1,94 @@
+import { z } from 'zod';
+
+const isObject = (v: unknown): v is object => typeof v === 'object' && v !== null;
+const isFunction = (v: unknown): v is (...args: never[]) => unknown => typeof v === 'function';
+
+/** A coordinator group name: it becomes part of Redis keys, so only a safe set of characters. */
+export const groupNameSchema = z
+  .string()
+  .regex(/^[A-Za-z0-9_.-]{1,64}$/, 'must be 1-64 characters from A-Z a-z 0-9 _ . -');
+
+/** The smallest drift margin allowed for a TTL: 1% of it plus a few milliseconds. */
+export function defaultDriftMs(ttlMs: number): number {
+  return Math.ceil(ttlMs * 0.01) + 5;
+}
+
+/** Options of `createCoordinator`, with their defaults. */
+export const coordinatorOptionsSchema = z
+  .object({
+    /** An ioredis client. The coordinator duplicates it once for its pub/sub wake-ups. */
+    redis: z.custom<object>(isObject, { message: 'must be an ioredis client' }),
+    /** The group: replicas with the same name elect one leader among them. */
+    name: groupNameSchema,
+    /**
+     * Lease time to live.
+     * @defaultValue `15000`
+     */
+    ttlMs: z.number().int().min(100).max(86_400_000).default(15_000),
+    /**
+     * How often the leader renews.
+     * @defaultValue `5000`
+     */
+    renewIntervalMs: z.number().int().min(10).default(5_000),
+    /**
+     * Safety margin taken off the lease on this node's side, for clock rate differences between
+     * this process and Redis. At least 1% of the TTL plus 2 ms.
+     * @defaultValue `ceil(ttlMs * 1%) + 5`
+     */
+    driftMs: z.number().int().min(0).optional(),
+    /**
+     * This node's id in the lease value and in events.
+     * @defaultValue `<hostname>-<pid>-<random>`
+     */
+    nodeId: z
+      .string()
+      .regex(/^[A-Za-z0-9_.:@-]{1,128}$/, 'must be 1-128 characters from A-Z a-z 0-9 _ . : @ -')
+      .optional(),
+    /**
+     * Prefix of every Redis key of the group.
+     * @defaultValue `'fenced'`
+     */
+    keyPrefix: z.string().regex(/^[A-Za-z0-9_.-]{1,64}$/, 'must be 1-64 characters from A-Z a-z 0-9 _ . -').default('fenced'),
+    /**
+     * Fences advanced to every newly minted token before the leader dispatches anything.
+     * @defaultValue `[]`
+     */
+    fences: z
+      .array(
+        z.custom<object>(
+          (v) => isObject(v) && isFunction((v as { advance?: unknown }).advance) && isFunction((v as { highest?: unknown }).highest),
+          { message: 'must implement the Fence interface (highest(), advance(token))' },
+        ),
+      )
+      .default([]),
+    /**
+     * How often a standby retries while the lease is held (it is also woken at once when the leader
+     * releases).
+     * @defaultValue `renewIntervalMs`
+     */
+    acquireRetryMs: z.number().int().min(10).optional(),
+    /** Monotonic clock in milliseconds (a seam for fault injection). @defaultValue `performance.now` */
+    clock: z.custom<{ now(): number }>((v) => isObject(v) && isFunction((v as { now?: unknown }).now), { message: 'must have now()' }).optional(),
+    /** Receives structured events; the coordinator never logs to the console. */
+    logger: z.custom<(event: never) => void>(isFunction, { message: 'must be a function' }).optional(),
+  })
+  .superRefine((o, ctx) => {
+    if (o.renewIntervalMs >= o.ttlMs) {
+      ctx.addIssue({ code: 'custom', path: ['renewIntervalMs'], message: `must be less than ttlMs (${o.ttlMs})` });
+    }
+    const minDrift = Math.ceil(o.ttlMs * 0.01) + 2;
+    if (o.driftMs !== undefined && o.driftMs < minDrift) {
+      ctx.addIssue({ code: 'custom', path: ['driftMs'], message: `must be at least 1% of ttlMs plus 2 ms (${minDrift})` });
+    }
+    const drift = o.driftMs ?? defaultDriftMs(o.ttlMs);
+    if (o.renewIntervalMs + drift >= o.ttlMs) {
+      ctx.addIssue({
+        code: 'custom',
+        path: ['renewIntervalMs'],
+        message: `renewIntervalMs + driftMs (${o.renewIntervalMs + drift}) must stay below ttlMs (${o.ttlMs}), or leadership lapses between renews`,
+      });
+    }
+  });
+
+export type CoordinatorOptionsInput = z.input<typeof coordinatorOptionsSchema>;
+export type CoordinatorOptions = z.output<typeof coordinatorOptionsSchema>;

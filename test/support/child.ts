@@ -1,0 +1,47 @@
+import { spawn, type ChildProcess } from 'node:child_process';
+import { fileURLToPath } from 'node:url';
+import { createInterface } from 'node:readline';
+
+const root = fileURLToPath(new URL('../..', import.meta.url));
+
+/** A TypeScript file run as its own Node process on source, with its JSON stdout lines collected. */
+export interface ChildHandle {
+  readonly process: ChildProcess;
+  readonly lines: Array<Record<string, unknown>>;
+  /** Resolves with the first line (from now or earlier, after `from`) matching `predicate`. */
+  waitForLine(predicate: (line: Record<string, unknown>) => boolean, timeoutMs?: number, from?: number): Promise<Record<string, unknown>>;
+  kill(signal?: NodeJS.Signals): void;
+}
+
+export function spawnTs(file: string, env: Record<string, string>, extraEnv: NodeJS.ProcessEnv = {}): ChildHandle {
+  const child = spawn(process.execPath, ['--import', 'tsx', '--conditions=@fenced/source', file], {
+    cwd: root,
+    env: { ...process.env, ...extraEnv, ...env },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  const lines: Array<Record<string, unknown>> = [];
+  createInterface({ input: child.stdout! }).on('line', (text) => {
+    try {
+      lines.push(JSON.parse(text) as Record<string, unknown>);
+    } catch {
+      lines.push({ kind: 'text', text });
+    }
+  });
+  child.stderr!.resume();
+  return {
+    process: child,
+    lines,
+    async waitForLine(predicate, timeoutMs = 10_000, from = 0) {
+      const deadline = performance.now() + timeoutMs;
+      for (;;) {
+        const found = lines.slice(from).find(predicate);
+        if (found !== undefined) return found;
+        if (performance.now() > deadline) throw new Error(`no matching line from ${file} within ${timeoutMs} ms`);
+        await new Promise((r) => setTimeout(r, 5));
+      }
+    },
+    kill(signal = 'SIGKILL') {
+      if (child.exitCode === null) child.kill(signal);
+    },
+  };
+}
