@@ -40,3 +40,11 @@ export {
   type CoordinatorOptions,
   type CoordinatorOptionsInput,
 } from './config/coordinator-config.js';
+export {
+  jobNameSchema,
+  jobSchema,
+  schedulerOptionsSchema,
+  type SchedulerOptions,
+  type SchedulerOptionsInput,
+  type JobOptionsInput,
+} from './config/scheduler-config.js';

@@ -55,8 +55,3 @@ export function withScripts(redis: Redis): FencedScripts {
     recordFire: call('recordFire') as FencedScripts['recordFire'],
   };
 }
-
-/** The versioned command name of a script, for pipelines. */
-export function scriptCommand(name: ScriptName): string {
-  return `${name}_${VERSION}`;
-}

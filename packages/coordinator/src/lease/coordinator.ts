@@ -98,6 +98,11 @@ export class Coordinator extends EventEmitter<CoordinatorEventMap> {
     this.#scripts = withScripts(this.#redis);
   }
 
+  /** The Redis client the coordinator runs its scripts on. */
+  get redis(): Redis {
+    return this.#redis;
+  }
+
   /** Regressions of the Redis token counter detected at election (see FENCING-MODEL.md, point 5). */
   get regressions(): number {
     return this.#regressions;

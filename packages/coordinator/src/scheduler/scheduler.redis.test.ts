@@ -1,0 +1,185 @@
+import { isFencedError, type Envelope, type FencedEvent } from '@fenced/shared';
+import { createRedis, deleteKeys, uniquePrefix, waitFor } from '#test-support';
+import type { Redis } from 'ioredis';
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { createCoordinator, createScheduler, type Coordinator, type CreateSchedulerOptions, type Scheduler } from '../index.js';
+import { withScripts } from '../internal/scripts.js';
+
+let admin: Redis;
+let prefix: string;
+const stoppers: Array<() => Promise<void> | void> = [];
+
+beforeAll(() => {
+  admin = createRedis();
+});
+afterAll(() => admin.disconnect());
+afterEach(async () => {
+  for (const stop of stoppers.splice(0).reverse()) await stop();
+  await deleteKeys(admin, prefix);
+});
+
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+interface Replica {
+  coordinator: Coordinator;
+  scheduler: Scheduler;
+  redis: Redis;
+}
+
+function replica(jobs: CreateSchedulerOptions['jobs'], extra: Partial<CreateSchedulerOptions> = {}): Replica {
+  const redis = createRedis();
+  const coordinator = createCoordinator({ redis, name: 'cron', keyPrefix: prefix, ttlMs: 500, renewIntervalMs: 100, acquireRetryMs: 50 });
+  const scheduler = createScheduler({ coordinator, jobs, tickMs: 10, ...extra });
+  stoppers.push(() => redis.disconnect());
+  stoppers.push(() => coordinator.stop());
+  stoppers.push(() => scheduler.stop());
+  return { coordinator, scheduler, redis };
+}
+
+async function startAll(replicas: Replica[]): Promise<void> {
+  for (const r of replicas) r.scheduler.start();
+  await Promise.all(replicas.map((r) => r.coordinator.start()));
+}
+
+/** Every fire time of an everyMs job in [from, to], as fire ids would name them. */
+function expectedFires(everyMs: number, from: number, to: number): number[] {
+  const out: number[] = [];
+  for (let at = Math.ceil(from / everyMs) * everyMs; at <= to; at += everyMs) out.push(at);
+  return out;
+}
+
+async function serverNow(): Promise<number> {
+  const [s, us] = await admin.time();
+  return Number(s) * 1000 + Number(us) / 1000;
+}
+
+describe('the scheduler', () => {
+  it('dispatches each fire exactly once in a fault-free run, across graceful handovers, with the leader token', async () => {
+    prefix = uniquePrefix('sched');
+    const dispatched: Envelope[] = [];
+    const tokensByNode = new Map<string, bigint[]>();
+    const handler = async (e: Envelope) => void dispatched.push(e);
+    const replicas = [replica({ tick: { everyMs: 100, handler } }), replica({ tick: { everyMs: 100, handler } }), replica({ tick: { everyMs: 100, handler } })];
+    for (const r of replicas) r.coordinator.on('elected', ({ token }) => tokensByNode.set(r.coordinator.nodeId, [...(tokensByNode.get(r.coordinator.nodeId) ?? []), token]));
+    await startAll(replicas);
+    await waitFor(() => dispatched.length >= 3);
+    const from = Date.parse(dispatched[0]!.scheduledAt);
+    for (let i = 0; i < 3; i++) {
+      const leader = replicas.find((r) => r.coordinator.isLeader())!;
+      await sleep(250);
+      await leader.scheduler.stop();
+      await leader.coordinator.stop(); // graceful: releases, a standby takes over at once
+      leader.scheduler.start();
+      await leader.coordinator.start();
+    }
+    await sleep(300);
+    const to = (await serverNow()) - 150; // fires this old must all be out
+    const seen = dispatched.filter((e) => Date.parse(e.scheduledAt) <= to);
+    const ids = seen.map((e) => e.fireId);
+    expect(new Set(ids).size).toBe(ids.length); // no fire twice
+    expect(seen.map((e) => Date.parse(e.scheduledAt)).sort((a, b) => a - b)).toEqual(expectedFires(100, from, to)); // none missing
+    for (const e of seen) {
+      expect(e.v).toBe(1);
+      expect(tokensByNode.get(e.issuer)).toContain(BigInt(e.token));
+    }
+  });
+
+  it('catches up fires that came due while nobody led (crash without release)', async () => {
+    prefix = uniquePrefix('sched');
+    const dispatched: Envelope[] = [];
+    const handler = async (e: Envelope) => void dispatched.push(e);
+    const a = replica({ tick: { everyMs: 50, handler } });
+    await startAll([a]);
+    await waitFor(() => dispatched.length >= 3);
+    const b = replica({ tick: { everyMs: 50, handler } });
+    await startAll([b]);
+    const crashedAt = await serverNow();
+    a.redis.disconnect(); // crash: a keeps no lease, records nothing more; b waits out the TTL
+    await waitFor(() => b.coordinator.isLeader(), 3000, 2);
+    await sleep(200);
+    const to = (await serverNow()) - 100;
+    const times = [...new Set(dispatched.map((e) => Date.parse(e.scheduledAt)))].filter((t) => t <= to).sort((x, y) => x - y);
+    // Every fire of the election window (about a TTL of them) was dispatched by the new leader.
+    expect(times).toEqual(expectedFires(50, times[0]!, to));
+    const byB = dispatched.filter((e) => e.issuer === b.coordinator.nodeId && Date.parse(e.scheduledAt) > crashedAt);
+    expect(byB.length).toBeGreaterThan(0);
+  });
+
+  it('never lets a stale lease advance the scheduler state', async () => {
+    prefix = uniquePrefix('sched');
+    const a = replica({ tick: { everyMs: 1000, handler: () => undefined } });
+    await startAll([a]);
+    const stale = a.coordinator.currentTerm()!.leaseValue;
+    await a.coordinator.stop();
+    const b = replica({ tick: { everyMs: 1000, handler: () => undefined } });
+    await startAll([b]);
+    const scripts = withScripts(admin);
+    const keys = a.coordinator.keys;
+    expect(await scripts.recordFire(keys.lease, keys.fires, stale, 'tick', '99999999999999')).toBe(0);
+    expect(await admin.hget(keys.fires, 'tick')).not.toBe('99999999999999');
+    expect(await scripts.recordFire(keys.lease, keys.fires, b.coordinator.currentTerm()!.leaseValue, 'tick', '5')).toBe(1);
+  });
+
+  it('hands fires to a BullMQ queue with the fire id as job id, so a second copy is dropped', async () => {
+    prefix = uniquePrefix('sched');
+    const { Queue } = await import('bullmq');
+    const connection = createRedis(undefined, { maxRetriesPerRequest: null });
+    const queue = new Queue('fires', { connection, prefix });
+    stoppers.push(() => connection.disconnect());
+    stoppers.push(() => queue.close());
+    const a = replica({ ledger: { everyMs: 100, queue } });
+    await startAll([a]);
+    await sleep(450);
+    await a.scheduler.stop();
+    const jobs = await queue.getJobs(['waiting', 'delayed', 'active', 'completed']);
+    expect(jobs.length).toBeGreaterThanOrEqual(3);
+    const first = jobs[0]!;
+    expect(first.id).toBe((first.data as Envelope).fireId);
+    // A second dispatch of the same fire (a deposed leader, or a crash before recording) is dropped.
+    await queue.add('ledger', first.data, { jobId: first.id! });
+    expect((await queue.getJobs(['waiting', 'delayed', 'active', 'completed'])).length).toBe(jobs.length);
+  });
+
+  it('rejects bad jobs with a ConfigError naming the field', () => {
+    prefix = uniquePrefix('sched');
+    const coordinator = createCoordinator({ redis: admin, name: 'cron', keyPrefix: prefix });
+    const bad: Array<[CreateSchedulerOptions['jobs'], string]> = [
+      [{ a: { cron: '61 * * * *', handler: () => 1 } }, 'jobs.a.cron'],
+      [{ a: { cron: '0 * * * *', timezone: 'Mars/Olympus', handler: () => 1 } }, 'jobs.a.timezone'],
+      [{ a: { cron: '0 * * * *', everyMs: 100, handler: () => 1 } }, 'jobs.a.cron'],
+      [{ a: { everyMs: 100 } }, 'jobs.a.handler'],
+      [{ 'a:b': { everyMs: 100, handler: () => 1 } }, 'jobs.a:b'],
+      [{ a: { everyMs: 1, handler: () => 1 } }, 'jobs.a.everyMs'],
+    ];
+    for (const [jobs, path] of bad) {
+      let caught: unknown;
+      try {
+        createScheduler({ coordinator, jobs });
+      } catch (err) {
+        caught = err;
+      }
+      expect(isFencedError(caught, 'INVALID_CONFIG'), path).toBe(true);
+      expect((caught as { issues: { path: string }[] }).issues.map((i) => i.path).join(' ')).toContain(path);
+    }
+  });
+
+  it('reports skipped fires under misfire skip', async () => {
+    prefix = uniquePrefix('sched');
+    const events: FencedEvent[] = [];
+    const dispatched: Envelope[] = [];
+    const handler = async (e: Envelope) => void dispatched.push(e);
+    const a = replica({ tick: { everyMs: 50, handler } }, { misfire: 'skip', logger: (e) => events.push(e) });
+    await startAll([a]);
+    await waitFor(() => dispatched.length >= 2);
+    await a.scheduler.stop();
+    await a.coordinator.stop();
+    await sleep(300); // about six fires come due with nobody leading
+    const before = dispatched.length;
+    a.scheduler.start();
+    await a.coordinator.start();
+    await sleep(120);
+    expect(events.some((e) => e.type === 'fire.skipped' && e.missed >= 4)).toBe(true);
+    // Nothing older than the new term was dispatched after the restart.
+    expect(dispatched.length - before).toBeLessThanOrEqual(4);
+  });
+});

@@ -1,0 +1,279 @@
+import {
+  ConfigError,
+  emit,
+  ENVELOPE_VERSION,
+  parseOptions,
+  schedulerOptionsSchema,
+  type Envelope,
+  type FencedLogger,
+  type JobOptionsInput,
+  type SchedulerOptionsInput,
+} from '@fenced/shared';
+import { withScripts, type FencedScripts } from '../internal/scripts.js';
+import type { Coordinator, LeaderTerm } from '../lease/coordinator.js';
+import { planCatchUp, type MisfirePolicy } from './catch-up.js';
+import { DueQueue } from './due-queue.js';
+import { fireId } from './fire-id.js';
+import { cronSchedule, intervalSchedule, type JobSchedule } from './job-schedule.js';
+
+/** What an in-process handler is given besides the envelope. */
+export interface FireContext {
+  /** Aborts when this node stops leading. */
+  readonly signal: AbortSignal;
+}
+
+/** An in-process fire handler. */
+export type FireHandler = (envelope: Envelope, context: FireContext) => unknown;
+
+/** The part of a BullMQ `Queue` the scheduler uses. The fire id becomes the job id. */
+export interface QueueLike {
+  add(name: string, data: unknown, options: { jobId: string }): Promise<unknown>;
+}
+
+export type JobDefinition = Omit<JobOptionsInput, 'handler' | 'queue' | 'payload'> & {
+  handler?: FireHandler;
+  queue?: QueueLike;
+  /** A payload, or a function of the fire's scheduled time (epoch ms) returning one. */
+  payload?: unknown;
+};
+
+export type CreateSchedulerOptions = Omit<SchedulerOptionsInput, 'coordinator' | 'jobs' | 'logger'> & {
+  coordinator: Coordinator;
+  jobs: Record<string, JobDefinition>;
+  logger?: FencedLogger;
+  /** Turns each envelope into what is dispatched (for example: signs it). @defaultValue identity */
+  seal?: (envelope: Envelope) => Envelope;
+};
+
+interface Job {
+  readonly name: string;
+  readonly schedule: JobSchedule;
+  readonly handler: FireHandler | undefined;
+  readonly queue: QueueLike | undefined;
+  readonly payload: unknown;
+  /** Fires due for dispatch, oldest first. */
+  readonly pending: number[];
+  inFlight: boolean;
+}
+
+/**
+ * The fenced cron scheduler: only the leader dispatches; each fire carries the term's token in the
+ * shared envelope; the last dispatched fire per job lives in Redis, written only by a script that
+ * checks the lease; due times come from the Redis server's clock.
+ */
+export class Scheduler {
+  readonly #coordinator: Coordinator;
+  readonly #jobs: ReadonlyMap<string, Job>;
+  readonly #misfire: MisfirePolicy;
+  readonly #catchUpWindowMs: number;
+  readonly #maxCatchUpFires: number;
+  readonly #tickMs: number;
+  readonly #concurrency: number;
+  readonly #logger: FencedLogger | undefined;
+  readonly #seal: (envelope: Envelope) => Envelope;
+  readonly #scripts: FencedScripts;
+
+  readonly #due = new DueQueue();
+  #term: LeaderTerm | null = null;
+  #timer: NodeJS.Timeout | undefined;
+  #running = false;
+  #active = 0;
+  #idle: Array<() => void> = [];
+  readonly #onElected = () => void this.#lead();
+  readonly #onLost = () => this.#standDown();
+
+  constructor(input: CreateSchedulerOptions) {
+    const options = parseOptions('scheduler', schedulerOptionsSchema, input);
+    this.#coordinator = input.coordinator;
+    this.#misfire = options.misfire;
+    this.#catchUpWindowMs = options.catchUpWindowMs;
+    this.#maxCatchUpFires = options.maxCatchUpFires;
+    this.#tickMs = options.tickMs;
+    this.#concurrency = options.concurrency;
+    this.#logger = input.logger;
+    this.#seal = input.seal ?? ((e) => e);
+    this.#scripts = withScripts(this.#coordinator.redis);
+    const jobs = new Map<string, Job>();
+    for (const [name, def] of Object.entries(input.jobs)) {
+      let schedule: JobSchedule;
+      try {
+        schedule = def.cron !== undefined ? cronSchedule(def.cron, def.timezone) : intervalSchedule(def.everyMs!);
+      } catch (err) {
+        throw new ConfigError('scheduler', [{ path: `jobs.${name}.cron`, message: (err as Error).message }]);
+      }
+      jobs.set(name, { name, schedule, handler: def.handler, queue: def.queue, payload: def.payload, pending: [], inFlight: false });
+    }
+    this.#jobs = jobs;
+  }
+
+  /** The job names. */
+  get jobs(): string[] {
+    return [...this.#jobs.keys()];
+  }
+
+  /** Starts dispatching whenever the coordinator leads. Start the coordinator too. */
+  start(): void {
+    if (this.#running) return;
+    this.#running = true;
+    this.#coordinator.on('elected', this.#onElected);
+    this.#coordinator.on('lost', this.#onLost);
+    if (this.#coordinator.isLeader()) void this.#lead();
+  }
+
+  /** Stops dispatching and waits for fires in dispatch to finish. */
+  async stop(): Promise<void> {
+    this.#running = false;
+    this.#coordinator.off('elected', this.#onElected);
+    this.#coordinator.off('lost', this.#onLost);
+    this.#standDown();
+    if (this.#active > 0) await new Promise<void>((resolve) => this.#idle.push(resolve));
+  }
+
+  // ---- leadership -------------------------------------------------------------------------
+
+  /** A new term: load what was dispatched, plan the catch-up, start ticking. */
+  async #lead(): Promise<void> {
+    const term = this.#coordinator.currentTerm();
+    if (!this.#running || term === null || term === this.#term) return;
+    this.#standDown();
+    this.#term = term;
+    let recorded: Record<string, string>;
+    try {
+      recorded = await this.#coordinator.redis.hgetall(this.#coordinator.keys.fires);
+    } catch (error) {
+      // Without the record, catch-up would guess: give the term up to the next election instead.
+      emit(this.#logger, { type: 'redis.error', group: this.#coordinator.name, nodeId: this.#coordinator.nodeId, operation: 'load fires', error });
+      this.#term = null;
+      return;
+    }
+    const now = this.#coordinator.serverNow();
+    if (this.#term !== term || now === null) return;
+    for (const job of this.#jobs.values()) {
+      const last = recorded[job.name] === undefined ? null : Number(recorded[job.name]);
+      const plan = planCatchUp(job.schedule, last, now, this.#misfire, this.#catchUpWindowMs, this.#maxCatchUpFires);
+      job.pending.push(...plan.fires);
+      if (plan.skipped > 0 || plan.beforeWindow) {
+        emit(this.#logger, {
+          type: 'fire.skipped',
+          group: this.#coordinator.name,
+          nodeId: this.#coordinator.nodeId,
+          job: job.name,
+          missed: plan.skipped,
+          reason: plan.beforeWindow ? `misfire ${this.#misfire}; fires before the catch-up window too` : `misfire ${this.#misfire}`,
+        });
+      }
+      if (plan.next !== null) this.#due.push(job.name, plan.next);
+    }
+    this.#tick();
+  }
+
+  #standDown(): void {
+    clearTimeout(this.#timer);
+    this.#timer = undefined;
+    this.#term = null;
+    this.#due.clear();
+    for (const job of this.#jobs.values()) job.pending.length = 0;
+  }
+
+  /** Moves due fires to their jobs and dispatches; runs every tickMs while leading. */
+  #tick(): void {
+    const term = this.#term;
+    if (term === null) return;
+    if (this.#coordinator.currentTerm() !== term) return this.#standDown();
+    const now = this.#coordinator.serverNow();
+    if (now !== null) {
+      for (let entry = this.#due.popDue(now); entry !== undefined; entry = this.#due.popDue(now)) {
+        const job = this.#jobs.get(entry.job)!;
+        job.pending.push(entry.at);
+        const next = job.schedule.nextAfter(entry.at);
+        if (next !== null) this.#due.push(job.name, next);
+      }
+      this.#pump(term);
+    }
+    this.#timer = setTimeout(() => this.#tick(), this.#tickMs);
+  }
+
+  #pump(term: LeaderTerm): void {
+    for (const job of this.#jobs.values()) {
+      if (this.#active >= this.#concurrency) return;
+      if (job.inFlight || job.pending.length === 0) continue;
+      job.inFlight = true;
+      this.#active++;
+      void this.#drain(job, term).finally(() => {
+        job.inFlight = false;
+        this.#active--;
+        if (this.#active === 0) for (const resolve of this.#idle.splice(0)) resolve();
+      });
+    }
+  }
+
+  /** Dispatches a job's pending fires in order, then records each one; stops when the term ends. */
+  async #drain(job: Job, term: LeaderTerm): Promise<void> {
+    while (job.pending.length > 0) {
+      // Self-fence before every dispatch: the term must still be current by our own deadline.
+      if (this.#coordinator.currentTerm() !== term) return;
+      const scheduledAt = job.pending[0]!;
+      const envelope = this.#seal({
+        v: ENVELOPE_VERSION,
+        job: job.name,
+        fireId: fireId(job.name, scheduledAt),
+        scheduledAt: new Date(scheduledAt).toISOString(),
+        token: term.token.toString(),
+        issuer: this.#coordinator.nodeId,
+        payload: typeof job.payload === 'function' ? (job.payload as (at: number) => unknown)(scheduledAt) : job.payload,
+      });
+      const event = { group: this.#coordinator.name, nodeId: this.#coordinator.nodeId, job: job.name, fireId: envelope.fireId, token: term.token };
+      if (job.queue !== undefined) {
+        try {
+          await job.queue.add(job.name, envelope, { jobId: envelope.fireId });
+        } catch (error) {
+          // Not enqueued: keep the fire pending and try again on a later tick.
+          emit(this.#logger, { type: 'fire.failed', ...event, error });
+          return;
+        }
+      } else {
+        try {
+          await job.handler!(envelope, { signal: term.signal });
+        } catch (error) {
+          // The handler saw the fire; retrying it is the handler's business (at-least-once).
+          emit(this.#logger, { type: 'fire.failed', ...event, error });
+        }
+      }
+      job.pending.shift();
+      emit(this.#logger, { type: 'fire.dispatched', ...event });
+      // Recorded after dispatch: a crash in between dispatches the fire again (at-least-once), which
+      // the guard's dedupe on fireId makes harmless. The script refuses a stale lease.
+      let recorded: number;
+      try {
+        recorded = await this.#scripts.recordFire(this.#coordinator.keys.lease, this.#coordinator.keys.fires, term.leaseValue, job.name, String(scheduledAt));
+      } catch (error) {
+        emit(this.#logger, { type: 'redis.error', group: this.#coordinator.name, nodeId: this.#coordinator.nodeId, operation: 'record fire', error });
+        continue;
+      }
+      if (recorded !== 1) {
+        // The lease is not ours any more: stop here; the coordinator finds out on its next renew.
+        if (this.#term === term) this.#standDown();
+        return;
+      }
+    }
+  }
+}
+
+/**
+ * Creates a scheduler on a coordinator.
+ *
+ * @throws {ConfigError} for a bad cron expression, time zone, interval, or job name.
+ * @example
+ * ```ts
+ * const scheduler = createScheduler({
+ *   coordinator,
+ *   jobs: { invoices: { cron: '0 * * * *', timezone: 'Europe/Paris', handler: (envelope) => handle(envelope) } },
+ *   misfire: 'all',
+ * });
+ * scheduler.start();
+ * await coordinator.start();
+ * ```
+ */
+export function createScheduler(options: CreateSchedulerOptions): Scheduler {
+  return new Scheduler(options);
+}
