@@ -1,0 +1,162 @@
+/**
+ * pnpm bench:coordinator — failover times, steady-state Redis load, and dispatch capacity.
+ *
+ * Runs against a private redis-server it starts on a free loopback port (so the command counts are
+ * ours alone). Flags: --rounds N (failovers of each kind, default 10), --jobs N (default 10000),
+ * --seconds S (dispatch measurement, default 10), --json.
+ */
+import { parseArgs } from 'node:util';
+import { Redis } from 'ioredis';
+import { createCoordinator, createScheduler, type Coordinator } from '@fenced/coordinator';
+import { startRedisServer } from './redis-server-process.js';
+
+const { values: args } = parseArgs({
+  options: {
+    rounds: { type: 'string', default: '10' },
+    jobs: { type: 'string', default: '10000' },
+    seconds: { type: 'string', default: '10' },
+    json: { type: 'boolean', default: false },
+  },
+});
+const rounds = Number(args.rounds);
+const jobCount = Number(args.jobs);
+const seconds = Number(args.seconds);
+if (!(rounds >= 1) || !(jobCount >= 1) || !(seconds > 0)) {
+  process.stderr.write('usage: bench:coordinator [--rounds N] [--jobs N] [--seconds S] [--json]\n');
+  process.exit(2);
+}
+
+const TTL = 1000;
+const RENEW = 250;
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+const progress = (line: string) => {
+  if (!args.json) process.stderr.write(`${line}\n`);
+};
+const stats = (xs: number[]) => {
+  const s = [...xs].sort((a, b) => a - b);
+  const at = (q: number) => s[Math.min(s.length - 1, Math.floor(q * s.length))]!;
+  return { median: s.length % 2 ? s[(s.length - 1) / 2]! : (s[s.length / 2 - 1]! + s[s.length / 2]!) / 2, p99: at(0.99), max: s[s.length - 1]! };
+};
+
+const server = await startRedisServer();
+const clients: Redis[] = [];
+const client = (): Redis => {
+  const r = new Redis(server.url, { maxRetriesPerRequest: 1 });
+  r.on('error', () => {});
+  clients.push(r);
+  return r;
+};
+
+function node(name: string, redis = client()): Coordinator {
+  return createCoordinator({ redis, name, ttlMs: TTL, renewIntervalMs: RENEW, acquireRetryMs: RENEW });
+}
+
+/** Time from the leader's end (crash or stop) until a standby reports 'elected'. */
+async function failover(kind: 'crash' | 'graceful', round: number): Promise<number> {
+  const leaderRedis = client();
+  const leader = node(`fo-${kind}-${round}`, leaderRedis);
+  await leader.start();
+  const standbys = [node(`fo-${kind}-${round}`), node(`fo-${kind}-${round}`)];
+  await Promise.all(standbys.map((s) => s.start()));
+  await sleep(Math.random() * RENEW); // end the leader at a random point of its renew cycle
+  const elected = new Promise<number>((resolve) => {
+    for (const s of standbys) s.once('elected', () => resolve(performance.now()));
+  });
+  const endedAt = performance.now();
+  if (kind === 'crash') leaderRedis.disconnect();
+  else await leader.stop();
+  const at = await elected;
+  await leader.stop();
+  await Promise.all(standbys.map((s) => s.stop()));
+  return at - endedAt;
+}
+
+const results: Record<string, unknown> = { ttlMs: TTL, renewIntervalMs: RENEW };
+const lines: string[] = [];
+
+for (const kind of ['graceful', 'crash'] as const) {
+  const times: number[] = [];
+  for (let i = 0; i < rounds; i++) times.push(await failover(kind, i));
+  const s = stats(times);
+  results[`failover_${kind}_ms`] = { median: Math.round(s.median), max: Math.round(s.max) };
+  lines.push(`failover ${kind}: median ${Math.round(s.median)} ms, max ${Math.round(s.max)} ms`);
+  progress(lines[lines.length - 1]!);
+}
+
+// Steady state: one leader and two standbys, idle; count what the server executes.
+{
+  const admin = client();
+  const nodes = [node('steady'), node('steady'), node('steady')];
+  await Promise.all(nodes.map((n) => n.start()));
+  await sleep(500);
+  await admin.config('RESETSTAT');
+  const window = 10;
+  await sleep(window * 1000);
+  const info = await admin.info('commandstats');
+  await Promise.all(nodes.map((n) => n.stop()));
+  const calls = (command: string) => Number(new RegExp(`cmdstat_${command}:calls=(\\d+)`).exec(info)?.[1] ?? 0);
+  // Round trips are the script calls our nodes send; Redis also counts the commands run inside them.
+  const roundTrips = calls('evalsha') + calls('eval');
+  const executed = [...info.matchAll(/cmdstat_([a-z|]+):calls=(\d+)/g)]
+    .filter(([, name]) => name !== 'info' && name !== 'config|resetstat')
+    .reduce((sum, [, , n]) => sum + Number(n), 0);
+  const perNode = roundTrips / window / nodes.length;
+  const executedPerNode = executed / window / nodes.length;
+  results['redis_commands_per_second_per_node'] = Math.round(perNode * 100) / 100;
+  results['redis_commands_executed_per_second_per_node'] = Math.round(executedPerNode * 100) / 100;
+  lines.push(
+    `redis commands per second per node (steady state, 1 leader + 2 standbys, renew every ${RENEW} ms): ${perNode.toFixed(2)} sent, ${executedPerNode.toFixed(2)} executed counting those inside scripts`,
+  );
+  progress(lines[lines.length - 1]!);
+}
+
+// Dispatch capacity: N jobs each firing every second, in-process no-op handlers.
+{
+  const leader = node('dispatch');
+  let fired = 0;
+  const lags: number[] = [];
+  const jobs = Object.fromEntries(
+    Array.from({ length: jobCount }, (_, i) => [
+      `job-${i}`,
+      {
+        everyMs: 1000,
+        handler: (envelope: { scheduledAt: string }) => {
+          fired++;
+          const now = leader.serverNow();
+          if (now !== null && lags.length < 200_000) lags.push(now - Date.parse(envelope.scheduledAt));
+        },
+      },
+    ]),
+  );
+  const scheduler = createScheduler({ coordinator: leader, jobs, concurrency: 1024 });
+  scheduler.start();
+  await leader.start();
+  await sleep(2000); // warm up
+  fired = 0;
+  lags.length = 0;
+  const cpu0 = process.cpuUsage();
+  const t0 = performance.now();
+  await sleep(seconds * 1000);
+  const cpu = process.cpuUsage(cpu0);
+  const elapsed = (performance.now() - t0) / 1000;
+  const rate = fired / elapsed;
+  const cpuShare = (cpu.user + cpu.system) / 1e6 / elapsed;
+  await scheduler.stop();
+  await leader.stop();
+  const lag = stats(lags);
+  results['dispatch'] = {
+    jobs: jobCount,
+    demandedPerSecond: jobCount,
+    firesPerSecond: Math.round(rate),
+    leaderCpuShareOfOneCore: Math.round(cpuShare * 100) / 100,
+    lagMs: { median: Math.round(lag.median), p99: Math.round(lag.p99), max: Math.round(lag.max) },
+  };
+  lines.push(`dispatch: ${jobCount} jobs every 1 s: ${Math.round(rate)} fires/s, leader CPU ${(cpuShare * 100).toFixed(0)}% of one core`);
+  lines.push(`dispatch lag (server clock, scheduled to handler): median ${Math.round(lag.median)} ms, p99 ${Math.round(lag.p99)} ms, max ${Math.round(lag.max)} ms`);
+  progress(lines.slice(-2).join('\n'));
+}
+
+for (const c of clients) c.disconnect();
+await server.stop();
+if (args.json) process.stdout.write(`${JSON.stringify(results, null, 2)}\n`);
+else process.stdout.write(`coordinator benchmark (TTL ${TTL} ms, renew ${RENEW} ms, ${rounds} failovers of each kind)\n${lines.join('\n')}\n`);
