@@ -58,3 +58,34 @@ export async function withPgClient<T>(pool: pg.Pool, fn: (client: pg.PoolClient)
     client.release();
   }
 }
+
+/**
+ * A pg pool wrapper that counts what reaches PostgreSQL: connections checked out and queries sent.
+ * Structural, over a real pool: the code under test talks to the real database through it.
+ */
+export function countingPool(pool: pg.Pool): { pool: pg.Pool; counts: { connects: number; queries: number } } {
+  const counts = { connects: 0, queries: 0 };
+  const counted = {
+    async connect() {
+      counts.connects++;
+      const client = await pool.connect();
+      return new Proxy(client, {
+        get(target, property, receiver) {
+          if (property === 'query') {
+            return (...args: unknown[]) => {
+              counts.queries++;
+              return (target.query as (...a: unknown[]) => unknown)(...args);
+            };
+          }
+          const value: unknown = Reflect.get(target, property, receiver);
+          return typeof value === 'function' ? value.bind(target) : value;
+        },
+      });
+    },
+    async query(...args: unknown[]) {
+      counts.queries++;
+      return (pool.query as (...a: unknown[]) => unknown)(...args);
+    },
+  };
+  return { pool: counted as unknown as pg.Pool, counts };
+}

@@ -1,16 +1,35 @@
-// The root entry re-exports the shared vocabulary; backends live under subpaths
-// (`@fenced/consumer-guard/postgres`) so that a Redis-only user never loads PostgreSQL code.
+// The root entry: the combined guard (PostgreSQL authority, optional Redis fast path) and the handler
+// wrapper. Single-backend guards live under subpaths (`@fenced/consumer-guard/postgres`, `/redis`).
+// Nothing here imports a database driver: the caller's own clients are used.
+export { createGuard, type Guard } from './guard.js';
+export {
+  idempotencyKey,
+  toProcessor,
+  type GuardedHandler,
+  type HandlerContext,
+  type HandlerOptions,
+  type HandlerOutcome,
+  type WrappedHandler,
+} from './handler/wrap-handler.js';
 export {
   FencedError,
   FencedErrorCode,
   isFencedError,
   StaleTokenError,
   InvalidTokenError,
+  InvalidEnvelopeError,
+  EnvelopeSignatureError,
+  DuplicateFireError,
   GuardUnavailableError,
   FenceAheadError,
   parseToken,
+  signEnvelope,
+  verifyEnvelope,
+  type Envelope,
   type Fence,
   type Token,
   type FencedEvent,
   type FencedLogger,
+  type SigningKey,
+  type VerificationKeys,
 } from '@fenced/shared';

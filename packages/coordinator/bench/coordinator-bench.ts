@@ -8,7 +8,7 @@
 import { parseArgs } from 'node:util';
 import { Redis } from 'ioredis';
 import { createCoordinator, createScheduler, type Coordinator } from '@fenced/coordinator';
-import { startRedisServer } from './redis-server-process.js';
+import { startRedisServer } from '@fenced/chaos';
 
 const { values: args } = parseArgs({
   options: {

@@ -35,18 +35,35 @@ export const envelopeSchema = z.strictObject({
   token: tokenStringSchema,
   issuer: nameSchema,
   payload: z.unknown(),
+  /** Key id of the signature (see `signEnvelope`), for key rotation. */
+  kid: z.string().regex(/^[A-Za-z0-9_.-]{1,64}$/).optional(),
+  /** HMAC-SHA-256 over the canonical form, base64url. */
+  sig: z.string().regex(/^[A-Za-z0-9_-]{43}$/, 'must be a base64url HMAC-SHA-256').optional(),
 });
 
 /** A validated envelope, as it travels (token as a decimal string). */
 export type Envelope = z.infer<typeof envelopeSchema>;
 
+/** The largest payload accepted by default, in bytes of its JSON form. */
+export const DEFAULT_MAX_PAYLOAD_BYTES = 256 * 1024;
+
 /**
  * Validates unknown input as an envelope.
  *
+ * @param maxPayloadBytes - the payload's JSON form may not be larger (default 256 KiB).
  * @throws {InvalidEnvelopeError} naming each offending field.
  */
-export function parseEnvelope(input: unknown): Envelope {
+export function parseEnvelope(input: unknown, maxPayloadBytes = DEFAULT_MAX_PAYLOAD_BYTES): Envelope {
   const result = envelopeSchema.safeParse(input);
   if (!result.success) throw new InvalidEnvelopeError(toValidationIssues(result.error));
+  let size: number;
+  try {
+    size = Buffer.byteLength(JSON.stringify(result.data.payload) ?? '', 'utf8');
+  } catch {
+    throw new InvalidEnvelopeError([{ path: 'payload', message: 'must be JSON-serializable' }]);
+  }
+  if (size > maxPayloadBytes) {
+    throw new InvalidEnvelopeError([{ path: 'payload', message: `is ${size} bytes as JSON, at most ${maxPayloadBytes} allowed` }]);
+  }
   return result.data;
 }

@@ -27,6 +27,13 @@ export const FencedErrorCode = {
   FENCE_AHEAD: 'FENCE_AHEAD',
   /** An operation that needs leadership ran on a node that does not (or no longer) lead. */
   NOT_LEADER: 'NOT_LEADER',
+  /**
+   * An envelope was unsigned while the guard requires signatures, named an unknown key id, or its
+   * signature did not match its contents. Nothing was considered, let alone applied.
+   */
+  BAD_SIGNATURE: 'BAD_SIGNATURE',
+  /** This resource already applied that fire id: a second dispatch of one fire changes nothing. */
+  DUPLICATE_FIRE: 'DUPLICATE_FIRE',
 } as const;
 
 export type FencedErrorCode = (typeof FencedErrorCode)[keyof typeof FencedErrorCode];
@@ -143,6 +150,28 @@ export class NotLeaderError extends FencedError {
   override readonly name = 'NotLeaderError';
   constructor(readonly group: string, reason: string) {
     super(FencedErrorCode.NOT_LEADER, `not the leader of ${JSON.stringify(group)}: ${reason}`);
+  }
+}
+
+/** The fire was already applied to this resource; the transaction was rolled back untouched. */
+export class DuplicateFireError extends FencedError {
+  override readonly name = 'DuplicateFireError';
+  constructor(
+    readonly resource: string,
+    readonly fireId: string,
+  ) {
+    super(FencedErrorCode.DUPLICATE_FIRE, `fire ${JSON.stringify(fireId)} was already applied to resource ${JSON.stringify(resource)}`);
+  }
+}
+
+/** An envelope's signature is missing, from an unknown key, or does not match. */
+export class EnvelopeSignatureError extends FencedError {
+  override readonly name = 'EnvelopeSignatureError';
+  constructor(
+    readonly reason: 'unsigned' | 'unknown-key' | 'mismatch',
+    readonly kid: string | undefined,
+  ) {
+    super(FencedErrorCode.BAD_SIGNATURE, `envelope refused: ${reason === 'unsigned' ? 'not signed' : reason === 'unknown-key' ? `unknown key id ${JSON.stringify(kid)}` : 'signature does not match'}`);
   }
 }
 

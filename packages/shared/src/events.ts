@@ -15,6 +15,11 @@ export type FencedEvent =
   | { type: 'fence.advanced'; resource: string; token: bigint }
   | { type: 'guard.retry'; resource: string; token: bigint; sqlstate: string; attempt: number }
   | { type: 'guard.unavailable'; resource: string; error: unknown }
+  | { type: 'guard.duplicate'; resource: string; token: bigint; fireId: string }
+  | { type: 'guard.degraded'; resource: string; error: unknown }
+  | { type: 'guard.recovered'; resource: string }
+  | { type: 'envelope.refused'; resource: string; code: string; fireId?: string }
+  | { type: 'fence.lowered'; resource: string; from: bigint | null; to: bigint; actor: string; reason: string }
   | { type: 'migration.applied'; schema: string; table: string; id: number }
   | { type: 'lease.acquired'; group: string; nodeId: string; token: bigint }
   | { type: 'lease.lost'; group: string; nodeId: string; token: bigint; reason: LeaseLossReason }

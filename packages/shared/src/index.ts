@@ -10,6 +10,8 @@ export {
   InvalidEnvelopeError,
   FenceAheadError,
   NotLeaderError,
+  EnvelopeSignatureError,
+  DuplicateFireError,
   type ValidationIssue,
 } from './errors.js';
 export { type Token, MIN_TOKEN, MAX_TOKEN, parseToken, isToken, formatToken } from './token.js';
@@ -18,6 +20,7 @@ export { type Fence } from './fence.js';
 export { type FencedEvent, type FencedLogger, type LeaseLossReason, emit } from './events.js';
 export {
   ENVELOPE_VERSION,
+  DEFAULT_MAX_PAYLOAD_BYTES,
   envelopeSchema,
   tokenSchema,
   tokenStringSchema,
@@ -48,3 +51,6 @@ export {
   type SchedulerOptionsInput,
   type JobOptionsInput,
 } from './config/scheduler-config.js';
+export { canonicalEnvelope, canonicalJson, signEnvelope, verifyEnvelope, type SigningKey, type VerificationKeys } from './signing.js';
+export { redisGuardOptionsSchema, type RedisGuardOptionsInput } from './config/redis-guard-config.js';
+export { guardOptionsSchema, type GuardOptionsInput } from './config/guard-config.js';

@@ -183,7 +183,7 @@ describe('the ledger check can fail', () => {
     const broken = createPostgresGuard({ db: schema.pool, resource: 'race', schema: schema.name, table });
     await broken.migrate();
     await schema.pool.query(`
-      CREATE OR REPLACE FUNCTION "${schema.name}"."${table}_check"(p_resource text, p_token bigint, p_expect_raise boolean)
+      CREATE OR REPLACE FUNCTION "${schema.name}"."${table}_check"(p_resource text, p_token bigint, p_expect_raise boolean, p_fire_id text DEFAULT NULL)
       RETURNS void LANGUAGE plpgsql AS $$
       DECLARE cur bigint;
       BEGIN

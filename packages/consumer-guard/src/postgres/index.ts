@@ -3,6 +3,7 @@ export {
   type PostgresGuard,
   type GuardedWriteContext,
   type GuardedWriteOptions,
+  type LowerFenceRequest,
   type TokenInput,
 } from './postgres-guard.js';
 export type { PgClientLike, PgPoolLike, PoolClientOf } from './pg-pool-session.js';

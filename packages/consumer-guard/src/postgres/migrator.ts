@@ -13,7 +13,10 @@ function render(text: string, names: GuardObjectNames): string {
   return text
     .replaceAll(':FENCES', names.fences)
     .replaceAll(':CHECK_FN', names.checkFn)
-    .replaceAll(':ADVANCE_FN', names.advanceFn);
+    .replaceAll(':ADVANCE_FN', names.advanceFn)
+    .replaceAll(':APPLIED', names.applied)
+    .replaceAll(':AUDIT', names.audit)
+    .replaceAll(':LOWER_FN', names.lowerFn);
 }
 
 /**

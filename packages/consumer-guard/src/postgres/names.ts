@@ -7,6 +7,9 @@ export interface GuardObjectNames {
   readonly migrations: string;
   readonly checkFn: string;
   readonly advanceFn: string;
+  readonly applied: string;
+  readonly audit: string;
+  readonly lowerFn: string;
   /** `schema.table`, unquoted: the key that serializes migrators of one installation. */
   readonly installation: string;
 }
@@ -20,6 +23,9 @@ export function guardObjectNames(schema: string, table: string): GuardObjectName
     migrations: qualify(`${table}_migrations`),
     checkFn: qualify(`${table}_check`),
     advanceFn: qualify(`${table}_advance`),
+    applied: qualify(`${table}_applied`),
+    audit: qualify(`${table}_audit`),
+    lowerFn: qualify(`${table}_lower`),
     installation: `${schema}.${table}`,
   };
 }

@@ -1,5 +1,6 @@
 import {
   ConfigError,
+  DuplicateFireError,
   emit,
   FenceAheadError,
   GuardUnavailableError,
@@ -23,6 +24,7 @@ import { isPgPoolLike, pgPoolSession, type PgPoolLike, type PoolClientOf } from 
 import { PhaseError, type GuardSession } from './session.js';
 import {
   detailOf,
+  DUPLICATE_FIRE,
   FENCE_AHEAD,
   isRetryable,
   sqlStateOf,
@@ -45,6 +47,22 @@ export interface GuardedWriteContext {
 export interface GuardedWriteOptions {
   /** Fence this resource instead of the guard's default one. */
   readonly resource?: string;
+  /**
+   * Claim this fire id in the same transaction: if the resource already applied it, nothing runs
+   * and `DuplicateFireError` is thrown (a second dispatch of one fire changes the database once).
+   */
+  readonly fireId?: string;
+}
+
+/** An explicit, audited lowering of a fence: recovery from a poisoned fence, never automatic. */
+export interface LowerFenceRequest {
+  readonly resource?: string;
+  /** The new fence. */
+  readonly token: TokenInput;
+  /** Who does this (recorded in the audit table). */
+  readonly actor: string;
+  /** Why (recorded in the audit table). */
+  readonly reason: string;
 }
 
 /** A token as callers may pass it: validated by `parseToken` before any database call. */
@@ -85,6 +103,14 @@ export interface PostgresGuard<Trx> extends Fence {
   advance(token: TokenInput): Promise<void>;
   /** A {@link Fence} on another resource of the same installation (for the coordinator's list). */
   fence(resource: string): Fence;
+  /**
+   * Sets a fence to a lower token on purpose, writing who and why to the audit table in the same
+   * transaction. For recovery from a poisoned fence (a forged or mistaken huge token); the library
+   * itself never lowers a fence. Returns the previous token.
+   */
+  lowerFence(request: LowerFenceRequest): Promise<Token | null>;
+  /** Deletes applied-fire records older than `olderThanMs` (all resources); returns how many. */
+  pruneAppliedFires(olderThanMs: number): Promise<number>;
 }
 
 type GuardOptions<Db> = Omit<PostgresGuardOptionsInput, 'db' | 'logger'> & { db: Db; logger?: FencedLogger };
@@ -108,7 +134,7 @@ export function createPostgresGuard(input: GuardOptions<object>): PostgresGuard<
   const names = guardObjectNames(options.schema, options.table);
   const session = openSession(options.db);
 
-  const checkText = `SELECT ${names.checkFn}($2::text, $1::bigint, $3::boolean)`;
+  const checkText = `SELECT ${names.checkFn}($2::text, $1::bigint, $3::boolean, $4::text)`;
   // The last fence this process saw per resource. Only a hint for the check's statement order (see
   // the SQL): a stale or missing entry costs one more statement, never correctness.
   const lastSeen = new BoundedMap<string, Token>(10_000);
@@ -121,11 +147,15 @@ export function createPostgresGuard(input: GuardOptions<object>): PostgresGuard<
     const token = parseToken(tokenInput);
     const resource = writeOptions?.resource === undefined ? options.resource : parseResource(writeOptions.resource);
     if (typeof fn !== 'function') throw new TypeError('guardedWrite: fn must be a function');
+    const fireId = writeOptions?.fireId ?? null;
+    if (fireId !== null && (typeof fireId !== 'string' || fireId.length === 0 || fireId.length > 512 || fireId.includes('\u0000'))) {
+      throw new TypeError('guardedWrite: fireId must be a non-empty string of at most 512 characters');
+    }
 
     for (let attempt = 1; ; attempt++) {
       try {
         const seen = lastSeen.get(resource);
-        const check = { text: checkText, values: [token, resource, seen === undefined || token > seen] };
+        const check = { text: checkText, values: [token, resource, seen === undefined || token > seen, fireId] };
         const result = await session.transaction(options.isolationLevel, check, (trx) => fn(trx, { token, resource, attempt }));
         lastSeen.set(resource, token);
         emit(logger, { type: 'token.accepted', resource, token });
@@ -143,6 +173,11 @@ export function createPostgresGuard(input: GuardOptions<object>): PostgresGuard<
           lastSeen.set(resource, highest);
           emit(logger, { type: 'token.rejected', resource, token, highest, via: 'postgres' });
           throw new StaleTokenError(resource, token, highest);
+        }
+        if (sqlStateOf(cause) === DUPLICATE_FIRE && fireId !== null) {
+          lastSeen.set(resource, token);
+          emit(logger, { type: 'guard.duplicate', resource, token, fireId });
+          throw new DuplicateFireError(resource, fireId);
         }
         // The caller's own errors pass through untouched.
         if (phaseError instanceof PhaseError && phaseError.phase === 'body') throw cause;
@@ -173,6 +208,40 @@ export function createPostgresGuard(input: GuardOptions<object>): PostgresGuard<
     emit(logger, { type: 'fence.advanced', resource, token });
   }
 
+  async function lowerFence(request: LowerFenceRequest): Promise<Token | null> {
+    const resource = request.resource === undefined ? options.resource : parseResource(request.resource);
+    const token = parseToken(request.token);
+    for (const [field, value] of [['actor', request.actor], ['reason', request.reason]] as const) {
+      if (typeof value !== 'string' || value.trim().length === 0) throw new TypeError(`lowerFence: ${field} is required`);
+    }
+    let rows: Record<string, unknown>[];
+    try {
+      rows = await session.query({
+        text: `SELECT ${names.lowerFn}($1::text, $2::bigint, $3::text, $4::text)::text AS previous`,
+        values: [resource, token, request.actor, request.reason],
+      });
+    } catch (err) {
+      throw unavailable(resource, 'lower fence', err);
+    }
+    const previous = typeof rows[0]?.['previous'] === 'string' ? BigInt(rows[0]['previous'] as string) : null;
+    lastSeen.set(resource, token);
+    emit(logger, { type: 'fence.lowered', resource, from: previous, to: token, actor: request.actor, reason: request.reason });
+    return previous;
+  }
+
+  async function pruneAppliedFires(olderThanMs: number): Promise<number> {
+    if (!Number.isInteger(olderThanMs) || olderThanMs < 0) throw new TypeError('pruneAppliedFires: olderThanMs must be a non-negative integer');
+    try {
+      const rows = await session.query({
+        text: `WITH gone AS (DELETE FROM ${names.applied} WHERE applied_at < now() - make_interval(secs => $1::double precision / 1000) RETURNING 1) SELECT count(*)::int AS n FROM gone`,
+        values: [olderThanMs],
+      });
+      return Number(rows[0]?.['n'] ?? 0);
+    } catch (err) {
+      throw unavailable(options.resource, 'prune applied fires', err);
+    }
+  }
+
   function unavailable(resource: string, phase: string, cause: unknown): GuardUnavailableError {
     emit(logger, { type: 'guard.unavailable', resource, error: cause });
     const state = sqlStateOf(cause);
@@ -198,6 +267,8 @@ export function createPostgresGuard(input: GuardOptions<object>): PostgresGuard<
     highest: () => highest(options.resource),
     advance: (token: TokenInput) => advance(options.resource, token),
     fence,
+    lowerFence,
+    pruneAppliedFires,
   });
 }
 

@@ -6,7 +6,7 @@ export type IsolationLevel = 'read committed' | 'repeatable read' | 'serializabl
 /** A statement the guard runs with bind parameters (`$1`, `$2`, …). */
 export interface Statement {
   readonly text: string;
-  readonly values: readonly (string | bigint | number | boolean)[];
+  readonly values: readonly (string | bigint | number | boolean | null)[];
 }
 
 /** Where in a guarded transaction an error came from. */
@@ -84,6 +84,7 @@ export function inlineStatement(statement: Statement): string {
     if (typeof value === 'bigint') return value.toString();
     if (typeof value === 'string') return quoteLiteral(value);
     if (typeof value === 'boolean') return value ? 'true' : 'false';
+    if (value === null) return 'NULL';
     throw new TypeError(`cannot inline parameter $${n} of type ${typeof value}`);
   });
 }

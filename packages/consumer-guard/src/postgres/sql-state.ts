@@ -4,6 +4,8 @@
 export const STALE_TOKEN = 'FN001';
 /** Raised by the strict advance: the fence already holds the token or more. DETAIL holds the fence. */
 export const FENCE_AHEAD = 'FN002';
+/** Raised by the check function: this resource already applied the fire id. */
+export const DUPLICATE_FIRE = 'FN003';
 /** The database broke a deadlock by aborting this transaction. */
 export const DEADLOCK_DETECTED = '40P01';
 /** REPEATABLE READ / SERIALIZABLE could not serialize this transaction. */

@@ -1,0 +1,1 @@
+export { startRedisServer, freePort, waitForPort, type RedisServerProcess, type RedisServerOptions } from './redis/redis-server.js';

@@ -1,0 +1,149 @@
+import { createHash } from 'node:crypto';
+import {
+  emit,
+  isFencedError,
+  parseEnvelope,
+  parseToken,
+  verifyEnvelope,
+  type DuplicateFireError,
+  type Envelope,
+  type FencedLogger,
+  type StaleTokenError,
+  type Token,
+  type VerificationKeys,
+} from '@fenced/shared';
+import type { GuardedWriteContext } from '../postgres/index.js';
+
+/** What a wrapped handler is given besides the payload. */
+export interface HandlerContext<Trx> {
+  /** The envelope's token: every write of this handler is fenced with it. */
+  readonly token: Token;
+  readonly fireId: string;
+  readonly job: string;
+  readonly scheduledAt: Date;
+  /** The node that dispatched the fire. */
+  readonly issuer: string;
+  /**
+   * A stable key for effects outside the database (emails, HTTP APIs): the same for every dispatch
+   * of this fire to this resource. Pass it as the receiving API's idempotency key.
+   */
+  readonly idempotencyKey: string;
+  /** Aborts when the caller's signal aborts or `timeoutMs` passes. */
+  readonly signal: AbortSignal;
+  /**
+   * Runs `fn` in one guarded transaction bound to this fire: the token is checked, and the fire id is
+   * recorded in the same transaction, so a second dispatch of the fire changes the database once.
+   * Call it at most once per handler run.
+   */
+  guardedWrite<T>(fn: (trx: Trx, ctx: GuardedWriteContext) => Promise<T>): Promise<T>;
+}
+
+export type GuardedHandler<Trx, T> = (payload: unknown, ctx: HandlerContext<Trx>) => Promise<T>;
+
+/** The outcome of one wrapped-handler call. */
+export type HandlerOutcome<T> =
+  | { readonly status: 'applied'; readonly fireId: string; readonly token: Token; readonly result: T }
+  | { readonly status: 'duplicate'; readonly fireId: string; readonly token: Token }
+  | { readonly status: 'stale'; readonly fireId: string; readonly token: Token; readonly highest: Token };
+
+export interface HandlerOptions {
+  /**
+   * What a stale envelope does: throw `StaleTokenError`, or resolve `{ status: 'stale' }` (right for
+   * queue processors, where a throw means "retry").
+   * @defaultValue `'throw'`
+   */
+  readonly onStale?: 'throw' | 'return';
+  /** Aborts `ctx.signal` after this many milliseconds. */
+  readonly timeoutMs?: number;
+}
+
+export type WrappedHandler<T> = (envelope: unknown, call?: { signal?: AbortSignal }) => Promise<HandlerOutcome<T>>;
+
+/** What the wrapper needs from its guard. */
+export interface HandlerGuard<Trx> {
+  readonly resource: string;
+  readonly keys: VerificationKeys | undefined;
+  readonly maxPayloadBytes: number;
+  readonly logger: FencedLogger | undefined;
+  /** Fast path: throws StaleTokenError on a refusal. */
+  redisCheck(token: Token): Promise<void>;
+  /** The authoritative write, claiming `fireId`. */
+  write<T>(token: Token, fn: (trx: Trx, ctx: GuardedWriteContext) => Promise<T>, fireId: string): Promise<T>;
+}
+
+/** The idempotency key of a fire on a resource: stable, opaque, 43 characters. */
+export function idempotencyKey(resource: string, fireId: string): string {
+  return createHash('sha256').update(`fenced-idempotency-v1\n${resource}\n${fireId}`).digest('base64url');
+}
+
+/**
+ * Wraps a task handler. In order: validate the envelope (shared schema, payload size), verify its
+ * signature when the guard has keys (before the token is even looked at), refuse a stale token on the
+ * fast path, run the handler; its `ctx.guardedWrite` fences the write and claims the fire id.
+ */
+export function wrapHandler<Trx, T>(guard: HandlerGuard<Trx>, handler: GuardedHandler<Trx, T>, options: HandlerOptions = {}): WrappedHandler<T> {
+  if (typeof handler !== 'function') throw new TypeError('wrapHandler: handler must be a function');
+  const onStale = options.onStale ?? 'throw';
+
+  return async (input, call = {}) => {
+    let envelope: Envelope;
+    try {
+      envelope = parseEnvelope(input, guard.maxPayloadBytes);
+      if (guard.keys !== undefined) verifyEnvelope(envelope, guard.keys);
+    } catch (err) {
+      const fireId = typeof (input as { fireId?: unknown } | null)?.fireId === 'string' ? (input as { fireId: string }).fireId : undefined;
+      emit(guard.logger, { type: 'envelope.refused', resource: guard.resource, code: (err as { code?: string }).code ?? 'UNKNOWN', ...(fireId ? { fireId } : {}) });
+      throw err;
+    }
+    const token = parseToken(envelope.token);
+    const fireId = envelope.fireId;
+
+    const staleOutcome = (err: StaleTokenError): HandlerOutcome<T> => {
+      if (onStale === 'throw') throw err;
+      return { status: 'stale', fireId, token, highest: err.highest };
+    };
+
+    try {
+      await guard.redisCheck(token);
+    } catch (err) {
+      if (isFencedError(err, 'STALE_TOKEN')) return staleOutcome(err as StaleTokenError);
+      throw err;
+    }
+
+    const signals = [call.signal, options.timeoutMs === undefined ? undefined : AbortSignal.timeout(options.timeoutMs)].filter(
+      (s): s is AbortSignal => s !== undefined,
+    );
+    let wrote = false;
+    const ctx: HandlerContext<Trx> = {
+      token,
+      fireId,
+      job: envelope.job,
+      scheduledAt: new Date(envelope.scheduledAt),
+      issuer: envelope.issuer,
+      idempotencyKey: idempotencyKey(guard.resource, fireId),
+      signal: signals.length === 0 ? new AbortController().signal : AbortSignal.any(signals),
+      guardedWrite(fn) {
+        if (wrote) throw new Error('ctx.guardedWrite may be called once per handler run: put all of the fire\'s writes in one transaction');
+        wrote = true;
+        return guard.write(token, fn, fireId);
+      },
+    };
+
+    try {
+      const result = await handler(envelope.payload, ctx);
+      return { status: 'applied', fireId, token, result };
+    } catch (err) {
+      if (isFencedError(err, 'STALE_TOKEN')) return staleOutcome(err as StaleTokenError);
+      if (isFencedError(err, 'DUPLICATE_FIRE') && (err as DuplicateFireError).fireId === fireId) return { status: 'duplicate', fireId, token };
+      throw err;
+    }
+  };
+}
+
+/**
+ * A BullMQ processor from a wrapped handler: `new Worker(name, toProcessor(handle), …)`. Stale and
+ * duplicate fires complete (they must not be retried); the outcome's status is the job's result.
+ */
+export function toProcessor<T>(handle: WrappedHandler<T>): (job: { data: unknown }, token?: string, signal?: AbortSignal) => Promise<HandlerOutcome<T>['status']> {
+  return async (job, _token, signal) => (await handle(job.data, signal === undefined ? {} : { signal })).status;
+}

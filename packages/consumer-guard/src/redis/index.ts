@@ -1,0 +1,1 @@
+export { createRedisGuard, type RedisGuard, type RedisMutation } from './redis-guard.js';

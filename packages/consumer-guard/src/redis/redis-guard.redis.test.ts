@@ -1,0 +1,76 @@
+import { isFencedError } from '@fenced/shared';
+import { createRedis, deleteKeys, uniquePrefix } from '#test-support';
+import type { Redis } from 'ioredis';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { createRedisGuard } from './index.js';
+
+let redis: Redis;
+const prefix = uniquePrefix('rguard');
+beforeAll(() => {
+  redis = createRedis();
+});
+afterAll(async () => {
+  await deleteKeys(redis, prefix);
+  redis.disconnect();
+});
+
+let n = 0;
+const guard = () => createRedisGuard({ redis, resource: `r-${++n}`, keyPrefix: prefix });
+const stale = (p: Promise<unknown>) => p.then(() => 'accepted', (e: unknown) => (isFencedError(e, 'STALE_TOKEN') ? 'stale' : String(e)));
+
+describe('createRedisGuard', () => {
+  it('check accepts equal and higher tokens and refuses lower ones, without moving the mark', async () => {
+    const g = guard();
+    expect(await stale(g.check(5n))).toBe('accepted'); // no mark yet
+    expect(await g.highest()).toBeNull();
+    await g.raise(5n);
+    expect(await stale(g.check(5n))).toBe('accepted');
+    expect(await stale(g.check(6n))).toBe('accepted');
+    expect(await stale(g.check(4n))).toBe('stale');
+    expect(await g.highest()).toBe(5n);
+  });
+
+  it('raise never lowers the mark', async () => {
+    const g = guard();
+    expect(await g.raise(10n)).toBe(10n);
+    expect(await g.raise(3n)).toBe(10n);
+    expect(await g.highest()).toBe(10n);
+  });
+
+  it('compares exactly past 2^53 (decimal strings, never Lua doubles)', async () => {
+    const g = guard();
+    await g.raise(2n ** 53n + 1n);
+    expect(await stale(g.check(2n ** 53n))).toBe('stale'); // as doubles these two are equal
+    expect(await stale(g.check(2n ** 53n + 1n))).toBe('accepted');
+    await g.raise(2n ** 63n - 1n);
+    expect(await g.highest()).toBe(2n ** 63n - 1n);
+    expect(await stale(g.check(2n ** 63n - 2n))).toBe('stale');
+    // Length first: "10" is above "9" although "1" < "9".
+    const h = guard();
+    await h.raise(9n);
+    expect(await stale(h.check(10n))).toBe('accepted');
+  });
+
+  it('guardedWrite compares, raises and applies in one script; a stale one applies nothing', async () => {
+    const g = guard();
+    const invoice = g.key('invoice:1');
+    const counter = g.key('count');
+    const results = await g.guardedWrite(7n, [
+      { command: 'HSET', keys: [invoice], args: ['status', 'sent'] },
+      { command: 'INCRBY', keys: [counter], args: [2] },
+    ]);
+    expect(results).toEqual([1, 2]);
+    expect(await g.highest()).toBe(7n);
+    expect(await stale(g.guardedWrite(6n, [{ command: 'HSET', keys: [invoice], args: ['status', 'void'] }]))).toBe('stale');
+    expect(await redis.hget(invoice, 'status')).toBe('sent');
+    expect(await redis.get(counter)).toBe('2');
+  });
+
+  it('refuses commands that do not belong in a fenced mutation, and bad tokens, before Redis', async () => {
+    const g = guard();
+    await expect(g.guardedWrite(1n, [{ command: 'FLUSHALL', keys: [] }])).rejects.toThrow(/not allowed/);
+    await expect(g.guardedWrite(1n, [{ command: 'SET x', keys: [g.key('a')] }])).rejects.toThrow(/not allowed/);
+    await expect(g.check('abc')).rejects.toSatisfy((e: unknown) => isFencedError(e, 'INVALID_TOKEN'));
+    expect(await g.highest()).toBeNull();
+  });
+});

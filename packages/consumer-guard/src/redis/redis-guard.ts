@@ -1,0 +1,139 @@
+import { createHash } from 'node:crypto';
+import type { Redis } from 'ioredis';
+import {
+  emit,
+  parseOptions,
+  parseToken,
+  redisGuardOptionsSchema,
+  StaleTokenError,
+  type FencedLogger,
+  type RedisGuardOptionsInput,
+  type Token,
+} from '@fenced/shared';
+import { luaFiles } from './lua/generated-lua.js';
+
+/** A Redis command for `guardedWrite`: its keys apart from its other arguments (Redis Cluster needs them). */
+export interface RedisMutation {
+  /** The command name, for example `'HSET'`. */
+  readonly command: string;
+  /** The keys it touches; on Redis Cluster build them with `guard.key(...)` so they share the mark's slot. */
+  readonly keys: readonly string[];
+  /** The other arguments, in order. */
+  readonly args?: readonly (string | number)[];
+}
+
+/** The Redis side of the guard: the highest committed token per resource, as a fast path or for Redis data. */
+export interface RedisGuard {
+  readonly resource: string;
+  /** The mark's key. */
+  readonly markKey: string;
+  /** A key in the same Redis Cluster slot as the mark, for data that `guardedWrite` mutates. */
+  key(name: string): string;
+  /**
+   * Compares `token` with the mark in one round trip, without changing it.
+   * @throws {StaleTokenError} when `token` is below the mark.
+   */
+  check(token: Token | string | number): Promise<void>;
+  /** The mark, or null when Redis holds none (never set, or lost). */
+  highest(): Promise<Token | null>;
+  /** Raises the mark to `token`; never lowers it. Returns the mark after the call. */
+  raise(token: Token | string | number): Promise<Token>;
+  /**
+   * Compare, raise, apply in one atomic script: for data that lives in Redis.
+   * @returns each command's reply.
+   * @throws {StaleTokenError} when `token` is below the mark; nothing was applied.
+   * @example
+   * ```ts
+   * await redisGuard.guardedWrite(token, [
+   *   { command: 'HSET', keys: [redisGuard.key('invoice:42')], args: ['status', 'sent'] },
+   * ]);
+   * ```
+   */
+  guardedWrite(token: Token | string | number, mutations: readonly RedisMutation[]): Promise<unknown[]>;
+  /** Deletes the mark: the audited recovery step for Redis after `lowerFence` in PostgreSQL. */
+  forgetMark(): Promise<void>;
+}
+
+const VERSION = 'fenced1';
+// Commands that have no business inside a fenced mutation (or cannot run in a script at all).
+const FORBIDDEN = new Set(['EVAL', 'EVALSHA', 'EVAL_RO', 'EVALSHA_RO', 'FCALL', 'FCALL_RO', 'FUNCTION', 'SCRIPT', 'FLUSHALL', 'FLUSHDB', 'CONFIG', 'SHUTDOWN', 'MULTI', 'EXEC', 'WATCH', 'SUBSCRIBE', 'PSUBSCRIBE', 'BLPOP', 'BRPOP', 'BLMOVE', 'BZPOPMIN', 'BZPOPMAX', 'XREAD', 'XREADGROUP', 'WAIT', 'KEYS', 'DEBUG']);
+
+const registered = new WeakSet<object>();
+function register(redis: Redis): void {
+  if (registered.has(redis)) return;
+  redis.defineCommand(`guardCheck_${VERSION}`, { lua: luaFiles['check-1'], numberOfKeys: 1 });
+  redis.defineCommand(`guardRaise_${VERSION}`, { lua: luaFiles['raise-1'], numberOfKeys: 1 });
+  // No fixed key count: the caller passes it first.
+  redis.defineCommand(`guardWrite_${VERSION}`, { lua: luaFiles['guarded-write'] });
+  registered.add(redis);
+}
+
+type Call = (...args: Array<string | number>) => Promise<unknown>;
+
+/**
+ * Creates the Redis guard of one resource.
+ *
+ * @throws {ConfigError} for bad options.
+ */
+export function createRedisGuard(input: Omit<RedisGuardOptionsInput, 'redis' | 'logger'> & { redis: Redis; logger?: FencedLogger }): RedisGuard {
+  const options = parseOptions('redis guard', redisGuardOptionsSchema, input);
+  const redis = input.redis;
+  const logger = input.logger;
+  register(redis);
+  const command = (name: string) => (redis as unknown as Record<string, Call>)[`${name}_${VERSION}`]!.bind(redis);
+  const checkScript = command('guardCheck');
+  const raiseScript = command('guardRaise');
+  const writeScript = command('guardWrite');
+
+  // Resource names are arbitrary text (braces included), so the hash tag is a digest of the name.
+  const tag = `{${createHash('sha256').update(options.resource).digest('hex').slice(0, 24)}}`;
+  const key = (name: string) => `${options.keyPrefix}:guard:${tag}:${name}`;
+  const markKey = key('mark');
+  const resource = options.resource;
+
+  const stale = (token: Token, mark: string): StaleTokenError => {
+    const highest = BigInt(mark);
+    emit(logger, { type: 'token.rejected', resource, token, highest, via: 'redis' });
+    return new StaleTokenError(resource, token, highest);
+  };
+
+  return Object.freeze({
+    resource,
+    markKey,
+    key,
+    async check(tokenInput) {
+      const token = parseToken(tokenInput);
+      const [ok, mark] = (await checkScript(markKey, token.toString())) as [number, string];
+      if (ok !== 1) throw stale(token, mark);
+    },
+    async highest() {
+      const mark = await redis.get(markKey);
+      return mark === null ? null : BigInt(mark);
+    },
+    async raise(tokenInput) {
+      const token = parseToken(tokenInput);
+      return BigInt((await raiseScript(markKey, token.toString())) as string);
+    },
+    async guardedWrite(tokenInput, mutations) {
+      const token = parseToken(tokenInput);
+      const keys: string[] = [];
+      const commands = mutations.map((m) => {
+        const name = String(m.command).toUpperCase();
+        if (!/^[A-Z][A-Z0-9_|.-]*$/.test(name) || FORBIDDEN.has(name)) throw new TypeError(`guardedWrite: command ${JSON.stringify(m.command)} is not allowed`);
+        const k = m.keys.map((k) => {
+          if (typeof k !== 'string' || k.length === 0) throw new TypeError('guardedWrite: keys must be non-empty strings');
+          keys.push(k);
+          return keys.length;
+        });
+        return { c: name, k, a: (m.args ?? []).map(String) };
+      });
+      const [ok, body] = (await writeScript(1 + keys.length, markKey, ...keys, token.toString(), JSON.stringify(commands))) as [number, string];
+      if (ok !== 1) throw stale(token, body);
+      const results = JSON.parse(body) as unknown;
+      return Array.isArray(results) ? results : [];
+    },
+    async forgetMark() {
+      await redis.del(markKey);
+    },
+  } satisfies RedisGuard);
+}

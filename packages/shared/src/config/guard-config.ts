@@ -1,0 +1,39 @@
+import { z } from 'zod';
+import { DEFAULT_MAX_PAYLOAD_BYTES } from '../envelope.js';
+import { postgresGuardOptionsSchema } from './postgres-guard-config.js';
+
+const isObject = (v: unknown): v is object => typeof v === 'object' && v !== null;
+const isFunction = (v: unknown): v is (...args: never[]) => unknown => typeof v === 'function';
+
+/** Options of `createGuard` (PostgreSQL authority, optional Redis fast path), with their defaults. */
+export const guardOptionsSchema = postgresGuardOptionsSchema.extend({
+  /** An ioredis client for the fast path. Without it the guard is PostgreSQL only. */
+  redis: z
+    .custom<object>((v) => isObject(v) && isFunction((v as { defineCommand?: unknown }).defineCommand), { message: 'must be an ioredis client' })
+    .optional(),
+  /**
+   * Prefix of the fast path's Redis keys.
+   * @defaultValue `'fenced'`
+   */
+  keyPrefix: z.string().regex(/^[A-Za-z0-9_.-]{1,64}$/, 'must be 1-64 characters from A-Z a-z 0-9 _ . -').default('fenced'),
+  /**
+   * How long a Redis check may take before the guard goes on with PostgreSQL alone.
+   * @defaultValue `250`
+   */
+  redisTimeoutMs: z.number().int().min(1).max(60_000).default(250),
+  /**
+   * Verification keys by key id. When given, handler wrappers refuse every envelope that is not
+   * signed by one of them, before its token is even looked at.
+   */
+  keys: z
+    .record(z.string().regex(/^[A-Za-z0-9_.-]{1,64}$/), z.custom<string | Buffer>((v) => (typeof v === 'string' || Buffer.isBuffer(v)) && Buffer.byteLength(v) >= 32, { message: 'must be a secret of at least 32 bytes' }))
+    .refine((k) => Object.keys(k).length > 0, 'give at least one key, or leave keys out')
+    .optional(),
+  /**
+   * The largest envelope payload handler wrappers accept, in bytes of JSON.
+   * @defaultValue `262144` (256 KiB)
+   */
+  maxPayloadBytes: z.number().int().min(0).max(64 * 1024 * 1024).default(DEFAULT_MAX_PAYLOAD_BYTES),
+});
+
+export type GuardOptionsInput = z.input<typeof guardOptionsSchema>;

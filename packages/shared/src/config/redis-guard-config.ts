@@ -1,0 +1,24 @@
+import { z } from 'zod';
+import { resourceSchema } from './postgres-guard-config.js';
+
+const isObject = (v: unknown): v is object => typeof v === 'object' && v !== null;
+const isFunction = (v: unknown): v is (...args: never[]) => unknown => typeof v === 'function';
+
+/** Options of `createRedisGuard`, with their defaults. */
+export const redisGuardOptionsSchema = z.object({
+  /** An ioredis client. */
+  redis: z.custom<object>((v) => isObject(v) && isFunction((v as { defineCommand?: unknown }).defineCommand), {
+    message: 'must be an ioredis client',
+  }),
+  /** The resource this guard fences. */
+  resource: resourceSchema,
+  /**
+   * Prefix of the guard's Redis keys.
+   * @defaultValue `'fenced'`
+   */
+  keyPrefix: z.string().regex(/^[A-Za-z0-9_.-]{1,64}$/, 'must be 1-64 characters from A-Z a-z 0-9 _ . -').default('fenced'),
+  /** Receives structured events. */
+  logger: z.custom<(event: never) => void>(isFunction, { message: 'must be a function' }).optional(),
+});
+
+export type RedisGuardOptionsInput = z.input<typeof redisGuardOptionsSchema>;

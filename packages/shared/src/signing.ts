@@ -1,0 +1,75 @@
+import { createHash, createHmac, timingSafeEqual } from 'node:crypto';
+import type { Envelope } from './envelope.js';
+import { EnvelopeSignatureError } from './errors.js';
+
+/**
+ * Signed envelopes: a token is an order, not a credential. Whoever can hand a guard token 2^63-1
+ * locks every honest leader out for good, so a guard given keys accepts only envelopes signed by
+ * one of them.
+ */
+
+/** A signing key: its id travels in the envelope (`kid`) so keys can be rotated. */
+export interface SigningKey {
+  readonly kid: string;
+  /** At least 32 bytes of secret. */
+  readonly secret: string | Buffer;
+}
+
+/** Verification keys by id: keep the old key here while envelopes signed with it may still arrive. */
+export type VerificationKeys = Readonly<Record<string, string | Buffer>>;
+
+const CANONICAL_PREFIX = 'fenced-envelope-v1';
+
+/**
+ * The exact bytes that are signed: every field that matters, each JSON-encoded on its own line (no
+ * delimiter can be smuggled inside a field), with the payload as the SHA-256 of its canonical JSON
+ * (object keys sorted), so that tampering with the payload breaks the signature too.
+ */
+export function canonicalEnvelope(envelope: Envelope, kid: string): string {
+  const payloadDigest = createHash('sha256').update(canonicalJson(envelope.payload)).digest('base64url');
+  return [CANONICAL_PREFIX, envelope.v, kid, envelope.job, envelope.fireId, envelope.token, envelope.issuer, envelope.scheduledAt, payloadDigest]
+    .map((field) => JSON.stringify(field))
+    .join('\n');
+}
+
+/**
+ * Signs an envelope with HMAC-SHA-256.
+ *
+ * @example
+ * ```ts
+ * createScheduler({ coordinator, jobs, seal: (e) => signEnvelope(e, { kid: '2026-11', secret }) });
+ * ```
+ */
+export function signEnvelope(envelope: Envelope, key: SigningKey): Envelope {
+  if (Buffer.byteLength(key.secret) < 32) throw new TypeError('signing secret must be at least 32 bytes');
+  const { sig: _sig, kid: _kid, ...unsigned } = envelope;
+  const sig = createHmac('sha256', key.secret).update(canonicalEnvelope(unsigned, key.kid)).digest('base64url');
+  return { ...unsigned, kid: key.kid, sig };
+}
+
+/**
+ * Verifies an envelope's signature in constant time.
+ *
+ * @throws {EnvelopeSignatureError} when it is unsigned, names an unknown key, or does not match.
+ */
+export function verifyEnvelope(envelope: Envelope, keys: VerificationKeys): void {
+  if (envelope.sig === undefined || envelope.kid === undefined) throw new EnvelopeSignatureError('unsigned', envelope.kid);
+  if (!Object.hasOwn(keys, envelope.kid)) throw new EnvelopeSignatureError('unknown-key', envelope.kid);
+  const expected = createHmac('sha256', keys[envelope.kid]!).update(canonicalEnvelope(envelope, envelope.kid)).digest();
+  const given = Buffer.from(envelope.sig, 'base64url');
+  if (given.length !== expected.length || !timingSafeEqual(given, expected)) {
+    throw new EnvelopeSignatureError('mismatch', envelope.kid);
+  }
+}
+
+/** JSON with object keys sorted at every level: one byte string per value. */
+export function canonicalJson(value: unknown): string {
+  if (value === undefined) return 'null';
+  if (value === null || typeof value !== 'object') return JSON.stringify(value);
+  if (Array.isArray(value)) return `[${value.map((v) => (v === undefined ? 'null' : canonicalJson(v))).join(',')}]`;
+  const entries = Object.keys(value)
+    .filter((k) => (value as Record<string, unknown>)[k] !== undefined)
+    .sort()
+    .map((k) => `${JSON.stringify(k)}:${canonicalJson((value as Record<string, unknown>)[k])}`);
+  return `{${entries.join(',')}}`;
+}
