@@ -248,3 +248,15 @@ describe('Redis stopped in the middle of a run', () => {
     }
   });
 });
+
+describe('applied-fire retention', () => {
+  it('prunes records older than the retention, and a pruned fire would apply again', async () => {
+    const { guard, handle, resource } = setup();
+    const e = envelope();
+    await handle(e);
+    await schema.pool.query(`UPDATE fenced_fences_applied SET applied_at = now() - interval '8 days' WHERE resource = $1`, [resource]);
+    expect(await guard.pruneAppliedFires()).toBeGreaterThanOrEqual(1);
+    expect(await handle(e)).toMatchObject({ status: 'applied' });
+    expect(await ledgerRows(resource)).toHaveLength(2);
+  });
+});

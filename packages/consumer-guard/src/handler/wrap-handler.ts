@@ -65,8 +65,8 @@ export interface HandlerGuard<Trx> {
   readonly keys: VerificationKeys | undefined;
   readonly maxPayloadBytes: number;
   readonly logger: FencedLogger | undefined;
-  /** Fast path: throws StaleTokenError on a refusal. */
-  redisCheck(token: Token): Promise<void>;
+  /** Refuses a stale token before the handler runs (Redis, else a read of the fence): throws StaleTokenError. */
+  precheck(token: Token): Promise<void>;
   /** The authoritative write, claiming `fireId`. */
   write<T>(token: Token, fn: (trx: Trx, ctx: GuardedWriteContext) => Promise<T>, fireId: string): Promise<T>;
 }
@@ -78,8 +78,9 @@ export function idempotencyKey(resource: string, fireId: string): string {
 
 /**
  * Wraps a task handler. In order: validate the envelope (shared schema, payload size), verify its
- * signature when the guard has keys (before the token is even looked at), refuse a stale token on the
- * fast path, run the handler; its `ctx.guardedWrite` fences the write and claims the fire id.
+ * signature when the guard has keys (before the token is even looked at), refuse a stale token before
+ * the handler starts (Redis, or a read of the PostgreSQL fence), run the handler; its
+ * `ctx.guardedWrite` fences the write for real and claims the fire id.
  */
 export function wrapHandler<Trx, T>(guard: HandlerGuard<Trx>, handler: GuardedHandler<Trx, T>, options: HandlerOptions = {}): WrappedHandler<T> {
   if (typeof handler !== 'function') throw new TypeError('wrapHandler: handler must be a function');
@@ -95,6 +96,7 @@ export function wrapHandler<Trx, T>(guard: HandlerGuard<Trx>, handler: GuardedHa
       emit(guard.logger, { type: 'envelope.refused', resource: guard.resource, code: (err as { code?: string }).code ?? 'UNKNOWN', ...(fireId ? { fireId } : {}) });
       throw err;
     }
+    const started = performance.now();
     const token = parseToken(envelope.token);
     const fireId = envelope.fireId;
 
@@ -104,24 +106,29 @@ export function wrapHandler<Trx, T>(guard: HandlerGuard<Trx>, handler: GuardedHa
     };
 
     try {
-      await guard.redisCheck(token);
+      await guard.precheck(token);
     } catch (err) {
       if (isFencedError(err, 'STALE_TOKEN')) return staleOutcome(err as StaleTokenError);
       throw err;
     }
 
-    const signals = [call.signal, options.timeoutMs === undefined ? undefined : AbortSignal.timeout(options.timeoutMs)].filter(
-      (s): s is AbortSignal => s !== undefined,
-    );
     let wrote = false;
+    // The signal and the key are built on first use: most handlers never touch them, and on the
+    // hot path an AbortController costs more than the envelope's validation.
+    let signal: AbortSignal | undefined;
+    let key: string | undefined;
     const ctx: HandlerContext<Trx> = {
       token,
       fireId,
       job: envelope.job,
       scheduledAt: new Date(envelope.scheduledAt),
       issuer: envelope.issuer,
-      idempotencyKey: idempotencyKey(guard.resource, fireId),
-      signal: signals.length === 0 ? new AbortController().signal : AbortSignal.any(signals),
+      get idempotencyKey() {
+        return (key ??= idempotencyKey(guard.resource, fireId));
+      },
+      get signal() {
+        return (signal ??= combineSignals(call.signal, options.timeoutMs, started));
+      },
       guardedWrite(fn) {
         if (wrote) throw new Error('ctx.guardedWrite may be called once per handler run: put all of the fire\'s writes in one transaction');
         wrote = true;
@@ -138,6 +145,15 @@ export function wrapHandler<Trx, T>(guard: HandlerGuard<Trx>, handler: GuardedHa
       throw err;
     }
   };
+}
+
+/** The caller's signal and the handler timeout (counted from when the call started), as one signal. */
+function combineSignals(callSignal: AbortSignal | undefined, timeoutMs: number | undefined, startedAt: number): AbortSignal {
+  const signals: AbortSignal[] = [];
+  if (callSignal !== undefined) signals.push(callSignal);
+  if (timeoutMs !== undefined) signals.push(AbortSignal.timeout(Math.max(0, timeoutMs - (performance.now() - startedAt))));
+  if (signals.length === 1) return signals[0]!;
+  return signals.length === 0 ? new AbortController().signal : AbortSignal.any(signals);
 }
 
 /**

@@ -10,6 +10,10 @@ export class BoundedMap<K, V> {
     return this.#map.get(key);
   }
 
+  delete(key: K): void {
+    this.#map.delete(key);
+  }
+
   set(key: K, value: V): void {
     this.#map.delete(key);
     this.#map.set(key, value);

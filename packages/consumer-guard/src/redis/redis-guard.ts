@@ -31,9 +31,10 @@ export interface RedisGuard {
   key(name: string): string;
   /**
    * Compares `token` with the mark in one round trip, without changing it.
+   * @returns the mark (null when Redis holds none).
    * @throws {StaleTokenError} when `token` is below the mark.
    */
-  check(token: Token | string | number): Promise<void>;
+  check(token: Token | string | number): Promise<Token | null>;
   /** The mark, or null when Redis holds none (never set, or lost). */
   highest(): Promise<Token | null>;
   /** Raises the mark to `token`; never lowers it. Returns the mark after the call. */
@@ -61,7 +62,6 @@ const FORBIDDEN = new Set(['EVAL', 'EVALSHA', 'EVAL_RO', 'EVALSHA_RO', 'FCALL', 
 const registered = new WeakSet<object>();
 function register(redis: Redis): void {
   if (registered.has(redis)) return;
-  redis.defineCommand(`guardCheck_${VERSION}`, { lua: luaFiles['check-1'], numberOfKeys: 1 });
   redis.defineCommand(`guardRaise_${VERSION}`, { lua: luaFiles['raise-1'], numberOfKeys: 1 });
   // No fixed key count: the caller passes it first.
   redis.defineCommand(`guardWrite_${VERSION}`, { lua: luaFiles['guarded-write'] });
@@ -81,7 +81,6 @@ export function createRedisGuard(input: Omit<RedisGuardOptionsInput, 'redis' | '
   const logger = input.logger;
   register(redis);
   const command = (name: string) => (redis as unknown as Record<string, Call>)[`${name}_${VERSION}`]!.bind(redis);
-  const checkScript = command('guardCheck');
   const raiseScript = command('guardRaise');
   const writeScript = command('guardWrite');
 
@@ -103,8 +102,12 @@ export function createRedisGuard(input: Omit<RedisGuardOptionsInput, 'redis' | '
     key,
     async check(tokenInput) {
       const token = parseToken(tokenInput);
-      const [ok, mark] = (await checkScript(markKey, token.toString())) as [number, string];
-      if (ok !== 1) throw stale(token, mark);
+      // A read needs no script: GET is atomic, and the comparison is exact on bigints here.
+      const mark = await redis.get(markKey);
+      if (mark === null) return null;
+      const highest = BigInt(mark);
+      if (token < highest) throw stale(token, mark);
+      return highest;
     },
     async highest() {
       const mark = await redis.get(markKey);

@@ -34,6 +34,13 @@ export const guardOptionsSchema = postgresGuardOptionsSchema.extend({
    * @defaultValue `262144` (256 KiB)
    */
   maxPayloadBytes: z.number().int().min(0).max(64 * 1024 * 1024).default(DEFAULT_MAX_PAYLOAD_BYTES),
+  /**
+   * How long applied-fire records are kept by `pruneAppliedFires()`. A fire dispatched again after
+   * its record was pruned would apply again, so keep this well above the longest redelivery
+   * (queue retries, the scheduler's catch-up window).
+   * @defaultValue `604800000` (7 days)
+   */
+  appliedFireRetentionMs: z.number().int().min(60_000).default(7 * 86_400_000),
 });
 
 export type GuardOptionsInput = z.input<typeof guardOptionsSchema>;

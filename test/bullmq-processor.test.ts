@@ -1,0 +1,84 @@
+import { createGuard, toProcessor, type HandlerContext } from '@fenced/consumer-guard';
+import type { Envelope } from '@fenced/shared';
+import { createRedis, createTestSchema, deleteKeys, spawnTs, testDatabaseUrl, testRedisUrl, uniquePrefix, waitFor, type ChildHandle } from '#test-support';
+import { Queue, Worker } from 'bullmq';
+import type pg from 'pg';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+
+let schema: Awaited<ReturnType<typeof createTestSchema>>;
+let child: ChildHandle | undefined;
+const prefix = uniquePrefix('bull');
+
+beforeAll(async () => {
+  schema = await createTestSchema('bull');
+  await schema.pool.query(`CREATE TABLE ledger (id serial PRIMARY KEY, fire_id text NOT NULL, token bigint NOT NULL, worker text NOT NULL)`);
+  await createGuard({ db: schema.pool, resource: 'ledger', schema: schema.name }).migrate();
+});
+afterAll(async () => {
+  child?.kill();
+  await schema.drop();
+});
+
+describe('the handler wrapper as a BullMQ processor', () => {
+  it('a worker paused past its lock, whose job another worker picks up, leaves the effect in the database once', async () => {
+    const LOCK_MS = 600;
+    const queueName = 'fires';
+    const connection = createRedis(undefined, { maxRetriesPerRequest: null });
+    const queue = new Queue(queueName, { connection, prefix });
+    child = spawnTs('test/fixtures/bullmq-worker.ts', {
+      REDIS_URL: testRedisUrl(),
+      DATABASE_URL: testDatabaseUrl(),
+      SCHEMA: schema.name,
+      QUEUE: queueName,
+      QUEUE_PREFIX: prefix,
+      LOCK_MS: String(LOCK_MS),
+    });
+    await child.waitForLine((l) => l.kind === 'ready', 20_000);
+
+    const envelope: Envelope = {
+      v: 1,
+      job: 'ledger',
+      fireId: 'ledger@20261129T100000.000Z',
+      scheduledAt: '2026-11-29T10:00:00.000Z',
+      token: '3',
+      issuer: 'node-a',
+      payload: {},
+    };
+    await queue.add('ledger', envelope, { jobId: envelope.fireId });
+    await child.waitForLine((l) => l.kind === 'started');
+    child.kill('SIGSTOP'); // the worker holds the job and stops renewing its lock
+
+    // A second worker, in this process, finds the stalled job once its lock expired and runs it.
+    const guard = createGuard({ db: schema.pool, resource: 'ledger', schema: schema.name });
+    const handle = guard.wrapHandler(
+      (_payload, ctx: HandlerContext<pg.PoolClient>) =>
+        ctx.guardedWrite((client) =>
+          client.query(`INSERT INTO ledger (fire_id, token, worker) VALUES ($1, $2, 'parent')`, [ctx.fireId, ctx.token.toString()]),
+        ),
+      { onStale: 'return' },
+    );
+    const outcomes: string[] = [];
+    const workerConnection = createRedis(undefined, { maxRetriesPerRequest: null });
+    const second = new Worker(queueName, async (job) => {
+      const status = await toProcessor(handle)(job);
+      outcomes.push(status);
+      return status;
+    }, { connection: workerConnection, prefix, lockDuration: LOCK_MS, stalledInterval: 200 });
+    second.on('error', () => {});
+    await waitFor(() => outcomes.length === 1, 15_000, 20);
+    expect(outcomes).toEqual(['applied']);
+
+    child.kill('SIGCONT'); // the first worker wakes up and finishes its handler
+    const late = await child.waitForLine((l) => l.kind === 'outcome', 10_000);
+    expect(late.status).toBe('duplicate');
+
+    const { rows } = await schema.pool.query(`SELECT fire_id, worker FROM ledger`);
+    expect(rows).toEqual([{ fire_id: envelope.fireId, worker: 'parent' }]);
+
+    await second.close();
+    await queue.close();
+    await deleteKeys(connection, prefix);
+    connection.disconnect();
+    workerConnection.disconnect();
+  });
+});
