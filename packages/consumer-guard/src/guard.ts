@@ -19,6 +19,7 @@ import { BoundedMap } from './internal/bounded-map.js';
 import { wrapHandler, type HandlerOptions, type WrappedHandler, type GuardedHandler } from './handler/wrap-handler.js';
 import {
   createPostgresGuard,
+  type AppliedFire,
   type GuardedWriteContext,
   type GuardedWriteOptions,
   type LowerFenceRequest,
@@ -55,6 +56,8 @@ export interface Guard<Trx> extends Fence {
    * option, 7 days). Run it periodically, for example as a fenced cron job.
    */
   pruneAppliedFires(olderThanMs?: number): Promise<number>;
+  /** The fire most recently applied to this resource, or null (see `recoverLastFired` of the scheduler). */
+  lastAppliedFire(): Promise<AppliedFire | null>;
 }
 
 type CreateGuardOptions<Db> = Omit<GuardOptionsInput, 'db' | 'redis' | 'logger' | 'keys'> & {
@@ -241,6 +244,7 @@ export function createGuard(input: CreateGuardOptions<object>): Guard<unknown> {
       return previous;
     },
     pruneAppliedFires: (olderThanMs = options.appliedFireRetentionMs) => postgres.pruneAppliedFires(olderThanMs),
+    lastAppliedFire: () => postgres.lastAppliedFire(),
   });
   return guard;
 }

@@ -16,5 +16,5 @@ export {
   type JobDefinition,
   type QueueLike,
 } from './scheduler/scheduler.js';
-export { fireId } from './scheduler/fire-id.js';
+export { fireId, parseFireId } from './scheduler/fire-id.js';
 export { type MisfirePolicy } from './scheduler/catch-up.js';

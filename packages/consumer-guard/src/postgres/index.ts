@@ -4,6 +4,7 @@ export {
   type GuardedWriteContext,
   type GuardedWriteOptions,
   type LowerFenceRequest,
+  type AppliedFire,
   type TokenInput,
 } from './postgres-guard.js';
 export type { PgClientLike, PgPoolLike, PoolClientOf } from './pg-pool-session.js';

@@ -111,6 +111,15 @@ export interface PostgresGuard<Trx> extends Fence {
   lowerFence(request: LowerFenceRequest): Promise<Token | null>;
   /** Deletes applied-fire records older than `olderThanMs` (all resources); returns how many. */
   pruneAppliedFires(olderThanMs: number): Promise<number>;
+  /** The fire most recently applied to the default resource (or null): where a scheduler can resume. */
+  lastAppliedFire(): Promise<AppliedFire | null>;
+}
+
+/** A fire recorded in the applied-fires table. */
+export interface AppliedFire {
+  readonly fireId: string;
+  readonly token: Token;
+  readonly appliedAt: Date;
 }
 
 type GuardOptions<Db> = Omit<PostgresGuardOptionsInput, 'db' | 'logger'> & { db: Db; logger?: FencedLogger };
@@ -242,6 +251,21 @@ export function createPostgresGuard(input: GuardOptions<object>): PostgresGuard<
     }
   }
 
+  async function lastAppliedFire(): Promise<AppliedFire | null> {
+    let rows: Record<string, unknown>[];
+    try {
+      rows = await session.query({
+        text: `SELECT fire_id, token::text AS token, applied_at FROM ${names.applied} WHERE resource = $1 ORDER BY applied_at DESC, fire_id DESC LIMIT 1`,
+        values: [options.resource],
+      });
+    } catch (err) {
+      throw unavailable(options.resource, 'read applied fires', err);
+    }
+    const row = rows[0];
+    if (row === undefined) return null;
+    return { fireId: String(row['fire_id']), token: BigInt(String(row['token'])), appliedAt: new Date(row['applied_at'] as string | Date) };
+  }
+
   function unavailable(resource: string, phase: string, cause: unknown): GuardUnavailableError {
     emit(logger, { type: 'guard.unavailable', resource, error: cause });
     const state = sqlStateOf(cause);
@@ -269,6 +293,7 @@ export function createPostgresGuard(input: GuardOptions<object>): PostgresGuard<
     fence,
     lowerFence,
     pruneAppliedFires,
+    lastAppliedFire,
   });
 }
 

@@ -29,6 +29,11 @@ export interface LeaderTerm {
   readonly leaseValue: string;
   /** Aborts when this term ends (loss, stop, or deadline). */
   readonly signal: AbortSignal;
+  /**
+   * True when this election found Redis behind a fence (it lost data): state kept in Redis, such as
+   * the scheduler's record of dispatched fires, may be missing too.
+   */
+  readonly regressed: boolean;
 }
 
 export interface CoordinatorEventMap {
@@ -194,6 +199,7 @@ export class Coordinator extends EventEmitter<CoordinatorEventMap> {
 
   async #acquire(): Promise<void> {
     // Regressions found at election restart it at once, a bounded number of times in a row.
+    let regressed = false;
     for (let round = 0; round < 5; round++) {
       if (this.#state.kind !== 'standby') return;
       const sentAt = this.#clock.now();
@@ -238,6 +244,7 @@ export class Coordinator extends EventEmitter<CoordinatorEventMap> {
       // resource at once, and proves the token is above everything ever committed.
       const verdict = await this.#advanceFences(token);
       if (verdict.kind === 'regressed') {
+        regressed = true;
         await this.#repairCounter(verdict.highest);
         await this.#release(leaseValue, token);
         continue;
@@ -254,7 +261,7 @@ export class Coordinator extends EventEmitter<CoordinatorEventMap> {
       }
 
       const controller = new AbortController();
-      this.#state = { kind: 'leader', term: { token, leaseValue, signal: controller.signal }, controller, deadline };
+      this.#state = { kind: 'leader', term: { token, leaseValue, signal: controller.signal, regressed }, controller, deadline };
       this.#armDeadline();
       this.#scheduleRenew(this.renewIntervalMs);
       emit(this.#logger, { type: 'lease.acquired', group: this.name, nodeId: this.nodeId, token });

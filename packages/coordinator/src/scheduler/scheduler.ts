@@ -43,6 +43,13 @@ export type CreateSchedulerOptions = Omit<SchedulerOptionsInput, 'coordinator' |
   logger?: FencedLogger;
   /** Turns each envelope into what is dispatched (for example: signs it). @defaultValue identity */
   seal?: (envelope: Envelope) => Envelope;
+  /**
+   * Where to resume a job whose record Redis lost (asked only when the election found Redis behind
+   * a fence): the scheduled time of the job's last fire that took effect, from a durable store, or
+   * null. With the guard: `async () => parseFireId((await guard.lastAppliedFire())?.fireId ?? '')?.scheduledAt ?? null`.
+   * Without it (or when it answers null) the whole catch-up window is dispatched again.
+   */
+  recoverLastFired?: (job: string) => Promise<number | null>;
 };
 
 interface Job {
@@ -72,6 +79,7 @@ export class Scheduler {
   readonly #logger: FencedLogger | undefined;
   readonly #seal: (envelope: Envelope) => Envelope;
   readonly #scripts: FencedScripts;
+  readonly #recoverLastFired: ((job: string) => Promise<number | null>) | undefined;
 
   readonly #due = new DueQueue();
   #term: LeaderTerm | null = null;
@@ -93,6 +101,7 @@ export class Scheduler {
     this.#logger = input.logger;
     this.#seal = input.seal ?? ((e) => e);
     this.#scripts = withScripts(this.#coordinator.redis);
+    this.#recoverLastFired = input.recoverLastFired;
     const jobs = new Map<string, Job>();
     for (const [name, def] of Object.entries(input.jobs)) {
       let schedule: JobSchedule;
@@ -148,8 +157,18 @@ export class Scheduler {
     }
     const now = this.#coordinator.serverNow();
     if (this.#term !== term || now === null) return;
+    const baselines: Array<[string, number]> = [];
     for (const job of this.#jobs.values()) {
-      const last = recorded[job.name] === undefined ? null : Number(recorded[job.name]);
+      let last = recorded[job.name] === undefined ? null : Number(recorded[job.name]);
+      // No record of a job can mean it never ran, or that Redis lost its data. The election tells
+      // which: when it found Redis behind a fence, resume from the durable record if there is one,
+      // else catch up the whole window (downstream dedupe drops what was already applied) rather
+      // than lose the fires of the outage.
+      if (last === null && term.regressed) last = (await this.#recovered(job.name)) ?? now - this.#catchUpWindowMs;
+      // A job with no record gets one now: the point from which fires are owed. Without it, a leader
+      // that dies before its first dispatch would leave its successor no trace of the fires that
+      // came due in between, and they would be lost.
+      if (recorded[job.name] === undefined) baselines.push([job.name, last ?? now]);
       const plan = planCatchUp(job.schedule, last, now, this.#misfire, this.#catchUpWindowMs, this.#maxCatchUpFires);
       job.pending.push(...plan.fires);
       if (plan.skipped > 0 || plan.beforeWindow) {
@@ -164,7 +183,27 @@ export class Scheduler {
       }
       if (plan.next !== null) this.#due.push(job.name, plan.next);
     }
+    const keys = this.#coordinator.keys;
+    const written = await Promise.all(
+      baselines.map(([name, at]) => this.#scripts.recordFire(keys.lease, keys.fires, term.leaseValue, name, String(Math.floor(at))).catch(() => 0)),
+    );
+    if (written.some((ok) => ok !== 1)) {
+      // The lease is gone (or Redis is): this term cannot keep its books, so it does not dispatch.
+      if (this.#term === term) this.#standDown();
+      return;
+    }
+    if (this.#term !== term) return;
     this.#tick();
+  }
+
+  async #recovered(job: string): Promise<number | null> {
+    if (this.#recoverLastFired === undefined) return null;
+    try {
+      const at = await this.#recoverLastFired(job);
+      return typeof at === 'number' && Number.isFinite(at) ? at : null;
+    } catch {
+      return null;
+    }
   }
 
   #standDown(): void {
@@ -239,8 +278,12 @@ export class Scheduler {
           emit(this.#logger, { type: 'fire.failed', ...event, error });
         }
       }
-      job.pending.shift();
       emit(this.#logger, { type: 'fire.dispatched', ...event });
+      // The term may have ended while the handler ran, and a new term may already have planned this
+      // job's fires again (this very one included, if its write was refused): its pending list is not
+      // ours to touch any more, nor is the record.
+      if (this.#term !== term) return;
+      job.pending.shift();
       // Recorded after dispatch: a crash in between dispatches the fire again (at-least-once), which
       // the guard's dedupe on fireId makes harmless. The script refuses a stale lease.
       let recorded: number;

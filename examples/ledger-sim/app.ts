@@ -1,0 +1,91 @@
+/**
+ * The ledger simulation as a @fenced/chaos app: how to start a replica, and how to read what took
+ * effect. This file is the glue between the toolkit (which imports no SDK package) and the SDK.
+ */
+import { fileURLToPath } from 'node:url';
+import pg from 'pg';
+import type { Effect, SimApp } from '@fenced/chaos';
+import { fireId } from '@fenced/coordinator';
+import { createGuard } from '@fenced/consumer-guard';
+import { JOB, LEDGER_SQL, RESOURCE } from './ledger.js';
+
+const root = fileURLToPath(new URL('../..', import.meta.url));
+const replicaScript = fileURLToPath(new URL('./replica.ts', import.meta.url));
+
+/** Time between dispatch and write (where mid-write faults land), and between commit and record. */
+const WORK_MS = 120;
+const POST_COMMIT_MS = 40;
+
+async function withPool<T>(databaseUrl: string, fn: (pool: pg.Pool) => Promise<T>): Promise<T> {
+  const pool = new pg.Pool({ connectionString: databaseUrl, max: 2 });
+  pool.on('error', () => {});
+  try {
+    return await fn(pool);
+  } finally {
+    await pool.end();
+  }
+}
+
+export const ledgerApp: SimApp = {
+  name: 'ledger',
+
+  async prepare(run) {
+    await withPool(run.databaseUrl, async (pool) => {
+      await pool.query(`CREATE SCHEMA "${run.id}"`);
+      await pool.query(`SET search_path TO "${run.id}"; ${LEDGER_SQL}`);
+      await createGuard({ db: pool, resource: RESOURCE, schema: run.id }).migrate();
+    });
+  },
+
+  replica(run, node) {
+    return {
+      command: process.execPath,
+      args: ['--import', 'tsx', '--conditions=@fenced/source', replicaScript],
+      cwd: root,
+      env: {
+        NODE_NAME: node.name,
+        MODE: run.mode,
+        REDIS_URL: node.redisUrl,
+        DATABASE_URL: node.databaseUrl,
+        SIM_SCHEMA: run.id,
+        KEY_PREFIX: run.id,
+        TTL_MS: String(run.ttlMs),
+        RENEW_MS: String(run.renewMs),
+        EVERY_MS: String(run.everyMs),
+        WORK_MS: String(WORK_MS),
+        POST_COMMIT_MS: String(POST_COMMIT_MS),
+      },
+    };
+  },
+
+  async effects(run) {
+    return withPool(run.databaseUrl, async (pool) => {
+      const { rows } = await pool.query(
+        `SELECT resource, fire_id, token::text AS token, node, commit_seq::text AS commit_seq,
+                extract(epoch FROM scheduled_at) * 1000 AS scheduled_at, extract(epoch FROM committed_at) * 1000 AS committed_at
+           FROM "${run.id}".ledger WHERE commit_seq IS NOT NULL`,
+      );
+      return rows.map(
+        (r): Effect => ({
+          resource: r.resource,
+          fireId: r.fire_id,
+          token: BigInt(r.token),
+          node: r.node,
+          commitSeq: Number(r.commit_seq),
+          scheduledAt: Number(r.scheduled_at),
+          committedAt: Number(r.committed_at),
+        }),
+      );
+    });
+  },
+
+  expectedFireIds(run, from, to) {
+    const ids: string[] = [];
+    for (let at = Math.ceil(from / run.everyMs) * run.everyMs; at <= to; at += run.everyMs) ids.push(fireId(JOB, at));
+    return ids;
+  },
+
+  async cleanup(run) {
+    await withPool(run.databaseUrl, (pool) => pool.query(`DROP SCHEMA IF EXISTS "${run.id}" CASCADE`));
+  },
+};

@@ -1,0 +1,140 @@
+/**
+ * One replica of the simulated scheduler, as its own OS process: a cron job every EVERY_MS writes a
+ * ledger row per fire. MODE=guarded runs it on fenced (fences advanced at election, server-clock
+ * schedule, guarded handler with exactly-once effects); MODE=control runs the same job with the lease
+ * alone (see naive-scheduler.ts).
+ *
+ * It reports on stdout, one JSON object per line: belief (elected/lost), dispatch, write (begin,
+ * committed, stale, duplicate, failed). The supervisor in @fenced/chaos turns them into a history.
+ *
+ * Env: NODE_NAME, MODE, REDIS_URL, DATABASE_URL, SIM_SCHEMA, KEY_PREFIX, TTL_MS, RENEW_MS, EVERY_MS,
+ * WORK_MS (time between the dispatch and the write: where mid-write faults land), POST_COMMIT_MS
+ * (time between the commit and the scheduler's record: where a crash re-dispatches a fire).
+ */
+import { Redis } from 'ioredis';
+import pg from 'pg';
+import { createGuard } from '@fenced/consumer-guard';
+import { createCoordinator, createScheduler, fireId, parseFireId } from '@fenced/coordinator';
+import { INSERT_SQL, JOB, RESOURCE } from './ledger.js';
+import { startNaiveScheduler } from './naive-scheduler.js';
+
+const env = (name: string): string => {
+  const value = process.env[name];
+  if (value === undefined || value === '') throw new Error(`${name} is required`);
+  return value;
+};
+const node = env('NODE_NAME');
+const mode = env('MODE');
+const schema = env('SIM_SCHEMA');
+const ttlMs = Number(env('TTL_MS'));
+const everyMs = Number(env('EVERY_MS'));
+const workMs = Number(env('WORK_MS'));
+const postCommitMs = Number(env('POST_COMMIT_MS'));
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+const line = (record: Record<string, unknown>) =>
+  process.stdout.write(`${JSON.stringify(record, (_k, v: unknown) => (typeof v === 'bigint' ? v.toString() : v))}\n`);
+
+// Short timeouts everywhere: a partitioned replica must notice, not hang.
+const redis = new Redis(env('REDIS_URL'), { maxRetriesPerRequest: 1, connectTimeout: 500, commandTimeout: 1000, retryStrategy: () => 100 });
+redis.on('error', () => {});
+const pool = new pg.Pool({
+  connectionString: env('DATABASE_URL'),
+  options: `-c search_path=${schema}`,
+  max: 4,
+  connectionTimeoutMillis: 1000,
+});
+pool.on('error', () => {});
+
+const coordinatorOptions = { redis, name: 'ledger-sim', keyPrefix: env('KEY_PREFIX'), ttlMs, renewIntervalMs: Number(env('RENEW_MS')), acquireRetryMs: 100, nodeId: node };
+
+async function writeRow(client: pg.PoolClient, fire: { fireId: string; token: bigint; scheduledAt: string }): Promise<void> {
+  await client.query(INSERT_SQL, [RESOURCE, fire.fireId, fire.token.toString(), node, fire.scheduledAt]);
+}
+
+if (mode === 'guarded') {
+  const guard = createGuard({ db: pool, redis, resource: RESOURCE, schema, keyPrefix: env('KEY_PREFIX'), redisTimeoutMs: 200 });
+  const coordinator = createCoordinator({ ...coordinatorOptions, fences: [guard] });
+  coordinator.on('elected', ({ token }) => line({ kind: 'belief', leader: true, token }));
+  coordinator.on('lost', ({ reason }) => line({ kind: 'belief', leader: false, reason }));
+  const handle = guard.wrapHandler(
+    async (_payload, ctx) => {
+      line({ kind: 'write', outcome: 'begin', fireId: ctx.fireId, token: ctx.token });
+      await sleep(workMs);
+      await ctx.guardedWrite((client) => writeRow(client, { fireId: ctx.fireId, token: ctx.token, scheduledAt: ctx.scheduledAt.toISOString() }));
+      line({ kind: 'write', outcome: 'committed', fireId: ctx.fireId, token: ctx.token });
+      await sleep(postCommitMs);
+    },
+    { onStale: 'return' },
+  );
+  const scheduler = createScheduler({
+    coordinator,
+    jobs: {
+      [JOB]: {
+        everyMs,
+        handler: async (envelope) => {
+          line({ kind: 'dispatch', fireId: envelope.fireId, token: envelope.token });
+          try {
+            const outcome = await handle(envelope);
+            if (outcome.status !== 'applied') line({ kind: 'write', outcome: outcome.status, fireId: envelope.fireId, token: envelope.token });
+          } catch (err) {
+            line({ kind: 'write', outcome: 'failed', fireId: envelope.fireId, token: envelope.token, reason: (err as Error).message });
+          }
+        },
+      },
+    },
+    misfire: 'all',
+    // After Redis lost its data, resume from the last fire the database applied.
+    recoverLastFired: async () => {
+      const last = await guard.lastAppliedFire();
+      return last === null ? null : (parseFireId(last.fireId)?.scheduledAt ?? null);
+    },
+    catchUpWindowMs: 60_000,
+    maxCatchUpFires: 1000,
+    tickMs: 10,
+  });
+  scheduler.start();
+  await coordinator.start();
+  process.on('SIGTERM', () => void Promise.allSettled([scheduler.stop(), coordinator.stop()]).finally(() => process.exit(0)));
+} else if (mode === 'control') {
+  const coordinator = createCoordinator(coordinatorOptions);
+  coordinator.on('elected', ({ token }) => line({ kind: 'belief', leader: true, token }));
+  coordinator.on('lost', ({ reason }) => line({ kind: 'belief', leader: false, reason }));
+  const stop = startNaiveScheduler({
+    redis,
+    stateKey: `${env('KEY_PREFIX')}:naive:last-fired`,
+    job: JOB,
+    everyMs,
+    catchUpWindowMs: 60_000,
+    isLeader: () => coordinator.isLeader(),
+    token: () => coordinator.token(),
+    fireId,
+    dispatch: async ({ fireId: id, scheduledAt, token }) => {
+      line({ kind: 'dispatch', fireId: id, token });
+      line({ kind: 'write', outcome: 'begin', fireId: id, token });
+      await sleep(workMs);
+      const client = await pool.connect();
+      try {
+        await client.query('BEGIN');
+        await writeRow(client, { fireId: id, token, scheduledAt: new Date(scheduledAt).toISOString() });
+        await client.query('COMMIT');
+        line({ kind: 'write', outcome: 'committed', fireId: id, token });
+      } catch (err) {
+        await client.query('ROLLBACK').catch(() => undefined);
+        line({ kind: 'write', outcome: 'failed', fireId: id, token, reason: (err as Error).message });
+        throw err;
+      } finally {
+        client.release();
+      }
+      await sleep(postCommitMs);
+    },
+  });
+  await coordinator.start();
+  process.on('SIGTERM', () => {
+    stop();
+    void coordinator.stop().finally(() => process.exit(0));
+  });
+} else {
+  throw new Error(`MODE must be guarded or control, not ${mode}`);
+}
+line({ kind: 'ready', mode, ttlMs });

@@ -1,0 +1,43 @@
+import { existsSync } from 'node:fs';
+
+/** Where Debian's `faketime` package puts the preload library. */
+export const LIBFAKETIME_PATHS = [
+  '/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1',
+  '/usr/lib/aarch64-linux-gnu/faketime/libfaketime.so.1',
+  '/usr/lib/faketime/libfaketime.so.1',
+  '/usr/local/lib/faketime/libfaketime.so.1',
+];
+
+/** The libfaketime library on this machine, or undefined. */
+export function findLibfaketime(): string | undefined {
+  return LIBFAKETIME_PATHS.find((p) => existsSync(p));
+}
+
+/**
+ * A clock fault for a real process, through libfaketime:
+ * - `offset`: the wall clock runs `offsetMs` ahead (negative: behind) from the start;
+ * - `rate`: every clock of the process (monotonic too) runs at `rate` times real speed, so its
+ *   timers fire late and its own lease deadline stretches past the real lease.
+ */
+export type ClockFault = { kind: 'offset'; offsetMs: number } | { kind: 'rate'; rate: number };
+
+/**
+ * Environment variables that apply `fault` to a process started with them.
+ *
+ * @throws when libfaketime is not installed (`apt-get install faketime`).
+ */
+export function faketimeEnv(fault: ClockFault): Record<string, string> {
+  const library = findLibfaketime();
+  if (library === undefined) throw new Error('clock faults need libfaketime: apt-get install faketime');
+  const env: Record<string, string> = { LD_PRELOAD: library, FAKETIME_NO_CACHE: '1' };
+  if (fault.kind === 'offset') {
+    const seconds = fault.offsetMs / 1000;
+    env['FAKETIME'] = `${seconds >= 0 ? '+' : ''}${seconds}s`;
+    // An offset is a wall-clock fault: leave the monotonic clock alone.
+    env['DONT_FAKE_MONOTONIC'] = '1';
+  } else {
+    if (!(fault.rate > 0)) throw new RangeError('clock rate must be positive');
+    env['FAKETIME'] = `+0 x${fault.rate}`;
+  }
+  return env;
+}

@@ -1,0 +1,45 @@
+/**
+ * What happened during a run, as the supervisor saw it. Times are wall-clock epoch milliseconds of
+ * the supervisor (which never runs under a clock fault), stamped when a line was read.
+ */
+export type HistoryEvent =
+  /** A replica's belief about its leadership changed (elected with `token`, or no longer leading). */
+  | { at: number; kind: 'belief'; node: string; leader: boolean; token?: string; reason?: string }
+  /** A replica dispatched a fire. */
+  | { at: number; kind: 'dispatch'; node: string; fireId: string; token: string }
+  /** A write attempt by a replica and what became of it. */
+  | { at: number; kind: 'write'; node: string; fireId: string; token: string; outcome: WriteOutcome; reason?: string }
+  /** A fault injected by the supervisor, from `start` to `end`. */
+  | { at: number; kind: 'fault'; fault: string; target?: string; phase: 'start' | 'end'; detail?: string }
+  /** A replica process started or exited. */
+  | { at: number; kind: 'process'; node: string; event: 'started' | 'exited' | 'paused' | 'resumed' };
+
+export type WriteOutcome = 'begin' | 'committed' | 'stale' | 'duplicate' | 'failed';
+
+/** One effect that took hold in the guarded store: a committed ledger row. */
+export interface Effect {
+  readonly resource: string;
+  readonly fireId: string;
+  readonly token: bigint;
+  readonly node: string;
+  /** Position in commit order (stamped at commit time, see the example app's ledger). */
+  readonly commitSeq: number;
+  /** When the fire was due, epoch ms (server clock). */
+  readonly scheduledAt: number;
+  /** When the row committed, epoch ms (database clock). */
+  readonly committedAt: number;
+}
+
+/** An append-only history. */
+export class History {
+  readonly events: HistoryEvent[] = [];
+
+  record(event: HistoryEvent): void {
+    this.events.push(event);
+  }
+
+  /** Events of one kind, in order. */
+  of<K extends HistoryEvent['kind']>(kind: K): Array<Extract<HistoryEvent, { kind: K }>> {
+    return this.events.filter((e): e is Extract<HistoryEvent, { kind: K }> => e.kind === kind);
+  }
+}

@@ -1,0 +1,118 @@
+import { spawn, type ChildProcess } from 'node:child_process';
+import { createInterface } from 'node:readline';
+
+/** One JSON line a process wrote, stamped with when the supervisor read it (ms since `epoch`). */
+export interface ProcessLine {
+  readonly at: number;
+  readonly record: Record<string, unknown>;
+}
+
+export interface ProcessSpec {
+  readonly command: string;
+  readonly args: readonly string[];
+  readonly env?: Readonly<Record<string, string>>;
+  readonly cwd?: string;
+}
+
+/**
+ * A real OS process under supervision: started, paused (SIGSTOP), resumed (SIGCONT), killed
+ * (SIGKILL) and restarted like a replica in production would be. Its stdout is read as JSON lines.
+ */
+export interface ManagedProcess {
+  readonly name: string;
+  readonly pid: number | undefined;
+  readonly running: boolean;
+  readonly paused: boolean;
+  start(extraEnv?: Readonly<Record<string, string>>): void;
+  pause(): void;
+  resume(): void;
+  kill(): Promise<void>;
+  /** SIGTERM, then SIGKILL after `graceMs`. */
+  stop(graceMs?: number): Promise<void>;
+  /** Lines are delivered here as they arrive. */
+  onLine(listener: (line: ProcessLine) => void): void;
+  /** Standard error, kept for diagnostics (the last 64 KiB). */
+  stderr(): string;
+}
+
+export function managedProcess(name: string, spec: ProcessSpec, clock: () => number): ManagedProcess {
+  let child: ChildProcess | undefined;
+  let paused = false;
+  let errors = '';
+  const listeners: Array<(line: ProcessLine) => void> = [];
+
+  const exited = (c: ChildProcess) =>
+    new Promise<void>((resolve) => (c.exitCode !== null || c.signalCode !== null ? resolve() : c.once('exit', () => resolve())));
+
+  const handle: ManagedProcess = {
+    name,
+    get pid() {
+      return child?.pid;
+    },
+    get running() {
+      return child !== undefined && child.exitCode === null && child.signalCode === null;
+    },
+    get paused() {
+      return paused;
+    },
+    start(extraEnv = {}) {
+      if (handle.running) return;
+      paused = false;
+      const c = spawn(spec.command, [...spec.args], {
+        cwd: spec.cwd,
+        env: { ...process.env, ...spec.env, ...extraEnv },
+        stdio: ['ignore', 'pipe', 'pipe'],
+      });
+      child = c;
+      createInterface({ input: c.stdout! }).on('line', (text) => {
+        let record: Record<string, unknown>;
+        try {
+          record = JSON.parse(text) as Record<string, unknown>;
+        } catch {
+          record = { kind: 'text', text };
+        }
+        const line = { at: clock(), record };
+        for (const l of listeners) l(line);
+      });
+      c.stderr!.on('data', (chunk: Buffer) => {
+        errors = (errors + chunk.toString()).slice(-65_536);
+      });
+      c.on('error', (err) => {
+        errors += `\nspawn failed: ${err.message}`;
+      });
+    },
+    pause() {
+      if (!handle.running || paused) return;
+      child!.kill('SIGSTOP');
+      paused = true;
+    },
+    resume() {
+      if (!handle.running || !paused) return;
+      child!.kill('SIGCONT');
+      paused = false;
+    },
+    async kill() {
+      const c = child;
+      if (c === undefined || !handle.running) return;
+      const done = exited(c);
+      c.kill('SIGKILL');
+      paused = false;
+      await done;
+    },
+    async stop(graceMs = 2000) {
+      const c = child;
+      if (c === undefined || !handle.running) return;
+      if (paused) handle.resume();
+      const done = exited(c);
+      c.kill('SIGTERM');
+      const timer = setTimeout(() => c.kill('SIGKILL'), graceMs);
+      await done;
+      clearTimeout(timer);
+    },
+    onLine(listener) {
+      listeners.push(listener);
+    },
+    stderr: () => errors,
+  };
+  return handle;
+}

@@ -1,0 +1,132 @@
+import type { History, HistoryEvent } from '../history/history.js';
+import type { ManagedProcess, ProcessLine } from '../process/managed-process.js';
+import type { FaultProxy, ProxyMode } from '../proxy/fault-proxy.js';
+import type { RedisTopology } from '../redis/redis-topology.js';
+import type { Random } from '../schedule/random.js';
+
+/** A replica as the fault schedule sees it. */
+export interface SimNode {
+  readonly name: string;
+  readonly process: ManagedProcess;
+  readonly redisProxy: FaultProxy;
+  readonly pgProxy: FaultProxy;
+}
+
+/** What a fault schedule can do, and see, during one run. */
+export class FaultContext {
+  readonly #waiters = new Set<{ match: (node: string, record: Record<string, unknown>) => boolean; resolve: (node: string) => void }>();
+
+  constructor(
+    readonly nodes: readonly SimNode[],
+    readonly redis: RedisTopology,
+    readonly history: History,
+    readonly random: Random,
+    readonly ttlMs: number,
+    /** Epoch ms at which the schedule must stop injecting. */
+    readonly deadline: number,
+    private readonly restartNode: (node: SimNode) => void,
+  ) {}
+
+  /** Called by the runner for every line a replica writes. */
+  observe(node: string, line: ProcessLine): void {
+    for (const waiter of [...this.#waiters]) {
+      if (waiter.match(node, line.record)) {
+        this.#waiters.delete(waiter);
+        waiter.resolve(node);
+      }
+    }
+  }
+
+  get remainingMs(): number {
+    return this.deadline - Date.now();
+  }
+
+  sleep(ms: number): Promise<void> {
+    return new Promise((r) => setTimeout(r, Math.max(0, Math.min(ms, this.remainingMs + 50))));
+  }
+
+  /** The replica that most recently reported being elected and has not lost, exited or paused since. */
+  leader(): SimNode | undefined {
+    const believes = new Map<string, boolean>();
+    for (const e of this.history.events) {
+      if (e.kind === 'belief') believes.set(e.node, e.leader);
+      if (e.kind === 'process' && e.event === 'exited') believes.set(e.node, false);
+    }
+    let latest: SimNode | undefined;
+    let latestAt = -1;
+    for (const e of this.history.events) {
+      if (e.kind === 'belief' && e.leader && believes.get(e.node) === true && e.at > latestAt) {
+        const node = this.node(e.node);
+        if (node.process.running && !node.process.paused) {
+          latest = node;
+          latestAt = e.at;
+        }
+      }
+    }
+    return latest;
+  }
+
+  standbys(): SimNode[] {
+    const leader = this.leader();
+    return this.nodes.filter((n) => n !== leader && n.process.running && !n.process.paused);
+  }
+
+  node(name: string): SimNode {
+    const node = this.nodes.find((n) => n.name === name);
+    if (node === undefined) throw new Error(`no node ${name}`);
+    return node;
+  }
+
+  /**
+   * Resolves with the node that next writes a line matching `match`, or undefined after `timeoutMs`
+   * (or at the deadline).
+   */
+  waitForLine(match: (node: string, record: Record<string, unknown>) => boolean, timeoutMs: number): Promise<string | undefined> {
+    return new Promise((resolve) => {
+      const waiter = { match, resolve: (node: string) => resolve(node) };
+      this.#waiters.add(waiter);
+      setTimeout(() => {
+        if (this.#waiters.delete(waiter)) resolve(undefined);
+      }, Math.max(0, Math.min(timeoutMs, this.remainingMs)));
+    });
+  }
+
+  /** Waits until some replica leads (or `timeoutMs`). */
+  async waitForLeader(timeoutMs: number): Promise<SimNode | undefined> {
+    const until = Date.now() + timeoutMs;
+    while (Date.now() < until) {
+      const leader = this.leader();
+      if (leader !== undefined) return leader;
+      await new Promise((r) => setTimeout(r, 10));
+    }
+    return undefined;
+  }
+
+  fault(fault: string, phase: 'start' | 'end', target?: string, detail?: string): void {
+    const event: HistoryEvent = { at: Date.now(), kind: 'fault', fault, phase, ...(target ? { target } : {}), ...(detail ? { detail } : {}) };
+    this.history.record(event);
+  }
+
+  pause(node: SimNode): void {
+    node.process.pause();
+    this.history.record({ at: Date.now(), kind: 'process', node: node.name, event: 'paused' });
+  }
+
+  resume(node: SimNode): void {
+    node.process.resume();
+    this.history.record({ at: Date.now(), kind: 'process', node: node.name, event: 'resumed' });
+  }
+
+  async kill(node: SimNode): Promise<void> {
+    await node.process.kill();
+  }
+
+  restart(node: SimNode): void {
+    this.restartNode(node);
+  }
+
+  setProxies(node: SimNode, modes: { redis?: ProxyMode; pg?: ProxyMode }): void {
+    if (modes.redis) node.redisProxy.setMode(modes.redis);
+    if (modes.pg) node.pgProxy.setMode(modes.pg);
+  }
+}

@@ -1,0 +1,202 @@
+import { randomBytes } from 'node:crypto';
+import { checkRun, type CheckResult } from '../checker/check-run.js';
+import { faketimeEnv } from '../clock/faketime.js';
+import { History, type Effect } from '../history/history.js';
+import { managedProcess } from '../process/managed-process.js';
+import { startFaultProxy, type FaultProxy } from '../proxy/fault-proxy.js';
+import { startRedisTopology } from '../redis/redis-topology.js';
+import { seededRandom } from '../schedule/random.js';
+import { FaultContext, type SimNode } from './fault-context.js';
+import type { Scenario } from './scenarios.js';
+import type { RunContext, SimApp, SimMode } from './sim-app.js';
+
+export interface RunOptions {
+  readonly databaseUrl: string;
+  readonly replicas: number;
+  /** How long faults are injected, ms. */
+  readonly durationMs: number;
+  readonly seed: number;
+  readonly ttlMs: number;
+  readonly renewMs: number;
+  readonly everyMs: number;
+  /** Called about once a second with what is going on. */
+  readonly onProgress?: (status: RunStatus) => void;
+}
+
+export interface RunStatus {
+  readonly scenario: string;
+  readonly mode: SimMode;
+  readonly elapsedMs: number;
+  readonly durationMs: number;
+  readonly phase: 'starting' | 'faults' | 'settling' | 'checking';
+  readonly leader: string | undefined;
+  readonly token: string | undefined;
+}
+
+export interface RunResult {
+  readonly scenario: string;
+  readonly mode: SimMode;
+  readonly seed: number;
+  readonly window: { readonly start: number; readonly end: number };
+  readonly check: CheckResult;
+  readonly history: History;
+  readonly effects: readonly Effect[];
+  readonly nodes: readonly string[];
+  /** Replica stderr tails, for diagnosing a failed run. */
+  readonly diagnostics: Readonly<Record<string, string>>;
+}
+
+/** Parses a PostgreSQL URL's host and port, to put a fault proxy in front of it. */
+function pgTarget(databaseUrl: string): { port: number; rewrite: (port: number) => string } {
+  const url = new URL(databaseUrl);
+  const host = url.hostname;
+  if (host !== '127.0.0.1' && host !== 'localhost' && host !== '::1' && host !== '[::1]') {
+    throw new Error(`the simulation only sends traffic to loopback; DATABASE_URL points at ${host}`);
+  }
+  return {
+    port: Number(url.port || 5432),
+    rewrite: (port) => {
+      const copy = new URL(databaseUrl);
+      copy.hostname = '127.0.0.1';
+      copy.port = String(port);
+      return copy.toString();
+    },
+  };
+}
+
+/**
+ * One run of one scenario in one mode: starts its own Redis, a fault proxy per replica for Redis and
+ * for PostgreSQL, the replicas as OS processes; injects the scenario's faults for `durationMs`; heals
+ * everything and lets the replicas catch up; then checks what took effect against the promise.
+ */
+export async function runScenario(app: SimApp, scenario: Scenario, mode: SimMode, options: RunOptions): Promise<RunResult> {
+  const run: RunContext = {
+    id: `sim_${scenario.name.replace(/-/g, '_')}_${mode}_${randomBytes(3).toString('hex')}`,
+    mode,
+    databaseUrl: options.databaseUrl,
+    ttlMs: options.ttlMs,
+    renewMs: options.renewMs,
+    everyMs: options.everyMs,
+  };
+  const history = new History();
+  const random = seededRandom(options.seed);
+  const pg = pgTarget(options.databaseUrl);
+  const topology = await startRedisTopology(scenario.redis);
+  const proxies: FaultProxy[] = [];
+  const nodes: SimNode[] = [];
+  const started = Date.now();
+  let phase: RunStatus['phase'] = 'starting';
+  let ctx: FaultContext | undefined;
+  const progress = setInterval(() => {
+    const leader = ctx?.leader();
+    const token = leader === undefined ? undefined : [...history.events].reverse().find((e) => e.kind === 'belief' && e.node === leader.name && e.leader);
+    options.onProgress?.({
+      scenario: scenario.name,
+      mode,
+      elapsedMs: Date.now() - started,
+      durationMs: options.durationMs,
+      phase,
+      leader: leader?.name,
+      token: token?.kind === 'belief' ? token.token : undefined,
+    });
+  }, 1000);
+
+  try {
+    await app.prepare(run);
+    for (let i = 1; i <= options.replicas; i++) {
+      const name = `r${i}`;
+      const redisProxy = await startFaultProxy(topology.activePort);
+      const pgProxy = await startFaultProxy(pg.port);
+      proxies.push(redisProxy, pgProxy);
+      const clockFault = i === 1 ? scenario.clockFault : undefined;
+      const spec = app.replica(run, { name, redisUrl: `redis://127.0.0.1:${redisProxy.port}`, databaseUrl: pg.rewrite(pgProxy.port), clockFault });
+      const process = managedProcess(name, { ...spec, env: { ...spec.env, ...(clockFault ? faketimeEnv(clockFault) : {}) } }, () => Date.now());
+      process.onLine((line) => {
+        const r = line.record;
+        const at = line.at;
+        const token = r['token'] === undefined ? undefined : String(r['token']);
+        if (r['kind'] === 'belief') {
+          history.record({ at, kind: 'belief', node: name, leader: r['leader'] === true, ...(token ? { token } : {}), ...(r['reason'] ? { reason: String(r['reason']) } : {}) });
+        } else if (r['kind'] === 'dispatch') {
+          history.record({ at, kind: 'dispatch', node: name, fireId: String(r['fireId']), token: token ?? '' });
+        } else if (r['kind'] === 'write') {
+          history.record({
+            at,
+            kind: 'write',
+            node: name,
+            fireId: String(r['fireId']),
+            token: token ?? '',
+            outcome: r['outcome'] as 'begin',
+            ...(r['reason'] ? { reason: String(r['reason']) } : {}),
+          });
+        }
+        ctx?.observe(name, line);
+      });
+      nodes.push({ name, process, redisProxy, pgProxy });
+    }
+
+    const startNode = (node: SimNode) => {
+      node.process.start();
+      history.record({ at: Date.now(), kind: 'process', node: node.name, event: 'started' });
+      const pid = node.process.pid;
+      // Record the exit of this incarnation (a kill, a crash), so its leadership epoch ends there.
+      const watch = setInterval(() => {
+        if (node.process.pid !== pid || !node.process.running) {
+          clearInterval(watch);
+          history.record({ at: Date.now(), kind: 'process', node: node.name, event: 'exited' });
+        }
+      }, 5);
+    };
+    for (const node of nodes) startNode(node);
+
+    const faultsEnd = () => Date.now() + options.durationMs;
+    ctx = new FaultContext(nodes, topology, history, random, options.ttlMs, Number.POSITIVE_INFINITY, startNode);
+    const first = await ctx.waitForLeader(30_000);
+    if (first === undefined) {
+      throw new Error(`no replica became leader within 30 s; ${nodes.map((n) => `${n.name}: ${n.process.stderr().slice(-400)}`).join(' | ')}`);
+    }
+    // The checked window starts with the first dispatch: before the job ever ran, no fire was owed.
+    const firstDispatch = await ctx.waitForLine((_n, r) => r['kind'] === 'dispatch', 30_000);
+    if (firstDispatch === undefined) throw new Error('no replica dispatched a fire within 30 s of the first election');
+    const windowStart = Date.now();
+    phase = 'faults';
+    ctx = new FaultContext(nodes, topology, history, random, options.ttlMs, faultsEnd(), startNode);
+    await scenario.run(ctx);
+    const windowEnd = Date.now();
+
+    // Heal everything, then give the replicas time to elect, catch up and finish in-flight fires.
+    phase = 'settling';
+    for (const node of nodes) {
+      node.redisProxy.setMode({ kind: 'pass' });
+      node.pgProxy.setMode({ kind: 'pass' });
+      if (node.process.paused) ctx.resume(node);
+      if (!node.process.running) startNode(node);
+    }
+    await new Promise((r) => setTimeout(r, options.ttlMs * 3 + 2000));
+    await ctx.waitForLeader(options.ttlMs * 4);
+    await new Promise((r) => setTimeout(r, 1500));
+
+    phase = 'checking';
+    await Promise.all(nodes.map((n) => n.process.stop()));
+    const effects = await app.effects(run);
+    const expected = app.expectedFireIds(run, windowStart + options.everyMs, windowEnd);
+    const check = checkRun({ history: history.events, effects, expectedFireIds: expected, window: { start: windowStart, end: windowEnd } });
+    return {
+      scenario: scenario.name,
+      mode,
+      seed: options.seed,
+      window: { start: windowStart, end: windowEnd },
+      check,
+      history,
+      effects,
+      nodes: nodes.map((n) => n.name),
+      diagnostics: Object.fromEntries(nodes.map((n) => [n.name, n.process.stderr().slice(-2000)])),
+    };
+  } finally {
+    clearInterval(progress);
+    await Promise.all(nodes.map((n) => n.process.kill()));
+    await Promise.all(proxies.map((p) => p.close()));
+    await topology.stop();
+    await app.cleanup(run).catch(() => undefined);
+  }
+}

@@ -1,0 +1,208 @@
+import type { ClockFault } from '../clock/faketime.js';
+import type { FaultContext, SimNode } from './fault-context.js';
+
+/** A fault scenario: the faults it injects, driven by the seeded random source of its context. */
+export interface Scenario {
+  readonly name: ScenarioName;
+  /** One line: what breaks, and which protection must hold. */
+  readonly summary: string;
+  readonly redis: 'single' | 'failover';
+  /** A clock fault for the first replica, for the whole run. */
+  readonly clockFault?: ClockFault;
+  /** Injects faults until the context's deadline. */
+  run(ctx: FaultContext): Promise<void>;
+}
+
+export const SCENARIO_NAMES = ['pause', 'crash', 'partition', 'redis-failover', 'redis-restart', 'clock-skew', 'slow-clock'] as const;
+export type ScenarioName = (typeof SCENARIO_NAMES)[number];
+
+const isWrite = (outcome: string, node?: string) => (n: string, r: Record<string, unknown>) =>
+  r['kind'] === 'write' && r['outcome'] === outcome && (node === undefined || n === node);
+
+/** Picks the victim: the leader in the middle of a write (most often), the leader, or a standby. */
+async function pickTarget(ctx: FaultContext, during: 'begin' | 'committed'): Promise<{ node: SimNode; target: string } | undefined> {
+  const kind = ctx.random.pick(['leader-mid-write', 'leader-mid-write', 'leader-mid-write', 'leader', 'standby'] as const);
+  const leader = await ctx.waitForLeader(5000);
+  if (kind === 'standby') {
+    const standbys = ctx.standbys();
+    return standbys.length === 0 ? undefined : { node: ctx.random.pick(standbys), target: 'standby' };
+  }
+  if (leader === undefined) return undefined;
+  if (kind === 'leader') return { node: leader, target: 'leader' };
+  const name = await ctx.waitForLine(isWrite(during, leader.name), 5000);
+  return name === undefined ? undefined : { node: ctx.node(name), target: during === 'begin' ? 'leader mid-write' : 'leader after commit' };
+}
+
+/**
+ * Hands leadership to `wanted`: the other standbys are paused (they cannot compete), a leader other
+ * than `wanted` is killed, and once `wanted` leads everyone comes back (the killed one restarted).
+ */
+async function makeLeader(ctx: FaultContext, wanted: SimNode): Promise<void> {
+  const leader = await ctx.waitForLeader(ctx.ttlMs * 4);
+  if (leader === wanted) return;
+  ctx.fault('handover', 'start', wanted.name, `others held back until ${wanted.name} leads`);
+  const held = ctx.nodes.filter((n) => n !== wanted && n !== leader && n.process.running && !n.process.paused);
+  for (const n of held) ctx.pause(n);
+  if (leader !== undefined) await ctx.kill(leader);
+  const until = Date.now() + ctx.ttlMs * 8;
+  while (ctx.leader() !== wanted && Date.now() < until && ctx.remainingMs > 0) await ctx.sleep(20);
+  for (const n of held) ctx.resume(n);
+  if (leader !== undefined) ctx.restart(leader);
+  ctx.fault('handover', 'end', wanted.name);
+}
+
+export const scenarios: Record<ScenarioName, Scenario> = {
+  pause: {
+    name: 'pause',
+    summary: 'SIGSTOP past the lease (GC, throttling): the leader wakes up mid-write after a new leader took over',
+    redis: 'single',
+    async run(ctx) {
+      while (ctx.remainingMs > ctx.ttlMs * 3) {
+        await ctx.sleep(ctx.random.int(300, 1200));
+        const victim = await pickTarget(ctx, 'begin');
+        if (victim === undefined) continue;
+        const pauseMs = Math.round(ctx.ttlMs * (1.5 + ctx.random.next()));
+        ctx.fault('pause', 'start', victim.node.name, `${victim.target}, ${pauseMs} ms`);
+        ctx.pause(victim.node);
+        await ctx.sleep(pauseMs);
+        ctx.resume(victim.node);
+        ctx.fault('pause', 'end', victim.node.name);
+        await ctx.sleep(ctx.random.int(800, 1600));
+      }
+    },
+  },
+
+  crash: {
+    name: 'crash',
+    summary: 'SIGKILL and restart: a leader dies between its commit and its record, and the fire is dispatched again',
+    redis: 'single',
+    async run(ctx) {
+      while (ctx.remainingMs > ctx.ttlMs * 3) {
+        await ctx.sleep(ctx.random.int(300, 1200));
+        const victim = await pickTarget(ctx, 'committed');
+        if (victim === undefined) continue;
+        ctx.fault('crash', 'start', victim.node.name, victim.target);
+        await ctx.kill(victim.node);
+        await ctx.sleep(ctx.random.int(200, 800));
+        ctx.restart(victim.node);
+        ctx.fault('crash', 'end', victim.node.name);
+        await ctx.sleep(ctx.random.int(ctx.ttlMs, ctx.ttlMs * 2));
+      }
+    },
+  },
+
+  partition: {
+    name: 'partition',
+    summary: 'the leader loses Redis while its write to PostgreSQL is held in the network, then delivered late',
+    redis: 'single',
+    async run(ctx) {
+      while (ctx.remainingMs > ctx.ttlMs * 4) {
+        await ctx.sleep(ctx.random.int(300, 1200));
+        const victim = await pickTarget(ctx, 'begin');
+        if (victim === undefined) continue;
+        const redisMode = ctx.random.pick([{ kind: 'cut' }, { kind: 'drop' }] as const);
+        const holdMs = Math.round(ctx.ttlMs * (2 + ctx.random.next()));
+        ctx.fault('partition', 'start', victim.node.name, `${victim.target}: redis ${redisMode.kind}, postgres stalled ${holdMs} ms`);
+        ctx.setProxies(victim.node, { redis: redisMode, pg: { kind: 'stall' } });
+        await ctx.sleep(holdMs);
+        ctx.setProxies(victim.node, { pg: { kind: 'pass' } }); // the held write arrives now, late
+        await ctx.sleep(ctx.random.int(200, 600));
+        ctx.setProxies(victim.node, { redis: { kind: 'pass' } });
+        if (redisMode.kind === 'drop') victim.node.redisProxy.resetConnections();
+        ctx.fault('partition', 'end', victim.node.name);
+        await ctx.sleep(ctx.random.int(800, 1600));
+      }
+    },
+  },
+
+  'redis-failover': {
+    name: 'redis-failover',
+    summary: 'replication held back, a new election on the primary, then the replica is promoted: the counter goes back',
+    redis: 'failover',
+    async run(ctx) {
+      await ctx.sleep(ctx.random.int(800, 1500));
+      ctx.fault('replication held', 'start', undefined, 'writes on the primary no longer reach the replica');
+      ctx.redis.holdReplication();
+      // An election the replica never hears of: the leader dies, another is elected on the primary.
+      const leader = await ctx.waitForLeader(5000);
+      if (leader !== undefined) {
+        ctx.fault('crash', 'start', leader.name, 'leader, so that an election happens on the primary only');
+        await ctx.kill(leader);
+        const next = await ctx.waitForLine((_n, r) => r['kind'] === 'belief' && r['leader'] === true, ctx.ttlMs * 4);
+        if (next !== undefined) await ctx.waitForLine(isWrite('committed', next), 3000);
+        ctx.restart(leader);
+        ctx.fault('crash', 'end', leader.name);
+      }
+      ctx.fault('failover', 'start', undefined, 'replica promoted (REPLICAOF NO ONE), clients repointed');
+      await ctx.redis.promoteReplica();
+      for (const node of ctx.nodes) node.redisProxy.retarget(ctx.redis.activePort);
+      await ctx.redis.primary.stop();
+      ctx.fault('replication held', 'end');
+      ctx.fault('failover', 'end');
+      await ctx.sleep(ctx.remainingMs);
+    },
+  },
+
+  'redis-restart': {
+    name: 'redis-restart',
+    summary: 'Redis restarts without persistence: the lease and the token counter are gone',
+    redis: 'single',
+    async run(ctx) {
+      while (ctx.remainingMs > ctx.ttlMs * 3) {
+        await ctx.sleep(ctx.random.int(1500, 3000));
+        const downMs = ctx.random.int(800, 1500);
+        ctx.fault('redis restart', 'start', undefined, `down ${downMs} ms, data lost`);
+        await ctx.redis.restartActive(downMs);
+        ctx.fault('redis restart', 'end');
+        await ctx.sleep(ctx.random.int(ctx.ttlMs, ctx.ttlMs * 2));
+      }
+    },
+  },
+
+  'clock-skew': {
+    name: 'clock-skew',
+    summary: "one replica's wall clock runs 5 s ahead (libfaketime); leadership moves to it and away",
+    redis: 'single',
+    clockFault: { kind: 'offset', offsetMs: 5000 },
+    async run(ctx) {
+      const skewed = ctx.nodes[0]!;
+      while (ctx.remainingMs > ctx.ttlMs * 4) {
+        await makeLeader(ctx, skewed);
+        await ctx.sleep(ctx.random.int(1500, 3000));
+        const leader = ctx.leader();
+        if (leader === undefined || ctx.remainingMs < ctx.ttlMs * 4) continue;
+        ctx.fault('kill', 'start', leader.name, 'leadership moves away');
+        await ctx.kill(leader);
+        await ctx.sleep(ctx.ttlMs / 2);
+        ctx.restart(leader);
+        ctx.fault('kill', 'end', leader.name);
+        await ctx.sleep(ctx.random.int(1500, 3000));
+      }
+    },
+  },
+
+  'slow-clock': {
+    name: 'slow-clock',
+    summary: "one replica's clocks run at a quarter speed (libfaketime): it keeps believing it leads after its lease ended",
+    redis: 'single',
+    clockFault: { kind: 'rate', rate: 0.25 },
+    async run(ctx) {
+      const slow = ctx.nodes[0]!;
+      while (ctx.remainingMs > ctx.ttlMs * 4) {
+        // A fresh start: its clock begins on time and falls behind from there (as a replica that just
+        // booted on a throttled or misconfigured host), so it does act while it still leads.
+        if (ctx.leader() !== slow) {
+          ctx.fault('restart', 'start', slow.name, 'restarted with its slow clock');
+          await ctx.kill(slow);
+          ctx.restart(slow);
+          ctx.fault('restart', 'end', slow.name);
+          await ctx.sleep(ctx.ttlMs);
+        }
+        await makeLeader(ctx, slow);
+        // Its renews come four times too late: the lease lapses, another replica is elected, and the
+        // slow one goes on dispatching on its stretched deadline.
+        await ctx.sleep(ctx.random.int(ctx.ttlMs * 3, ctx.ttlMs * 5));
+      }
+    },
+  },
+};

@@ -1,0 +1,50 @@
+import type { ClockFault } from '../clock/faketime.js';
+import type { Effect } from '../history/history.js';
+import type { ProcessSpec } from '../process/managed-process.js';
+
+/** Guarded: the app with its protections on. Control: the same app and faults with them off. */
+export type SimMode = 'guarded' | 'control';
+
+/** What every replica of one run shares. */
+export interface RunContext {
+  /** Unique per run: name the run's schema and key prefix after it. */
+  readonly id: string;
+  readonly mode: SimMode;
+  /** The real database (the supervisor's own connection; replicas get a proxied one). */
+  readonly databaseUrl: string;
+  readonly ttlMs: number;
+  readonly renewMs: number;
+  readonly everyMs: number;
+}
+
+/** One replica's view: its own name and its own (proxied) connections. */
+export interface NodeContext {
+  readonly name: string;
+  readonly redisUrl: string;
+  readonly databaseUrl: string;
+  /** A clock fault this replica runs under, if any (applied by the supervisor through libfaketime). */
+  readonly clockFault: ClockFault | undefined;
+}
+
+/**
+ * What the simulation needs from an application: how to start a replica, and how to read what took
+ * effect. The toolkit imports no SDK package: point it at your own handlers by implementing this.
+ *
+ * Replicas report on stdout, one JSON object per line:
+ * - `{ "kind": "belief", "leader": true, "token": "7" }` / `{ "kind": "belief", "leader": false }`
+ * - `{ "kind": "dispatch", "fireId": "…", "token": "7" }`
+ * - `{ "kind": "write", "outcome": "begin" | "committed" | "stale" | "duplicate" | "failed", "fireId": "…", "token": "7" }`
+ */
+export interface SimApp {
+  readonly name: string;
+  /** Creates what a run needs (schema, tables) in the database. */
+  prepare(run: RunContext): Promise<void>;
+  /** The command that starts one replica. */
+  replica(run: RunContext, node: NodeContext): ProcessSpec;
+  /** Everything that took effect, with commit order. */
+  effects(run: RunContext): Promise<Effect[]>;
+  /** The fire ids due in [from, to] (epoch ms), which must all take effect. */
+  expectedFireIds(run: RunContext, from: number, to: number): string[];
+  /** Removes what `prepare` created. */
+  cleanup(run: RunContext): Promise<void>;
+}
