@@ -13,7 +13,12 @@ export default defineConfig({
   },
   ssr: { resolve: { conditions } },
   test: {
-    include: ['packages/*/src/**/*.test.ts', 'test/**/*.test.ts'],
+    // Two projects, run one after the other by `pnpm test`: the simulation runs real replicas with
+    // real timing, so it gets the machine to itself.
+    projects: [
+      { extends: true, test: { name: 'unit', include: ['packages/*/src/**/*.test.ts', 'test/**/*.test.ts'], exclude: ['test/sim/**'] } },
+      { extends: true, test: { name: 'sim', include: ['test/sim/**/*.test.ts'], fileParallelism: false, maxWorkers: 1 } },
+    ],
     globalSetup: ['./test/support/global-setup.ts'],
     setupFiles: ['./vitest.setup.ts'],
     testTimeout: 60_000,

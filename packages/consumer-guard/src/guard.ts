@@ -13,8 +13,9 @@ import {
   StaleTokenError,
   type Token,
   type VerificationKeys,
+  withTimeout,
 } from '@fenced/shared';
-import { withTimeout } from './internal/with-timeout.js';
+
 import { BoundedMap } from './internal/bounded-map.js';
 import { wrapHandler, type HandlerOptions, type WrappedHandler, type GuardedHandler } from './handler/wrap-handler.js';
 import {

@@ -54,3 +54,4 @@ export {
 export { canonicalEnvelope, canonicalJson, signEnvelope, verifyEnvelope, type SigningKey, type VerificationKeys } from './signing.js';
 export { redisGuardOptionsSchema, type RedisGuardOptionsInput } from './config/redis-guard-config.js';
 export { guardOptionsSchema, type GuardOptionsInput } from './config/guard-config.js';
+export { withTimeout, TimeoutError } from './with-timeout.js';

@@ -15,23 +15,4 @@ export function backoffMs(attempt: number, baseMs: number, capMs: number): numbe
   return Math.round(Math.random() * Math.min(capMs, baseMs * 2 ** Math.min(attempt, 20)));
 }
 
-export class TimeoutError extends Error {
-  override readonly name = 'TimeoutError';
-}
-
-/** Rejects with TimeoutError when `promise` has not settled within `ms`. */
-export function withTimeout<T>(promise: Promise<T>, ms: number, what: string): Promise<T> {
-  return new Promise<T>((resolve, reject) => {
-    const timer = setTimeout(() => reject(new TimeoutError(`${what} timed out after ${ms} ms`)), ms);
-    promise.then(
-      (value) => {
-        clearTimeout(timer);
-        resolve(value);
-      },
-      (err: unknown) => {
-        clearTimeout(timer);
-        reject(err);
-      },
-    );
-  });
-}
+export { withTimeout, TimeoutError } from '@fenced/shared';

@@ -52,6 +52,9 @@ export type CreateSchedulerOptions = Omit<SchedulerOptionsInput, 'coordinator' |
   recoverLastFired?: (job: string) => Promise<number | null>;
 };
 
+/** The field that tells the fires hash was initialized (not a valid job name). */
+const STATE_MARK = ':initialized';
+
 interface Job {
   readonly name: string;
   readonly schedule: JobSchedule;
@@ -158,13 +161,18 @@ export class Scheduler {
     const now = this.#coordinator.serverNow();
     if (this.#term !== term || now === null) return;
     const baselines: Array<[string, number]> = [];
+    // The hash carries a field no job can be named (job names have no colon), written with the first
+    // baselines: without it, the records were never kept here or Redis lost them.
+    const stateLost = recorded[STATE_MARK] === undefined;
+    if (stateLost) baselines.push([STATE_MARK, now]);
     for (const job of this.#jobs.values()) {
       let last = recorded[job.name] === undefined ? null : Number(recorded[job.name]);
-      // No record of a job can mean it never ran, or that Redis lost its data. The election tells
-      // which: when it found Redis behind a fence, resume from the durable record if there is one,
-      // else catch up the whole window (downstream dedupe drops what was already applied) rather
-      // than lose the fires of the outage.
-      if (last === null && term.regressed) last = (await this.#recovered(job.name)) ?? now - this.#catchUpWindowMs;
+      // No record of a job means it never ran, or that Redis lost its data. Resume from the durable
+      // record when there is one (the guard's applied fires: nothing there on a first deployment);
+      // without one, an election that found Redis behind a fence catches up the whole window
+      // (downstream dedupe drops what was already applied) rather than lose the fires of the outage.
+      if (last === null && stateLost) last = await this.#recovered(job.name);
+      if (last === null && term.regressed) last = now - this.#catchUpWindowMs;
       // A job with no record gets one now: the point from which fires are owed. Without it, a leader
       // that dies before its first dispatch would leave its successor no trace of the fires that
       // came due in between, and they would be lost.

@@ -1,0 +1,74 @@
+import { parseArgs } from 'node:util';
+import { SCENARIO_NAMES, type ScenarioName } from '../sim/scenarios.js';
+
+export interface SimArgs {
+  readonly scenarios: readonly ScenarioName[];
+  readonly durationMs: number;
+  readonly replicas: number;
+  readonly seed: number;
+  readonly report: string;
+  readonly json: boolean;
+  readonly help: boolean;
+}
+
+/** A command-line mistake: printed as one line, exit code 2. */
+export class UsageError extends Error {
+  override readonly name = 'UsageError';
+}
+
+/** `15s`, `10m`, `1500ms`, `1h`, or a bare number of seconds. */
+export function parseDuration(text: string): number {
+  const match = /^(\d+(?:\.\d+)?)(ms|s|m|h)?$/.exec(text.trim());
+  if (match === null) throw new UsageError(`bad duration ${JSON.stringify(text)}: use for example 15s, 10m or 1500ms`);
+  const value = Number(match[1]) * { ms: 1, s: 1000, m: 60_000, h: 3_600_000 }[(match[2] ?? 's') as 'ms' | 's' | 'm' | 'h'];
+  if (value < 3000) throw new UsageError(`duration ${text} is too short: at least 3s, so that faults have room`);
+  if (value > 24 * 3_600_000) throw new UsageError(`duration ${text} is too long: at most 24h`);
+  return Math.round(value);
+}
+
+export const USAGE = `usage: pnpm sim [--scenario ${[...SCENARIO_NAMES, 'all'].join('|')}[,…]] [--duration 15s] [--replicas 3] [--seed N] [--report sim-report.html] [--json]`;
+
+export function parseSimArgs(argv: readonly string[], randomSeed: () => number): SimArgs {
+  let values;
+  try {
+    ({ values } = parseArgs({
+      args: [...argv],
+      options: {
+        scenario: { type: 'string', default: 'all' },
+        duration: { type: 'string', default: '15s' },
+        replicas: { type: 'string', default: '3' },
+        seed: { type: 'string' },
+        report: { type: 'string', default: 'sim-report.html' },
+        json: { type: 'boolean', default: false },
+        help: { type: 'boolean', short: 'h', default: false },
+      },
+      strict: true,
+      allowPositionals: false,
+    }));
+  } catch (err) {
+    throw new UsageError(`${(err as Error).message}; ${USAGE}`);
+  }
+  const names = values.scenario.split(',').map((s) => s.trim());
+  const scenarios: ScenarioName[] = [];
+  for (const name of names) {
+    if (name === 'all') scenarios.push(...SCENARIO_NAMES);
+    else if ((SCENARIO_NAMES as readonly string[]).includes(name)) scenarios.push(name as ScenarioName);
+    else throw new UsageError(`unknown scenario ${JSON.stringify(name)}: choose from ${[...SCENARIO_NAMES, 'all'].join(', ')}`);
+  }
+  const replicas = Number(values.replicas);
+  if (!Number.isInteger(replicas) || replicas < 2 || replicas > 9) throw new UsageError(`--replicas must be a whole number from 2 to 9, not ${values.replicas}`);
+  let seed = randomSeed();
+  if (values.seed !== undefined) {
+    seed = Number(values.seed);
+    if (!Number.isInteger(seed) || seed < 0 || seed > 2 ** 32 - 1) throw new UsageError(`--seed must be a whole number from 0 to 4294967295, not ${values.seed}`);
+  }
+  return {
+    scenarios: [...new Set(scenarios)],
+    durationMs: parseDuration(values.duration),
+    replicas,
+    seed,
+    report: values.report,
+    json: values.json,
+    help: values.help,
+  };
+}

@@ -1,0 +1,115 @@
+import net from 'node:net';
+import { afterEach, describe, expect, it } from 'vitest';
+import { startFaultProxy, type FaultProxy } from './fault-proxy.js';
+
+// A real echo server behind a real proxy: bytes go through loopback sockets, nothing is mocked.
+async function echoServer(): Promise<{ port: number; close: () => Promise<void> }> {
+  const sockets = new Set<net.Socket>();
+  const server = net.createServer((s) => {
+    sockets.add(s);
+    s.on('data', (d) => s.write(d));
+    s.on('error', () => {});
+  });
+  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+  return {
+    port: (server.address() as net.AddressInfo).port,
+    close: () => new Promise((r) => { for (const s of sockets) s.destroy(); server.close(() => r()); }),
+  };
+}
+
+function client(port: number): Promise<{ socket: net.Socket; received: () => string; closed: () => boolean }> {
+  return new Promise((resolve, reject) => {
+    let data = '';
+    let closed = false;
+    const socket = net.connect({ host: '127.0.0.1', port }, () => resolve({ socket, received: () => data, closed: () => closed }));
+    socket.on('data', (d) => (data += d.toString()));
+    socket.on('close', () => (closed = true));
+    socket.on('error', () => {});
+    socket.once('error', reject);
+  });
+}
+
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+const cleanups: Array<() => Promise<void>> = [];
+afterEach(async () => {
+  for (const c of cleanups.splice(0)) await c();
+});
+
+async function setup(): Promise<{ proxy: FaultProxy; echo: Awaited<ReturnType<typeof echoServer>> }> {
+  const echo = await echoServer();
+  const proxy = await startFaultProxy(echo.port);
+  cleanups.push(() => proxy.close(), () => echo.close());
+  return { proxy, echo };
+}
+
+describe('startFaultProxy', () => {
+  it('passes traffic through', async () => {
+    const { proxy } = await setup();
+    const c = await client(proxy.port);
+    c.socket.write('hello');
+    await sleep(50);
+    expect(c.received()).toBe('hello');
+    c.socket.destroy();
+  });
+
+  it('stall holds every byte, then delivers them in order when healed', async () => {
+    const { proxy } = await setup();
+    const c = await client(proxy.port);
+    proxy.setMode({ kind: 'stall' });
+    c.socket.write('late ');
+    c.socket.write('write');
+    await sleep(100);
+    expect(c.received()).toBe('');
+    proxy.setMode({ kind: 'pass' });
+    await sleep(50);
+    expect(c.received()).toBe('late write');
+    c.socket.destroy();
+  });
+
+  it('drop keeps the connection up but answers nothing (half-open)', async () => {
+    const { proxy } = await setup();
+    const c = await client(proxy.port);
+    proxy.setMode({ kind: 'drop' });
+    c.socket.write('lost');
+    await sleep(100);
+    expect(c.received()).toBe('');
+    expect(c.closed()).toBe(false);
+    c.socket.destroy();
+  });
+
+  it('cut resets live connections and refuses new ones', async () => {
+    const { proxy } = await setup();
+    const c = await client(proxy.port);
+    proxy.setMode({ kind: 'cut' });
+    await sleep(50);
+    expect(c.closed()).toBe(true);
+    const late = await client(proxy.port).catch(() => undefined);
+    await sleep(50);
+    expect(late === undefined || late.closed()).toBe(true);
+  });
+
+  it('delay adds latency and keeps order', async () => {
+    const { proxy } = await setup();
+    const c = await client(proxy.port);
+    proxy.setMode({ kind: 'delay', delayMs: 150 });
+    const sent = performance.now();
+    c.socket.write('a');
+    c.socket.write('b');
+    while (c.received() !== 'ab' && performance.now() - sent < 2000) await sleep(5);
+    expect(c.received()).toBe('ab');
+    expect(performance.now() - sent).toBeGreaterThanOrEqual(280); // out and back
+    c.socket.destroy();
+  });
+
+  it('retarget points new connections at another upstream', async () => {
+    const { proxy } = await setup();
+    const other = await echoServer();
+    cleanups.push(() => other.close());
+    proxy.retarget(other.port);
+    const c = await client(proxy.port);
+    c.socket.write('x');
+    await sleep(50);
+    expect(c.received()).toBe('x');
+    c.socket.destroy();
+  });
+});
