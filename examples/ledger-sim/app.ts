@@ -54,6 +54,7 @@ export const ledgerApp: SimApp = {
         EVERY_MS: String(run.everyMs),
         WORK_MS: String(WORK_MS),
         POST_COMMIT_MS: String(POST_COMMIT_MS),
+        CONTROL_CLOCK: run.controlClock,
       },
     };
   },

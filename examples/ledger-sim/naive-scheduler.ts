@@ -1,7 +1,8 @@
 /**
- * The control: how a team would schedule on a lease without fenced's other protections. Due times
- * come from this process's own wall clock, the last fire is kept with a plain HSET (no lease check),
- * and the handler writes without a fence or a dedupe. Everything else (the lease itself) is the same.
+ * The control: how a team would schedule on a lease without fenced's other protections. The last
+ * fire is kept with a plain HSET (no lease check) and the handler writes without a fence or a
+ * dedupe. Due times come from the Redis server's clock, or (`clock: 'local'`, for the wall-clock
+ * scenario, whose protection is the single clock) from this process's own wall clock.
  */
 import type { Redis } from 'ioredis';
 
@@ -11,6 +12,7 @@ export interface NaiveSchedulerOptions {
   readonly job: string;
   readonly everyMs: number;
   readonly catchUpWindowMs: number;
+  readonly clock: 'server' | 'local';
   readonly isLeader: () => boolean;
   readonly token: () => bigint | null;
   readonly fireId: (job: string, scheduledAt: number) => string;
@@ -23,7 +25,7 @@ export function startNaiveScheduler(options: NaiveSchedulerOptions): () => void 
     if (busy || !options.isLeader()) return;
     busy = true;
     try {
-      const now = Date.now(); // the replica's own clock: wrong when it is skewed or slow
+      const now = options.clock === 'local' ? Date.now() : await serverNow(options.redis);
       const recorded = await options.redis.hget(options.stateKey, options.job);
       if (recorded === null) {
         // First run (or lost state): start from the current slot.
@@ -46,4 +48,9 @@ export function startNaiveScheduler(options: NaiveSchedulerOptions): () => void 
   };
   const timer = setInterval(() => void tick(), 10);
   return () => clearInterval(timer);
+}
+
+async function serverNow(redis: Redis): Promise<number> {
+  const [seconds, micros] = await redis.time();
+  return Number(seconds) * 1000 + Math.floor(Number(micros) / 1000);
 }

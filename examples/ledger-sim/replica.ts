@@ -103,6 +103,7 @@ if (mode === 'guarded') {
   const stop = startNaiveScheduler({
     redis,
     stateKey: `${env('KEY_PREFIX')}:naive:last-fired`,
+    clock: process.env['CONTROL_CLOCK'] === 'local' ? 'local' : 'server',
     job: JOB,
     everyMs,
     catchUpWindowMs: 60_000,

@@ -77,6 +77,8 @@ export async function runScenario(app: SimApp, scenario: Scenario, mode: SimMode
     ttlMs: options.ttlMs,
     renewMs: options.renewMs,
     everyMs: options.everyMs,
+    scenario: scenario.name,
+    controlClock: scenario.controlClock ?? 'server',
   };
   const history = new History();
   const random = seededRandom(options.seed);

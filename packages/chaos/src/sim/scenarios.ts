@@ -9,6 +9,14 @@ export interface Scenario {
   readonly redis: 'single' | 'failover';
   /** A clock fault for the first replica, for the whole run. */
   readonly clockFault?: ClockFault;
+  /**
+   * Where the control takes due times from. The control drops the protection a scenario exercises:
+   * for a wall-clock fault that is the single clock, so its control schedules from the replica's own
+   * wall clock; elsewhere it reads the Redis server's clock like the guarded run, so that what the
+   * scenario shows is the fence and the dedupe at work.
+   * @defaultValue `'server'`
+   */
+  readonly controlClock?: 'server' | 'local';
   /** Injects faults until the context's deadline. */
   run(ctx: FaultContext): Promise<void>;
 }
@@ -164,6 +172,7 @@ export const scenarios: Record<ScenarioName, Scenario> = {
     summary: "one replica's wall clock runs 5 s ahead (libfaketime); leadership moves to it and away",
     redis: 'single',
     clockFault: { kind: 'offset', offsetMs: 5000 },
+    controlClock: 'local',
     async run(ctx) {
       const skewed = ctx.nodes[0]!;
       while (ctx.remainingMs > ctx.ttlMs * 4) {

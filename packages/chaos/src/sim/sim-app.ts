@@ -15,6 +15,10 @@ export interface RunContext {
   readonly ttlMs: number;
   readonly renewMs: number;
   readonly everyMs: number;
+  /** The scenario being run. */
+  readonly scenario: string;
+  /** Where the control takes due times from (see `Scenario.controlClock`). */
+  readonly controlClock: 'server' | 'local';
 }
 
 /** One replica's view: its own name and its own (proxied) connections. */
