@@ -1,6 +1,6 @@
 import { fileURLToPath } from 'node:url';
 import { defaultServerConditions } from 'vite';
-import { defineConfig } from 'vitest/config';
+import { configDefaults, defineConfig } from 'vitest/config';
 
 // Tests run on source: the `@fenced/source` export condition points each workspace package at its
 // src/index.ts, so no build is needed first.
@@ -16,8 +16,8 @@ export default defineConfig({
     // Two projects, run one after the other by `pnpm test`: the simulation runs real replicas with
     // real timing, so it gets the machine to itself.
     projects: [
-      { extends: true, test: { name: 'unit', include: ['packages/*/src/**/*.test.ts', 'test/**/*.test.ts'], exclude: ['test/sim/**'] } },
-      { extends: true, test: { name: 'sim', include: ['test/sim/**/*.test.ts'], fileParallelism: false, maxWorkers: 1 } },
+      { extends: true, test: { name: 'unit', include: ['packages/*/src/**/*.test.ts', 'test/**/*.test.ts'], exclude: [...configDefaults.exclude, 'test/sim/**'] } },
+      { extends: true, test: { name: 'sim', include: ['test/sim/**/*.test.ts'], exclude: [...configDefaults.exclude], fileParallelism: false, maxWorkers: 1 } },
     ],
     globalSetup: ['./test/support/global-setup.ts'],
     setupFiles: ['./vitest.setup.ts'],
