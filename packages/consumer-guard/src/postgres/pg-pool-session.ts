@@ -44,7 +44,9 @@ export function pgPoolSession<Client extends PgClientLike>(pool: PgPoolLike<Clie
     try {
       return await fn(client);
     } catch (err) {
-      destroy = !hasSqlState(err instanceof PhaseError ? err.cause : err);
+      // A failed transaction was rolled back and its connection is fine, unless the ROLLBACK failed
+      // too; any other error without an SQLSTATE came from the socket.
+      destroy = err instanceof PhaseError ? err.connectionBroken : !hasSqlState(err);
       throw err;
     } finally {
       client.release(destroy);

@@ -18,6 +18,8 @@ export class PhaseError extends Error {
   constructor(
     readonly phase: TransactionPhase,
     override readonly cause: unknown,
+    /** The ROLLBACK failed too: the connection must not go back to its pool. */
+    readonly connectionBroken = false,
   ) {
     super(`guarded transaction failed in phase ${phase}`, { cause });
   }
@@ -69,11 +71,13 @@ export async function runGuardedTransaction<Trx, T>(
     }
     return result;
   } catch (err) {
+    let broken = false;
     if (phase !== 'commit' || !(err instanceof Error && err.message.startsWith('COMMIT was answered'))) {
-      // Best effort: a connection too broken to roll back is discarded by its pool on the next error.
-      await connection.exec('ROLLBACK').catch(() => undefined);
+      await connection.exec('ROLLBACK').catch(() => {
+        broken = true;
+      });
     }
-    throw new PhaseError(phase, err);
+    throw new PhaseError(phase, err, broken);
   }
 }
 
