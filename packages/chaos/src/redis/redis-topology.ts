@@ -8,7 +8,9 @@ import { redisCommand } from './redis-command.js';
  * (asynchronous replication losing acknowledged writes, on demand).
  */
 export interface RedisTopology {
+  /** The server clients should use (the promoted replica after a failover). */
   readonly primary: RedisServerProcess;
+  /** The server replicating from it, if any. */
   readonly replica: RedisServerProcess | undefined;
   /** The port clients should use now (the replica's once it was promoted). */
   readonly activePort: number;
@@ -16,33 +18,48 @@ export interface RedisTopology {
   holdReplication(): void;
   /** Promotes the replica (REPLICAOF NO ONE) and makes it the active server. */
   promoteReplica(): Promise<void>;
+  /**
+   * Brings the deposed primary back as a replica of the new one: restarted empty (its unreplicated
+   * writes are gone, as on a real failover), replicating through the proxy, in sync before this
+   * resolves. After it, replication can be held back and the replica promoted again.
+   */
+  rejoinAsReplica(): Promise<void>;
   /** Kills the active server and starts it again, empty (no persistence). */
   restartActive(downMs: number): Promise<void>;
   stop(): Promise<void>;
 }
 
 export async function startRedisTopology(kind: 'single' | 'failover'): Promise<RedisTopology> {
-  const primary = await startRedisServer();
+  let primary = await startRedisServer();
   let replica: RedisServerProcess | undefined;
   let replicationProxy: FaultProxy | undefined;
-  let active: RedisServerProcess = primary;
-  if (kind === 'failover') {
-    replicationProxy = await startFaultProxy(primary.port);
-    replica = await startRedisServer({ args: ['--replicaof', '127.0.0.1', String(replicationProxy.port), '--repl-diskless-load', 'disabled'] });
-    // Wait until the replica is in sync, or the run would start with replication already behind.
+
+  const waitForSync = async (server: RedisServerProcess) => {
     const deadline = Date.now() + 10_000;
     for (;;) {
-      const info = await redisCommand(replica.port, ['INFO', 'replication']);
-      if (/master_link_status:up/.test(String(info))) break;
+      const info = await redisCommand(server.port, ['INFO', 'replication']);
+      if (/master_link_status:up/.test(String(info))) return;
       if (Date.now() > deadline) throw new Error('the Redis replica did not sync with its primary');
       await new Promise((r) => setTimeout(r, 50));
     }
+  };
+
+  if (kind === 'failover') {
+    replicationProxy = await startFaultProxy(primary.port);
+    replica = await startRedisServer({ args: ['--repl-diskless-load', 'disabled'] });
+    await redisCommand(replica.port, ['REPLICAOF', '127.0.0.1', String(replicationProxy.port)]);
+    // Wait until the replica is in sync, or the run would start with replication already behind.
+    await waitForSync(replica);
   }
   return {
-    primary,
-    replica,
+    get primary() {
+      return primary;
+    },
+    get replica() {
+      return replica;
+    },
     get activePort() {
-      return active.port;
+      return primary.port;
     },
     holdReplication() {
       replicationProxy?.setMode({ kind: 'stall' });
@@ -50,12 +67,21 @@ export async function startRedisTopology(kind: 'single' | 'failover'): Promise<R
     async promoteReplica() {
       if (replica === undefined) throw new Error('no replica to promote');
       await redisCommand(replica.port, ['REPLICAOF', 'NO', 'ONE']);
-      active = replica;
+      [primary, replica] = [replica, primary];
+    },
+    async rejoinAsReplica() {
+      if (replica === undefined || replicationProxy === undefined) throw new Error('no deposed primary to bring back');
+      await replica.kill();
+      replicationProxy.retarget(primary.port);
+      replicationProxy.setMode({ kind: 'pass' });
+      await replica.start();
+      await redisCommand(replica.port, ['REPLICAOF', '127.0.0.1', String(replicationProxy.port)]);
+      await waitForSync(replica);
     },
     async restartActive(downMs) {
-      await active.kill();
+      await primary.kill();
       await new Promise((r) => setTimeout(r, downMs));
-      await active.start();
+      await primary.start();
     },
     async stop() {
       await replicationProxy?.close();

@@ -128,25 +128,30 @@ export const scenarios: Record<ScenarioName, Scenario> = {
     summary: 'replication held back, a new election on the primary, then the replica is promoted: the counter goes back',
     redis: 'failover',
     async run(ctx) {
-      await ctx.sleep(ctx.random.int(800, 1500));
-      ctx.fault('replication held', 'start', undefined, 'writes on the primary no longer reach the replica');
-      ctx.redis.holdReplication();
-      // An election the replica never hears of: the leader dies, another is elected on the primary.
-      const leader = await ctx.waitForLeader(5000);
-      if (leader !== undefined) {
-        ctx.fault('crash', 'start', leader.name, 'leader, so that an election happens on the primary only');
-        await ctx.kill(leader);
-        const next = await ctx.waitForLine((_n, r) => r['kind'] === 'belief' && r['leader'] === true, ctx.ttlMs * 4);
-        if (next !== undefined) await ctx.waitForLine(isWrite('committed', next), 3000);
-        ctx.restart(leader);
-        ctx.fault('crash', 'end', leader.name);
+      // Each round: hold replication, let an election happen on the primary only, promote the
+      // replica and repoint every client, then bring the deposed primary back as the new replica.
+      // The first round runs whatever the duration: it is the scenario.
+      for (let round = 0; round === 0 || ctx.remainingMs > ctx.ttlMs * 8; round++) {
+        await ctx.sleep(ctx.random.int(800, 1500));
+        ctx.fault('replication held', 'start', undefined, 'writes on the primary no longer reach the replica');
+        ctx.redis.holdReplication();
+        const leader = await ctx.waitForLeader(5000);
+        if (leader !== undefined) {
+          ctx.fault('crash', 'start', leader.name, 'leader, so that an election happens on the primary only');
+          await ctx.kill(leader);
+          const next = await ctx.waitForLine((_n, r) => r['kind'] === 'belief' && r['leader'] === true, ctx.ttlMs * 4);
+          if (next !== undefined) await ctx.waitForLine(isWrite('committed', next), 3000);
+          ctx.restart(leader);
+          ctx.fault('crash', 'end', leader.name);
+        }
+        ctx.fault('failover', 'start', undefined, 'replica promoted (REPLICAOF NO ONE), clients repointed');
+        await ctx.redis.promoteReplica();
+        for (const node of ctx.nodes) node.redisProxy.retarget(ctx.redis.activePort);
+        ctx.fault('replication held', 'end');
+        ctx.fault('failover', 'end');
+        await ctx.sleep(ctx.random.int(ctx.ttlMs * 2, ctx.ttlMs * 3));
+        await ctx.redis.rejoinAsReplica();
       }
-      ctx.fault('failover', 'start', undefined, 'replica promoted (REPLICAOF NO ONE), clients repointed');
-      await ctx.redis.promoteReplica();
-      for (const node of ctx.nodes) node.redisProxy.retarget(ctx.redis.activePort);
-      await ctx.redis.primary.stop();
-      ctx.fault('replication held', 'end');
-      ctx.fault('failover', 'end');
       await ctx.sleep(ctx.remainingMs);
     },
   },
