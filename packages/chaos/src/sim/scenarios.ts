@@ -182,7 +182,9 @@ export const scenarios: Record<ScenarioName, Scenario> = {
       const skewed = ctx.nodes[0]!;
       while (ctx.remainingMs > ctx.ttlMs * 4) {
         await makeLeader(ctx, skewed);
-        await ctx.sleep(ctx.random.int(1500, 3000));
+        if (ctx.leader() !== skewed) continue; // the handover did not take: try again
+        // Long enough for its schedule to run on its own clock for a while.
+        await ctx.sleep(ctx.random.int(2500, 4000));
         const leader = ctx.leader();
         if (leader === undefined || ctx.remainingMs < ctx.ttlMs * 4) continue;
         ctx.fault('kill', 'start', leader.name, 'leadership moves away');
