@@ -170,7 +170,7 @@ export function createPostgresGuard(input: GuardOptions<object>): PostgresGuard<
         emit(logger, { type: 'token.accepted', resource, token });
         return result;
       } catch (err) {
-        const phaseError = err as PhaseError;
+        const phase = err instanceof PhaseError ? err.phase : 'open';
         const cause = err instanceof PhaseError ? err.cause : err;
         if (isRetryable(cause) && attempt <= options.maxRetries) {
           emit(logger, { type: 'guard.retry', resource, token, sqlstate: sqlStateOf(cause) ?? '', attempt });
@@ -189,9 +189,9 @@ export function createPostgresGuard(input: GuardOptions<object>): PostgresGuard<
           throw new DuplicateFireError(resource, fireId);
         }
         // The caller's own errors pass through untouched.
-        if (phaseError instanceof PhaseError && phaseError.phase === 'body') throw cause;
+        if (phase === 'body') throw cause;
         if (isRetryable(cause) || isFencedError(cause)) throw cause;
-        throw unavailable(resource, phaseError instanceof PhaseError ? phaseError.phase : 'open', cause);
+        throw unavailable(resource, phase, cause);
       }
     }
   }

@@ -14,5 +14,3 @@ export function jitter(base: number, spread = 0.2): number {
 export function backoffMs(attempt: number, baseMs: number, capMs: number): number {
   return Math.round(Math.random() * Math.min(capMs, baseMs * 2 ** Math.min(attempt, 20)));
 }
-
-export { withTimeout, TimeoutError } from '@fenced/shared';

@@ -16,9 +16,10 @@ import {
   type FencedLogger,
   type LeaseLossReason,
   type Token,
+  withTimeout,
 } from '@fenced/shared';
 import { withScripts, type FencedScripts } from '../internal/scripts.js';
-import { backoffMs, jitter, monotonicClock, withTimeout, type Clock } from '../internal/timing.js';
+import { backoffMs, jitter, monotonicClock, type Clock } from '../internal/timing.js';
 import { leaseKeys, type LeaseKeys } from './lease-keys.js';
 import { ServerClock } from './server-clock.js';
 
