@@ -82,10 +82,17 @@ describe('fences advanced at election', () => {
     const dead = new pg.default.Pool({ connectionString: 'postgres://postgres@127.0.0.1:1/test', max: 1 });
     dead.on('error', () => {});
     const unreachable = createPostgresGuard({ db: dead, resource: 'r', schema: schema.name });
-    const node = coordinator([unreachable]);
+    const events: FencedEvent[] = [];
+    const node = coordinator([unreachable], (e) => events.push(e));
     await node.start();
-    await new Promise((r) => setTimeout(r, 300));
-    expect(node.isLeader()).toBe(false);
+    // Won the lease at least twice, failed to reach the fence each time, and never believed it led.
+    const beliefs: boolean[] = [];
+    await waitFor(() => {
+      beliefs.push(node.isLeader());
+      return events.filter((e) => e.type === 'fence.unavailable').length >= 2;
+    }, 20_000);
+    expect(beliefs.every((leading) => !leading)).toBe(true);
+    expect(events.some((e) => e.type === 'lease.acquired')).toBe(false);
     await node.stop();
     await dead.end();
   });

@@ -3,6 +3,7 @@ import { createRedis, deleteKeys, spawnTs, testRedisUrl, uniquePrefix, waitFor, 
 import { afterEach, describe, expect, it } from 'vitest';
 
 const TTL = 500;
+const holdFault = (ms: number) => new Promise((r) => setTimeout(r, ms));
 let child: ChildHandle | undefined;
 afterEach(() => child?.kill());
 
@@ -25,11 +26,13 @@ describe('a leader stopped with SIGSTOP for longer than its TTL', () => {
     expect(standby.isLeader()).toBe(false);
 
     child.kill('SIGSTOP');
-    await waitFor(() => standby.isLeader(), TTL * 4, 2); // elected while the old leader sleeps
-    await new Promise((r) => setTimeout(r, 300)); // stay paused well past the TTL
+    await waitFor(() => standby.isLeader(), 20_000, 2); // elected while the old leader sleeps
+    // Keep the old leader frozen a while longer: the fault's length, chosen, not a wait for an outcome.
+    await holdFault(300);
     child.kill('SIGCONT');
-    await child.waitForLine((l) => l.kind === 'lost', 5000);
-    await new Promise((r) => setTimeout(r, 200));
+    const lost = await child.waitForLine((l) => l.kind === 'lost', 20_000);
+    // Its first tick after the loss is what the assertions below look at.
+    await child.waitForLine((l) => l.kind === 'tick', 20_000, child.lines.indexOf(lost));
 
     // The pause is the one gap longer than the TTL between consecutive lines, in the child's own time.
     const resumedAt = child.lines.findIndex((l, i) => i > 0 && (l.t as number) - (child!.lines[i - 1]!.t as number) > TTL);

@@ -1,4 +1,4 @@
 export { resolveServices, type ServiceUrls } from './services.js';
-export { countingPool, createPool, createTestSchema, kyselyOver, uniqueSchemaName, testDatabaseUrl, withPgClient } from './postgres.js';
+export { countingPool, createPool, createTestSchema, kyselyOver, uniqueSchemaName, testDatabaseUrl, waitForLockWait, withPgClient } from './postgres.js';
 export { createRedis, deleteKeys, testRedisUrl, uniquePrefix, waitFor } from './redis.js';
 export { spawnTs, type ChildHandle } from './child.js';

@@ -89,3 +89,22 @@ export function countingPool(pool: pg.Pool): { pool: pg.Pool; counts: { connects
   };
   return { pool: counted as unknown as pg.Pool, counts };
 }
+
+/**
+ * Resolves once a backend of this database is waiting on a lock while running a statement whose text
+ * contains `marker` (a test file's schema name, say): the moment a test knows a transaction is blocked, rather
+ * than hoping a fixed sleep was long enough on a busy machine. Rejects after `timeoutMs`.
+ */
+export async function waitForLockWait(pool: pg.Pool, marker: string, timeoutMs = 20_000): Promise<void> {
+  const deadline = performance.now() + timeoutMs;
+  for (;;) {
+    const { rows } = await pool.query(
+      `SELECT count(*)::int AS n FROM pg_stat_activity
+        WHERE datname = current_database() AND wait_event_type = 'Lock' AND pid <> pg_backend_pid() AND strpos(query, $1) > 0`,
+      [marker],
+    );
+    if ((rows[0] as { n: number }).n > 0) return;
+    if (performance.now() > deadline) throw new Error(`no statement containing ${JSON.stringify(marker)} waited on a lock within ${timeoutMs} ms`);
+    await new Promise((r) => setTimeout(r, 5));
+  }
+}

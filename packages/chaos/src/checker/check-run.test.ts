@@ -47,6 +47,14 @@ describe('checkRun', () => {
     expect(result.early).toBe(1);
   });
 
+  it('fails a fire a few milliseconds early too (both clocks are one host clock), but forgives rounding', () => {
+    const early = effect('a', 1, 1, 'r1', { scheduledAt: 5000, committedAt: 4951 }); // 49 ms early, as measured under load
+    const rounding = effect('b', 1, 2, 'r1', { scheduledAt: 6000, committedAt: 5999.4 }); // within the millisecond
+    const result = checkRun({ history: [], effects: [early, rounding], expectedFireIds: ['a', 'b'], window });
+    expect(result.early).toBe(1);
+    expect(result.violations).toEqual(['fire took effect 49 ms early: a by r1']);
+  });
+
   it('counts refusals from the history', () => {
     const history: HistoryEvent[] = [
       { at: 1, kind: 'write', node: 'r1', fireId: 'a', token: '1', outcome: 'stale' },

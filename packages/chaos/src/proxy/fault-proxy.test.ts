@@ -1,4 +1,5 @@
 import net from 'node:net';
+import { waitFor } from '#test-support';
 import { afterEach, describe, expect, it } from 'vitest';
 import { startFaultProxy, type FaultProxy } from './fault-proxy.js';
 
@@ -29,7 +30,12 @@ function client(port: number): Promise<{ socket: net.Socket; received: () => str
   });
 }
 
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+/**
+ * How long a negative check watches for bytes that must not arrive. Slowness can only make such a
+ * check pass more easily, never fail it; the positive checks wait on their condition instead.
+ */
+const QUIET_MS = 100;
+const watchQuiet = () => new Promise((r) => setTimeout(r, QUIET_MS));
 const cleanups: Array<() => Promise<void>> = [];
 afterEach(async () => {
   for (const c of cleanups.splice(0)) await c();
@@ -47,7 +53,7 @@ describe('startFaultProxy', () => {
     const { proxy } = await setup();
     const c = await client(proxy.port);
     c.socket.write('hello');
-    await sleep(50);
+    await waitFor(() => c.received().length >= 5);
     expect(c.received()).toBe('hello');
     c.socket.destroy();
   });
@@ -58,10 +64,10 @@ describe('startFaultProxy', () => {
     proxy.setMode({ kind: 'stall' });
     c.socket.write('late ');
     c.socket.write('write');
-    await sleep(100);
+    await watchQuiet();
     expect(c.received()).toBe('');
     proxy.setMode({ kind: 'pass' });
-    await sleep(50);
+    await waitFor(() => c.received().length >= 10);
     expect(c.received()).toBe('late write');
     c.socket.destroy();
   });
@@ -71,7 +77,7 @@ describe('startFaultProxy', () => {
     const c = await client(proxy.port);
     proxy.setMode({ kind: 'drop' });
     c.socket.write('lost');
-    await sleep(100);
+    await watchQuiet();
     expect(c.received()).toBe('');
     expect(c.closed()).toBe(false);
     c.socket.destroy();
@@ -81,11 +87,9 @@ describe('startFaultProxy', () => {
     const { proxy } = await setup();
     const c = await client(proxy.port);
     proxy.setMode({ kind: 'cut' });
-    await sleep(50);
-    expect(c.closed()).toBe(true);
+    await waitFor(() => c.closed());
     const late = await client(proxy.port).catch(() => undefined);
-    await sleep(50);
-    expect(late === undefined || late.closed()).toBe(true);
+    if (late !== undefined) await waitFor(() => late.closed());
   });
 
   it('delay adds latency and keeps order', async () => {
@@ -95,7 +99,7 @@ describe('startFaultProxy', () => {
     const sent = performance.now();
     c.socket.write('a');
     c.socket.write('b');
-    while (c.received() !== 'ab' && performance.now() - sent < 2000) await sleep(5);
+    await waitFor(() => c.received().length >= 2, 10_000, 1);
     expect(c.received()).toBe('ab');
     expect(performance.now() - sent).toBeGreaterThanOrEqual(280); // out and back
     c.socket.destroy();
@@ -108,8 +112,33 @@ describe('startFaultProxy', () => {
     proxy.retarget(other.port);
     const c = await client(proxy.port);
     c.socket.write('x');
-    await sleep(50);
+    await waitFor(() => c.received().length >= 1);
     expect(c.received()).toBe('x');
+    c.socket.destroy();
+  });
+
+  it('delays only requests when asked: the reply comes straight back, the server sees the request late', async () => {
+    const { proxy } = await setup();
+    const c = await client(proxy.port);
+    proxy.setMode({ kind: 'delay', delayMs: 150, only: 'requests' });
+    const sent = performance.now();
+    c.socket.write('ping');
+    await waitFor(() => c.received().length >= 4, 10_000, 1);
+    expect(c.received()).toBe('ping');
+    expect(performance.now() - sent).toBeGreaterThanOrEqual(150); // one way only
+    c.socket.destroy();
+  });
+
+  it('delivers a chunk sent after the delay ends behind the delayed ones, never lost or reordered', async () => {
+    const { proxy } = await setup();
+    const c = await client(proxy.port);
+    proxy.setMode({ kind: 'delay', delayMs: 100 });
+    c.socket.write('a');
+    await waitFor(() => proxy.heldBytes() === 1, 10_000, 1); // 'a' is inside the proxy, delayed
+    proxy.setMode({ kind: 'pass' });
+    c.socket.write('b');
+    await waitFor(() => c.received().length >= 2, 10_000, 1);
+    expect(c.received()).toBe('ab');
     c.socket.destroy();
   });
 });

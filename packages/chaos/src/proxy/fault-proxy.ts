@@ -3,7 +3,10 @@ import net from 'node:net';
 /**
  * What the proxy does with traffic:
  * - `pass`: forwards both ways.
- * - `delay`: forwards each chunk after `delayMs`.
+ * - `delay`: forwards each chunk `delayMs` after it arrived, in order; `only` limits the delay to one
+ *   direction (`requests`: client to upstream; `replies`: upstream to client), the other passes.
+ *   A request delayed on its way out while its reply comes straight back is what a loaded client
+ *   sees when its writes sit in a busy event loop: the server acts later than the client thinks.
  * - `stall`: holds every byte (both ways) until the mode changes, then delivers them in order: a
  *   connection that is up but silent, like a long network delay. Writes that were in flight arrive
  *   late, which is exactly what fencing must survive.
@@ -11,12 +14,19 @@ import net from 'node:net';
  *   established connection that never answers).
  * - `cut`: resets every connection and refuses new ones.
  */
-export type ProxyMode = { kind: 'pass' } | { kind: 'delay'; delayMs: number } | { kind: 'stall' } | { kind: 'drop' } | { kind: 'cut' };
+export type ProxyMode =
+  | { kind: 'pass' }
+  | { kind: 'delay'; delayMs: number; only?: 'requests' | 'replies' }
+  | { kind: 'stall' }
+  | { kind: 'drop' }
+  | { kind: 'cut' };
 
 /** A loopback TCP proxy in front of one upstream, whose behaviour can change while connections are live. */
 export interface FaultProxy {
   readonly port: number;
   readonly mode: ProxyMode;
+  /** Bytes held back right now (delayed or stalled), both directions. */
+  heldBytes(): number;
   /** Changes the behaviour; leaving `stall` delivers what was held. */
   setMode(mode: ProxyMode): void;
   /** Points new (and, with `reconnect`, existing: they are reset) connections at another upstream port. */
@@ -26,10 +36,20 @@ export interface FaultProxy {
   close(): Promise<void>;
 }
 
+/** Where a chunk goes: to the client (a reply) or to the upstream (a request). */
+type Direction = 'client' | 'upstream';
+
+interface HeldChunk {
+  readonly chunk: Buffer;
+  /** When it may leave (performance.now()); Infinity while stalled. */
+  dueAt: number;
+}
+
 interface Pipe {
   client: net.Socket;
   upstream: net.Socket;
-  held: Array<{ to: 'client' | 'upstream'; chunk: Buffer }>;
+  /** Per direction, chunks not yet delivered, in arrival order: nothing overtakes what is held. */
+  held: Record<Direction, HeldChunk[]>;
 }
 
 /** Starts a proxy on a free loopback port that forwards to `127.0.0.1:upstreamPort`. */
@@ -39,29 +59,42 @@ export async function startFaultProxy(upstreamPort: number, options: { host?: st
   let mode: ProxyMode = { kind: 'pass' };
   const pipes = new Set<Pipe>();
 
-  const deliver = (pipe: Pipe, to: 'client' | 'upstream', chunk: Buffer) => {
+  /** Delivers the held chunks that are due, in order; re-arms a timer for the next one. */
+  const flush = (pipe: Pipe, to: Direction) => {
+    const queue = pipe.held[to];
     const socket = to === 'client' ? pipe.client : pipe.upstream;
-    if (!socket.destroyed) socket.write(chunk);
+    while (queue.length > 0) {
+      const wait = queue[0]!.dueAt - performance.now();
+      if (wait === Infinity) return; // stalled: setMode delivers it
+      if (wait > 0) {
+        // Timers may fire a little early against performance.now(): come back when it is due.
+        setTimeout(() => flush(pipe, to), Math.ceil(wait));
+        return;
+      }
+      const { chunk } = queue.shift()!;
+      if (!socket.destroyed) socket.write(chunk);
+    }
   };
 
-  const forward = (pipe: Pipe, to: 'client' | 'upstream', chunk: Buffer) => {
+  const delays = (to: Direction): number => {
+    if (mode.kind !== 'delay') return 0;
+    if (mode.only === 'requests' && to !== 'upstream') return 0;
+    if (mode.only === 'replies' && to !== 'client') return 0;
+    return mode.delayMs;
+  };
+
+  const forward = (pipe: Pipe, to: Direction, chunk: Buffer) => {
     switch (mode.kind) {
       case 'pass':
-        if (pipe.held.length > 0) pipe.held.push({ to, chunk });
-        else deliver(pipe, to, chunk);
-        return;
       case 'delay': {
-        const ms = mode.delayMs;
-        pipe.held.push({ to, chunk });
-        // Keep order: each chunk leaves `ms` after it arrived, and never before the ones ahead of it.
-        setTimeout(() => {
-          const next = pipe.held.shift();
-          if (next !== undefined) deliver(pipe, next.to, next.chunk);
-        }, ms);
+        const ms = delays(to);
+        pipe.held[to].push({ chunk, dueAt: performance.now() + ms });
+        if (ms > 0) setTimeout(() => flush(pipe, to), ms);
+        else flush(pipe, to);
         return;
       }
       case 'stall':
-        pipe.held.push({ to, chunk });
+        pipe.held[to].push({ chunk, dueAt: Infinity });
         return;
       case 'drop':
         return;
@@ -80,7 +113,7 @@ export async function startFaultProxy(upstreamPort: number, options: { host?: st
     client.setNoDelay(true);
     const upstream = net.connect({ host, port: target });
     upstream.setNoDelay(true);
-    const pipe: Pipe = { client, upstream, held: [] };
+    const pipe: Pipe = { client, upstream, held: { client: [], upstream: [] } };
     pipes.add(pipe);
     const close = () => {
       pipes.delete(pipe);
@@ -111,14 +144,23 @@ export async function startFaultProxy(upstreamPort: number, options: { host?: st
     get mode() {
       return mode;
     },
+    heldBytes() {
+      let bytes = 0;
+      for (const pipe of pipes) for (const held of [...pipe.held.client, ...pipe.held.upstream]) bytes += held.chunk.length;
+      return bytes;
+    },
     setMode(next) {
       const previous = mode;
       mode = next;
       if (next.kind === 'cut') resetConnections();
-      if ((previous.kind === 'stall' || previous.kind === 'drop') && (next.kind === 'pass' || next.kind === 'delay')) {
+      if (previous.kind === 'stall' && next.kind !== 'stall') {
+        // Healed: what was held leaves now, in order (dropped again if the new mode drops).
         for (const pipe of pipes) {
-          const held = pipe.held.splice(0);
-          if (previous.kind === 'stall') for (const { to, chunk } of held) forward(pipe, to, chunk);
+          for (const to of ['client', 'upstream'] as const) {
+            if (next.kind === 'drop') pipe.held[to].length = 0;
+            for (const held of pipe.held[to]) if (held.dueAt === Infinity) held.dueAt = 0;
+            flush(pipe, to);
+          }
         }
       }
     },

@@ -1,5 +1,5 @@
 import { isFencedError, type FencedEvent } from '@fenced/shared';
-import { createTestSchema } from '#test-support';
+import { createTestSchema, waitForLockWait } from '#test-support';
 import fc from 'fast-check';
 import type pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -129,18 +129,30 @@ describe('concurrent writers on one resource', () => {
   it('a deadlock the database breaks is retried inside the guard, not thrown at the caller', async () => {
     const events: FencedEvent[] = [];
     const guard = createPostgresGuard({ db: schema.pool, resource: 'deadlock', schema: schema.name, logger: (e) => events.push(e) });
-    // Two transactions lock the same two rows in opposite orders: PostgreSQL aborts one of them.
+    // Two transactions lock the same two rows in opposite orders: PostgreSQL aborts one of them. On
+    // their first attempt both wait until each holds its first row, so the deadlock is certain
+    // whatever the machine's speed; a retry goes straight through (it may still deadlock again under
+    // load, which the guard must absorb too).
     await guard.guardedWrite(1n, async () => undefined); // the fence exists, so both writers share it
+    let holding = 0;
+    let bothHold!: () => void;
+    const barrier = new Promise<void>((r) => (bothHold = r));
     const lockBoth = (first: number, second: number) =>
       guard.guardedWrite(1n, async (client: pg.PoolClient, ctx) => {
         await client.query(`UPDATE hot_rows SET n = n + 1 WHERE id = $1`, [first]);
-        if (ctx.attempt === 1) await sleep(150);
+        if (ctx.attempt === 1) {
+          if (++holding === 2) bothHold();
+          await barrier;
+        }
         await client.query(`UPDATE hot_rows SET n = n + 1 WHERE id = $1`, [second]);
         return ctx.attempt;
       });
     const attempts = await Promise.all([lockBoth(1, 2), lockBoth(2, 1)]);
-    expect(attempts.sort()).toEqual([1, 2]);
-    expect(events.filter((e) => e.type === 'guard.retry').map((e) => (e as { sqlstate: string }).sqlstate)).toEqual(['40P01']);
+    // Both calls succeeded; at least one of them needed a retry, and every retry was a deadlock.
+    expect(Math.max(...attempts)).toBeGreaterThanOrEqual(2);
+    const retries = events.filter((e) => e.type === 'guard.retry').map((e) => (e as { sqlstate: string }).sqlstate);
+    expect(retries.length).toBeGreaterThanOrEqual(1);
+    expect(new Set(retries)).toEqual(new Set(['40P01']));
     const { rows } = await schema.pool.query(`SELECT n FROM hot_rows ORDER BY id`);
     expect(rows.map((r) => r.n)).toEqual([2, 2]); // each transaction took effect exactly once
   });
@@ -217,7 +229,9 @@ describe('the ledger check can fail', () => {
         (client: pg.PoolClient) => client.query(`INSERT INTO ledger (attempt, resource, token) VALUES ($1, $2, 2)`, [`${resource}-high`, resource]),
         { resource },
       );
-      await sleep(200);
+      // Release the low write only once the high one has either committed (a guard that lets it
+      // through) or is blocked on the fence row (a guard that makes it wait): no timing guess.
+      await Promise.race([high.then(() => undefined), waitForLockWait(schema.pool, schema.name)]);
       release();
       await Promise.all([low, high]);
       const { rows } = await schema.pool.query(`SELECT token::int AS token FROM ledger WHERE resource = $1 ORDER BY commit_seq`, [resource]);

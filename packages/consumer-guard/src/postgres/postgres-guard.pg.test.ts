@@ -1,5 +1,5 @@
 import { isFencedError, MAX_TOKEN, type FencedEvent } from '@fenced/shared';
-import { createPool, createTestSchema, kyselyOver } from '#test-support';
+import { createPool, createTestSchema, kyselyOver, waitForLockWait } from '#test-support';
 import type { Generated, Kysely } from 'kysely';
 import type pg from 'pg';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
@@ -180,8 +180,8 @@ describe.each(['kysely', 'pg.Pool'] as const)('createPostgresGuard over %s', (ki
     await inside;
     let advanced = false;
     const advancing = guard.advance(2n).then(() => (advanced = true));
-    await new Promise((r) => setTimeout(r, 200));
-    expect(advanced).toBe(false); // blocked behind the share lock of the in-flight write
+    await waitForLockWait(schema.pool, schema.name); // the advance reached PostgreSQL and waits…
+    expect(advanced).toBe(false); // …blocked behind the share lock of the in-flight write
     release();
     await slowWrite; // the in-flight write validated first, so it commits
     await advancing;

@@ -31,7 +31,6 @@ function coordinator(overrides: Partial<CreateCoordinatorOptions> = {}): Coordin
 }
 
 const leaders = (cs: Coordinator[]) => cs.filter((c) => c.isLeader());
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 describe('the lease', () => {
   it('elects one leader among three, and tokens strictly increase over every election', async () => {
@@ -69,9 +68,11 @@ describe('the lease', () => {
     expect(b.isLeader()).toBe(false);
     const crashedAt = performance.now();
     crashRedis.disconnect(); // the connection dies: no renew, no release
-    await waitFor(() => b.isLeader(), 3000, 2);
+    await waitFor(() => b.isLeader(), 5000, 2);
     const failover = performance.now() - crashedAt;
-    expect(failover).toBeLessThan(600 + 150 + 100);
+    // The lease runs out within a TTL and b asks again within a renew interval; the rest is slack for
+    // a loaded machine's late timers. Waiting for two TTLs would still fail this.
+    expect(failover).toBeLessThan(600 + 150 + 400);
     expect(b.token()!).toBeGreaterThan(0n);
     // The crashed node knows it lost by its own deadline, without Redis.
     await waitFor(() => !a.isLeader(), 1000);
@@ -86,8 +87,9 @@ describe('the lease', () => {
     expect(a.isLeader()).toBe(true);
     const stoppedAt = performance.now();
     await a.stop();
-    await waitFor(() => b.isLeader(), 2000, 1);
-    expect(performance.now() - stoppedAt).toBeLessThan(500);
+    await waitFor(() => b.isLeader(), 5000, 1);
+    // b polls only every 2 s: being elected well before that is the release's wake-up at work.
+    expect(performance.now() - stoppedAt).toBeLessThan(1000);
   });
 
   it('steps down at its local deadline when renews stop reaching Redis', async () => {
@@ -142,7 +144,14 @@ describe('the lease', () => {
     await a.start();
     const token = a.token()!;
     await admin.script('FLUSH');
-    await sleep(400); // renews after the flush must still work
+    // Renews after the flush must still work: wait until one has pushed the lease's expiry out again.
+    // A lease's time left only ever goes up through a renew.
+    let lowest = await admin.pttl(a.keys.lease);
+    await waitFor(async () => {
+      const left = await admin.pttl(a.keys.lease);
+      lowest = Math.min(lowest, left);
+      return left > lowest + 50;
+    });
     expect(a.isLeader()).toBe(true);
     expect(a.token()).toBe(token);
   });
@@ -154,33 +163,36 @@ describe('the lease', () => {
     const events: FencedEvent[] = [];
     const a = coordinator({ redis: dead, acquireRetryMs: 100, logger: (e) => events.push(e) });
     await a.start();
+    // Sample the belief on every poll until the node has retried at least twice.
     const sampler: boolean[] = [];
-    for (let i = 0; i < 40; i++) {
+    await waitFor(() => {
       sampler.push(a.isLeader());
-      await sleep(10);
-    }
+      return events.filter((e) => e.type === 'redis.error' && e.operation === 'acquire').length >= 2;
+    });
     expect(sampler.every((l) => l === false)).toBe(true);
-    expect(events.filter((e) => e.type === 'redis.error' && e.operation === 'acquire').length).toBeGreaterThanOrEqual(2);
   });
 });
 
 describe('the two-call race', () => {
   // The design we started from: SET NX, then INCR, in two calls. An acquirer that pauses between them
   // past the TTL mints its token after a later election did, and ends up holding the higher token.
-  async function naiveAcquire(redis: Redis, keys: { lease: string; counter: string }, node: string, pauseMs: number): Promise<bigint | null> {
+  async function naiveAcquire(redis: Redis, keys: { lease: string; counter: string }, node: string, pause: () => Promise<void>): Promise<bigint | null> {
     const ok = await redis.set(keys.lease, node, 'PX', 200, 'NX');
     if (ok !== 'OK') return null;
-    await sleep(pauseMs); // GC pause, CPU throttling…
+    await pause(); // GC pause, CPU throttling…
     return BigInt(await redis.incr(keys.counter));
   }
 
   it('lets a paused acquirer out-token the leader elected after it, with two calls', async () => {
     prefix = uniquePrefix('race');
     const keys = { lease: `${prefix}:lease`, counter: `${prefix}:token` };
-    const paused = naiveAcquire(admin, keys, 'a', 400);
-    await sleep(250); // a's lease expired while it was paused
-    const b = await naiveAcquire(admin, keys, 'b', 0);
-    const a = await paused;
+    let b: bigint | null = null;
+    // a wins the lease, then pauses between its two calls until its lease has expired and b has
+    // been elected, both calls included.
+    const a = await naiveAcquire(admin, keys, 'a', async () => {
+      await waitFor(async () => (await admin.exists(keys.lease)) === 0);
+      b = await naiveAcquire(admin, keys, 'b', async () => undefined);
+    });
     expect(b).toBe(1n); // b is the current, later-elected leader…
     expect(a).toBe(2n); // …and a, elected before it, holds the higher token: the fence would lock b out
   });
@@ -196,9 +208,13 @@ describe('the two-call race', () => {
     await Promise.all(nodes.map((n) => n.start()));
     // Hand the lease on until every node has led once (a loaded machine elects more slowly, and a
     // fixed number of rounds sometimes ended one election short).
-    for (let i = 0; i < 40 && grants.length < nodes.length; i++) {
-      await sleep(40);
-      const [leader] = leaders(nodes);
+    const deadline = performance.now() + 30_000;
+    const retired = new Set<Coordinator>();
+    const live = () => leaders(nodes).filter((n) => !retired.has(n));
+    for (let i = 0; grants.length < nodes.length && performance.now() < deadline; i++) {
+      await waitFor(() => live().length > 0, 10_000, 2);
+      const [leader] = live();
+      retired.add(leader!);
       if (leader !== undefined) await (i % 2 === 0 ? leader.stop() : Promise.resolve(clients[nodes.indexOf(leader)]!.disconnect()));
     }
     expect(grants.length).toBeGreaterThan(5);

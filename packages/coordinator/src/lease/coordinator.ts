@@ -225,7 +225,7 @@ export class Coordinator extends EventEmitter<CoordinatorEventMap> {
 
       if (reply[0] !== 1) {
         const [, holder, pttl, sec, usec] = reply;
-        this.#serverClock.sample(sec!, usec!, sentAt, receivedAt);
+        this.#serverClock.sample(sec!, usec!, receivedAt);
         if (typeof holder === 'string' && holder.endsWith(`:${this.nodeId}`)) {
           // Ours from an attempt whose reply we gave up on: hand it back rather than wait a TTL.
           await this.#release(holder, parseToken(holder.slice(0, holder.indexOf(':'))));
@@ -236,7 +236,7 @@ export class Coordinator extends EventEmitter<CoordinatorEventMap> {
       }
 
       const [, tokenText, sec, usec] = reply;
-      this.#serverClock.sample(sec!, usec!, sentAt, receivedAt);
+      this.#serverClock.sample(sec!, usec!, receivedAt);
       const token = parseToken(String(tokenText));
       const leaseValue = `${token}:${this.nodeId}`;
       const deadline = sentAt + this.ttlMs - this.driftMs;
@@ -343,7 +343,7 @@ export class Coordinator extends EventEmitter<CoordinatorEventMap> {
     }
     const receivedAt = this.#clock.now();
     if (this.#state !== state) return;
-    this.#serverClock.sample(reply[1]!, reply[2]!, sentAt, receivedAt);
+    this.#serverClock.sample(reply[1]!, reply[2]!, receivedAt);
     if (reply[0] !== 1) {
       this.#loseLeadership(state, 'stolen');
       return;
@@ -403,12 +403,17 @@ export class Coordinator extends EventEmitter<CoordinatorEventMap> {
         void this.#runAttempt();
       }
     });
+    // After a reconnect (or a first connect that failed at start), subscribe again.
     subscriber.on('ready', () => void subscriber.subscribe(this.keys.released).catch(() => undefined));
     this.#subscriber = subscriber;
-    // Not awaited to completion when Redis is down: the node must still start, as a standby.
-    await withTimeout(subscriber.connect(), this.#commandTimeoutMs(), 'subscribe').catch((error: unknown) =>
-      this.#redisFailed('subscribe', error),
-    );
+    // start() resolves only once the subscription is in place: a standby that started just before
+    // the leader stepped down must hear the release, not wait for its next poll. Bounded when Redis
+    // is down: the node must still start, as a standby.
+    const subscribed = async () => {
+      await subscriber.connect();
+      await subscriber.subscribe(this.keys.released);
+    };
+    await withTimeout(subscribed(), this.#commandTimeoutMs(), 'subscribe').catch((error: unknown) => this.#redisFailed('subscribe', error));
   }
 
   /** Reports Redis settings that make leases unsafe. */

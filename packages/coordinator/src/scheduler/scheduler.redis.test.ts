@@ -18,7 +18,14 @@ afterEach(async () => {
   await deleteKeys(admin, prefix);
 });
 
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+/** Waits until every fire of an everyMs job due in [from, to] was dispatched (or the deadline passes). */
+async function allDispatched(dispatched: readonly Envelope[], everyMs: number, from: number, to: number): Promise<void> {
+  const wanted = expectedFires(everyMs, from, to);
+  await waitFor(() => {
+    const seen = new Set(dispatched.map((e) => Date.parse(e.scheduledAt)));
+    return wanted.every((at) => seen.has(at));
+  }, 20_000).catch(() => undefined); // the assertions that follow say what is missing
+}
 
 interface Replica {
   coordinator: Coordinator;
@@ -65,15 +72,18 @@ describe('the scheduler', () => {
     await waitFor(() => dispatched.length >= 3);
     const from = Date.parse(dispatched[0]!.scheduledAt);
     for (let i = 0; i < 3; i++) {
+      await waitFor(() => replicas.some((r) => r.coordinator.isLeader()));
       const leader = replicas.find((r) => r.coordinator.isLeader())!;
-      await sleep(250);
+      const before = dispatched.length;
+      await waitFor(() => dispatched.length >= before + 2); // the term dispatches a little
       await leader.scheduler.stop();
       await leader.coordinator.stop(); // graceful: releases, a standby takes over at once
       leader.scheduler.start();
       await leader.coordinator.start();
     }
-    await sleep(300);
-    const to = (await serverNow()) - 150; // fires this old must all be out
+    await waitFor(() => replicas.some((r) => r.coordinator.isLeader()));
+    const to = await serverNow();
+    await allDispatched(dispatched, 100, from, to);
     const seen = dispatched.filter((e) => Date.parse(e.scheduledAt) <= to);
     const ids = seen.map((e) => e.fireId);
     expect(new Set(ids).size).toBe(ids.length); // no fire twice
@@ -95,9 +105,9 @@ describe('the scheduler', () => {
     await startAll([b]);
     const crashedAt = await serverNow();
     a.redis.disconnect(); // crash: a keeps no lease, records nothing more; b waits out the TTL
-    await waitFor(() => b.coordinator.isLeader(), 3000, 2);
-    await sleep(200);
-    const to = (await serverNow()) - 100;
+    await waitFor(() => b.coordinator.isLeader(), 5000, 2);
+    const to = await serverNow();
+    await allDispatched(dispatched, 50, Date.parse(dispatched[0]!.scheduledAt), to);
     const times = [...new Set(dispatched.map((e) => Date.parse(e.scheduledAt)))].filter((t) => t <= to).sort((x, y) => x - y);
     // Every fire of the election window (about a TTL of them) was dispatched by the new leader.
     expect(times).toEqual(expectedFires(50, times[0]!, to));
@@ -129,7 +139,7 @@ describe('the scheduler', () => {
     stoppers.push(() => queue.close());
     const a = replica({ ledger: { everyMs: 100, queue } });
     await startAll([a]);
-    await sleep(450);
+    await waitFor(async () => (await queue.getJobs(['waiting', 'delayed', 'active', 'completed'])).length >= 3);
     await a.scheduler.stop();
     const jobs = await queue.getJobs(['waiting', 'delayed', 'active', 'completed']);
     expect(jobs.length).toBeGreaterThanOrEqual(3);
@@ -173,13 +183,17 @@ describe('the scheduler', () => {
     await waitFor(() => dispatched.length >= 2);
     await a.scheduler.stop();
     await a.coordinator.stop();
-    await sleep(300); // about six fires come due with nobody leading
+    // At least six fires come due with nobody leading (by the server's clock, which dispatch uses).
+    const stoppedAt = await serverNow();
+    await waitFor(async () => (await serverNow()) >= stoppedAt + 300);
     const before = dispatched.length;
+    const restartedAt = await serverNow();
     a.scheduler.start();
     await a.coordinator.start();
-    await sleep(120);
+    await waitFor(() => events.some((e) => e.type === 'fire.skipped'));
     expect(events.some((e) => e.type === 'fire.skipped' && e.missed >= 4)).toBe(true);
-    // Nothing older than the new term was dispatched after the restart.
-    expect(dispatched.length - before).toBeLessThanOrEqual(4);
+    // Nothing that came due before the new term was dispatched after the restart.
+    const late = dispatched.slice(before).filter((e) => Date.parse(e.scheduledAt) <= restartedAt);
+    expect(late.map((e) => e.fireId)).toEqual([]);
   });
 });
