@@ -1,9 +1,9 @@
 import { spawn } from 'node:child_process';
-import { mkdtempSync, readFileSync, existsSync } from 'node:fs';
+import { mkdtempSync, readFileSync, existsSync, statSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { runScenario, scenarios, SCENARIO_NAMES } from '@fenced/chaos';
+import { RESULT_COLUMNS, runScenario, scenarios, SCENARIO_NAMES } from '@fenced/chaos';
 import { testDatabaseUrl } from '#test-support';
 import { describe, expect, it } from 'vitest';
 import { ledgerApp } from '../../examples/ledger-sim/app.js';
@@ -11,7 +11,8 @@ import { regressions } from './regressions.js';
 
 const root = fileURLToPath(new URL('../..', import.meta.url));
 const out = mkdtempSync(join(tmpdir(), 'fenced-sim-'));
-const reportPath = join(out, 'report.html');
+/** Set by the full run: where `pnpm sim` said it wrote the report (no --report given). */
+let reportPath = '';
 const SEED = 7;
 
 interface CliRun {
@@ -23,11 +24,11 @@ interface CliRun {
 }
 
 /** Runs `pnpm sim` as a user would (the same entry point), with a short duration. */
-function sim(args: string[]): Promise<{ code: number | null; stdout: string; stderr: string }> {
+function sim(args: string[], env: Record<string, string> = {}): Promise<{ code: number | null; stdout: string; stderr: string }> {
   return new Promise((resolve) => {
     const child = spawn(process.execPath, ['--import', 'tsx', '--conditions=@fenced/source', 'examples/ledger-sim/sim.ts', ...args], {
       cwd: root,
-      env: { ...process.env, DATABASE_URL: testDatabaseUrl() },
+      env: { ...process.env, DATABASE_URL: testDatabaseUrl(), ...env },
     });
     let stdout = '';
     let stderr = '';
@@ -48,11 +49,36 @@ describe('pnpm sim', () => {
     expect(duration.stderr).toMatch(/bad duration "soon"/);
   });
 
+  it.each([
+    ['a malformed DATABASE_URL', 'not a url', /^sim: DATABASE_URL is not a valid URL/],
+    ['a database that does not exist', 'postgres://postgres@127.0.0.1:5432/fenced_no_such_db', /^sim: cannot use PostgreSQL at DATABASE_URL: database "fenced_no_such_db" does not exist; set DATABASE_URL/],
+    ['a database that is not on loopback', 'postgres://postgres@10.0.0.1:5432/test', /^sim: the simulation only sends traffic to loopback/],
+  ])('%s: one line naming the fix, exit 2, no stack trace', async (_label, url, message) => {
+    const result = await sim(['--scenario', 'pause'], { DATABASE_URL: url });
+    expect(result.code).toBe(2);
+    expect(result.stderr.trim().split('\n')).toHaveLength(1);
+    expect(result.stderr).toMatch(message);
+  });
+
+  it('--help names the scenarios and defines every column of the table', async () => {
+    const help = await sim(['--help']);
+    expect(help.code).toBe(0);
+    for (const name of SCENARIO_NAMES) expect(help.stdout).toMatch(new RegExp(`^  ${name} +\\S`, 'm'));
+    for (const column of RESULT_COLUMNS) expect(help.stdout).toMatch(new RegExp(`^  ${column} +\\S`, 'm'));
+  });
+
   it(
     'every scenario: zero anomalies guarded, damage in the unguarded control, same seed',
     async () => {
-      const result = await sim(['--scenario', 'all', '--duration', '6s', '--seed', String(SEED), '--replicas', '3', '--report', reportPath, '--json']);
-      const summary = JSON.parse(result.stdout) as { ok: boolean; runs: CliRun[] };
+      const rootReport = join(root, 'sim-report.html');
+      const rootReportBefore = existsSync(rootReport) ? statSync(rootReport).mtimeMs : undefined;
+      const result = await sim(['--scenario', 'all', '--duration', '6s', '--seed', String(SEED), '--replicas', '3', '--json']);
+      const summary = JSON.parse(result.stdout) as { ok: boolean; runs: CliRun[]; report: string };
+      // Without --report, the report goes to a temporary folder (the path is printed), never into the
+      // working directory.
+      reportPath = summary.report;
+      expect(reportPath.startsWith(tmpdir())).toBe(true);
+      expect(existsSync(rootReport) ? statSync(rootReport).mtimeMs : undefined).toBe(rootReportBefore);
       const table = summary.runs.map((r) => `${r.scenario} ${r.mode}: ${r.anomalies} anomalies ${r.mode === 'guarded' ? r.violations.join('; ') : ''}`);
       expect(summary.runs.map((r) => `${r.scenario} ${r.mode}`)).toEqual(SCENARIO_NAMES.flatMap((s) => [`${s} guarded`, `${s} control`]));
       for (const run of summary.runs) {
@@ -89,6 +115,22 @@ describe('pnpm sim', () => {
       expect(await page.locator('section.run[data-mode="guarded"] .verdict.ok').count()).toBe(SCENARIO_NAMES.length);
       // Damage in a control is drawn: stale or duplicate writes that took effect are red marks.
       expect(await page.locator('section.run[data-mode="control"] circle.harm').count()).toBeGreaterThan(0);
+      // Every kind of mark drawn anywhere has its entry in the legend, drawn the same way.
+      const drawn = new Set(await page.locator('svg.timeline [data-legend]').evaluateAll((els) => els.map((e) => e.getAttribute('data-legend')!)));
+      const legend = new Set(await page.locator('.legend [data-legend-entry]').evaluateAll((els) => els.map((e) => e.getAttribute('data-legend-entry')!)));
+      expect(drawn.size).toBeGreaterThan(4);
+      expect([...drawn].filter((key) => !legend.has(key))).toEqual([]);
+      for (const key of ['refused', 'applied', 'harm']) {
+        const chartShape = await page.locator(`svg.timeline [data-legend="${key}"]`).first().evaluate((e) => e.tagName);
+        const legendShape = await page.locator(`.legend [data-legend-entry="${key}"] svg > *`).first().evaluate((e) => e.tagName);
+        expect(legendShape, key).toBe(chartShape);
+      }
+      // A control's violations are listed open, so a screenshot shows them.
+      const violations = page.locator('section.run[data-mode="control"] details.violations[open] li');
+      expect(await violations.count()).toBeGreaterThan(0);
+      expect(await violations.first().isVisible()).toBe(true);
+      // The columns are defined under the table.
+      expect(await page.locator('dl.columns dt').allTextContents()).toEqual(RESULT_COLUMNS);
       const shot = join(out, 'report.png');
       await page.screenshot({ path: shot, fullPage: false });
       expect(readFileSync(shot).length).toBeGreaterThan(10_000);

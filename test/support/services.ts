@@ -1,4 +1,6 @@
 import net from 'node:net';
+import { Redis } from 'ioredis';
+import pg from 'pg';
 
 /**
  * Finds the services tests run against, in this order:
@@ -6,6 +8,8 @@ import net from 'node:net';
  * 2. the loopback defaults (PostgreSQL 127.0.0.1:5432 user postgres db test, Redis 127.0.0.1:6379) if they answer;
  * 3. testcontainers, when a Docker engine is reachable;
  * 4. otherwise a clear error saying what to provide.
+ * A service that is named or found is also checked for real (PostgreSQL answers a query, Redis a
+ * PING), so a wrong URL stops the run at once with one line instead of failing every test file.
  */
 export interface ServiceUrls {
   readonly databaseUrl: string;
@@ -14,8 +18,14 @@ export interface ServiceUrls {
   readonly stop: () => Promise<void>;
 }
 
+/** A service the tests cannot use; the message is one line that says what to set. */
+export class ServiceSetupError extends Error {
+  override readonly name = 'ServiceSetupError';
+}
+
 const DEFAULT_DATABASE_URL = 'postgres://postgres@127.0.0.1:5432/test';
 const DEFAULT_REDIS_URL = 'redis://127.0.0.1:6379';
+const CHECK_TIMEOUT_MS = 5000;
 
 function answers(host: string, port: number, timeoutMs = 1500): Promise<boolean> {
   return new Promise((resolve) => {
@@ -40,20 +50,72 @@ async function dockerReachable(): Promise<boolean> {
   }
 }
 
+const reason = (err: unknown) => (err instanceof Error ? err.message : String(err)).split('\n')[0];
+
+/** Connects to PostgreSQL and runs one query; throws a one-line ServiceSetupError naming the fix. */
+export async function checkPostgres(url: string, source: string): Promise<void> {
+  const fix = `set DATABASE_URL to a PostgreSQL database you can connect to (default ${DEFAULT_DATABASE_URL})`;
+  try {
+    new URL(url);
+  } catch {
+    throw new ServiceSetupError(`${source} is not a valid URL (${JSON.stringify(url)}): ${fix}`);
+  }
+  const client = new pg.Client({ connectionString: url, connectionTimeoutMillis: CHECK_TIMEOUT_MS });
+  client.on('error', () => {});
+  try {
+    await client.connect();
+    await client.query('SELECT 1');
+  } catch (err) {
+    throw new ServiceSetupError(`PostgreSQL at ${source} cannot be used: ${reason(err)}; ${fix}`);
+  } finally {
+    await client.end().catch(() => undefined);
+  }
+}
+
+/** Connects to Redis and sends PING; throws a one-line ServiceSetupError naming the fix. */
+export async function checkRedis(url: string, source: string): Promise<void> {
+  const fix = `set REDIS_URL to a Redis server you can reach (default ${DEFAULT_REDIS_URL})`;
+  try {
+    new URL(url);
+  } catch {
+    throw new ServiceSetupError(`${source} is not a valid URL (${JSON.stringify(url)}): ${fix}`);
+  }
+  const redis = new Redis(url, { lazyConnect: true, maxRetriesPerRequest: 0, retryStrategy: () => null, connectTimeout: CHECK_TIMEOUT_MS });
+  // The socket's own error (ECONNREFUSED, …) says more than the "Connection is closed" that follows.
+  let socketError: unknown;
+  redis.on('error', (err) => (socketError ??= err));
+  try {
+    await redis.connect();
+    await redis.ping();
+  } catch (err) {
+    throw new ServiceSetupError(`Redis at ${source} cannot be used: ${reason(socketError ?? err)}; ${fix}`);
+  } finally {
+    redis.disconnect();
+  }
+}
+
 export async function resolveServices(): Promise<ServiceUrls> {
   const stops: Array<() => Promise<unknown>> = [];
-  let databaseUrl = process.env['DATABASE_URL'];
-  let redisUrl = process.env['REDIS_URL'];
+  let databaseUrl = process.env['DATABASE_URL'] || undefined;
+  let redisUrl = process.env['REDIS_URL'] || undefined;
+  if (databaseUrl !== undefined) await checkPostgres(databaseUrl, 'DATABASE_URL');
+  if (redisUrl !== undefined) await checkRedis(redisUrl, 'REDIS_URL');
 
-  if (databaseUrl === undefined && (await answers('127.0.0.1', 5432))) databaseUrl = DEFAULT_DATABASE_URL;
-  if (redisUrl === undefined && (await answers('127.0.0.1', 6379))) redisUrl = DEFAULT_REDIS_URL;
+  if (databaseUrl === undefined && (await answers('127.0.0.1', 5432))) {
+    databaseUrl = DEFAULT_DATABASE_URL;
+    await checkPostgres(databaseUrl, `the loopback default ${DEFAULT_DATABASE_URL}`);
+  }
+  if (redisUrl === undefined && (await answers('127.0.0.1', 6379))) {
+    redisUrl = DEFAULT_REDIS_URL;
+    await checkRedis(redisUrl, `the loopback default ${DEFAULT_REDIS_URL}`);
+  }
 
   if ((databaseUrl === undefined || redisUrl === undefined) && (await dockerReachable())) {
     if (databaseUrl === undefined) {
       const { PostgreSqlContainer } = await import('@testcontainers/postgresql');
-      const pg = await new PostgreSqlContainer('postgres:15-alpine').start();
-      stops.push(() => pg.stop());
-      databaseUrl = pg.getConnectionUri();
+      const container = await new PostgreSqlContainer('postgres:15-alpine').start();
+      stops.push(() => container.stop());
+      databaseUrl = container.getConnectionUri();
     }
     if (redisUrl === undefined) {
       const { GenericContainer } = await import('testcontainers');
@@ -68,7 +130,7 @@ export async function resolveServices(): Promise<ServiceUrls> {
     redisUrl === undefined ? 'Redis (set REDIS_URL, or run one on 127.0.0.1:6379)' : null,
   ].filter((m): m is string => m !== null);
   if (missing.length > 0) {
-    throw new Error(`fenced tests need ${missing.join(' and ')}; no Docker engine was reachable for testcontainers either.`);
+    throw new ServiceSetupError(`fenced tests need ${missing.join(' and ')}; no Docker engine was reachable for testcontainers either`);
   }
   return {
     databaseUrl: databaseUrl!,

@@ -11,7 +11,7 @@ export { scenarios, SCENARIO_NAMES, type Scenario, type ScenarioName } from './s
 export { FaultContext, type SimNode } from './sim/fault-context.js';
 export { runScenario, type RunOptions, type RunResult, type RunStatus } from './sim/run-scenario.js';
 export type { NodeContext, RunContext, SimApp, SimMode } from './sim/sim-app.js';
-export { renderHtmlReport, resultTableRows, RESULT_COLUMNS, type ReportRun } from './report/html-report.js';
+export { renderHtmlReport, resultTableRows, RESULT_COLUMNS, COLUMN_DEFINITIONS, type ReportRun } from './report/html-report.js';
 export { textTable } from './report/text-table.js';
 export { runSimCli, type CliIo } from './cli/sim-cli.js';
 export { parseSimArgs, parseDuration, UsageError, USAGE, type SimArgs } from './cli/parse-args.js';

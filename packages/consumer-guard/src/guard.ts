@@ -186,7 +186,7 @@ export function createGuard(input: CreateGuardOptions<object>): Guard<unknown> {
       return result;
     } catch (err) {
       // A mark below the fence (Redis lost data, or missed a commit) is repaired from the authority.
-      if (isFencedError(err, 'STALE_TOKEN')) await raiseMark(resource, (err as StaleTokenError).highest);
+      if (isFencedError(err, 'STALE_TOKEN')) await raiseMark(resource, err.highest);
       throw err;
     }
   }

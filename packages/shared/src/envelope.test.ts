@@ -37,9 +37,34 @@ describe('parseEnvelope', () => {
     ['wrong version', { ...valid, v: 2 }, 'v'],
     ['scheduledAt not ISO', { ...valid, scheduledAt: 'yesterday' }, 'scheduledAt'],
     ['empty fireId', { ...valid, fireId: '' }, 'fireId'],
+    ['a fireId with NUL', { ...valid, fireId: 'invoices\u0000x' }, 'fireId'],
+    ['a fireId with a lone surrogate', { ...valid, fireId: 'a\uD800' }, 'fireId'],
+    ['a job with NUL', { ...valid, job: 'in\u0000voices' }, 'job'],
+    ['an issuer with a lone surrogate', { ...valid, issuer: 'node\uDC00' }, 'issuer'],
     ['extra field', { ...valid, tokne: '5' }, ''],
   ])('refuses %s, naming the field', (_label, input, path) => {
     expect(issuePaths(input)).toContain(path);
+  });
+
+  it('tells NUL and lone surrogates apart from the field, with a message that says why', () => {
+    expect(() => parseEnvelope({ ...valid, fireId: 'a\u0000' })).toThrow(/fireId: must not contain a NUL character/);
+    expect(() => parseEnvelope({ ...valid, fireId: 'a\uD801' })).toThrow(/fireId: must be well-formed unicode/);
+  });
+
+  it('refuses an envelope whose field cannot be read as an envelope error naming it, not the raw error', () => {
+    const hostile = { ...valid };
+    Object.defineProperty(hostile, 'payload', { enumerable: true, get: () => { throw new RangeError('boom'); } });
+    expect(issuePaths(hostile)).toEqual(['payload']);
+    const proxy = new Proxy({}, { ownKeys: () => { throw new TypeError('no keys'); } });
+    expect(issuePaths(proxy)).toEqual(['']);
+  });
+
+  it('reads each field once: what was validated is what the handler gets', () => {
+    let reads = 0;
+    const flipping = { ...valid };
+    Object.defineProperty(flipping, 'token', { enumerable: true, get: () => (++reads === 1 ? '5' : 'not a token') });
+    expect(parseEnvelope(flipping).token).toBe('5');
+    expect(reads).toBe(1);
   });
 
   it('refuses non-objects', () => {

@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { InvalidEnvelopeError } from './errors.js';
+import { InvalidEnvelopeError, type ValidationIssue } from './errors.js';
 import { isToken, parseToken, type Token } from './token.js';
 import { toValidationIssues } from './validation.js';
 
@@ -21,7 +21,33 @@ export const tokenSchema = z.unknown().transform((value, ctx): Token => {
   }
 });
 
-const nameSchema = z.string().min(1).max(200);
+/**
+ * Text that reaches PostgreSQL and Redis as it is: PostgreSQL `text` cannot hold NUL, and a lone
+ * surrogate is replaced on the way in, so two distinct ids (`'a\uD800'`, `'a\uD801'`) would be stored
+ * as the same text, and the second fire dropped as a duplicate of the first.
+ */
+const storableText = (max: number) =>
+  z
+    .string()
+    .min(1)
+    .max(max)
+    .refine((s) => !s.includes('\u0000'), 'must not contain a NUL character')
+    .refine((s) => s.isWellFormed(), 'must be well-formed unicode (no lone surrogate)');
+
+const nameSchema = storableText(200);
+const fireIdSchema = storableText(512);
+
+/**
+ * Validates a fire id given on its own (the `fireId` option of `guardedWrite`) by the envelope's rule:
+ * 1-512 characters, no NUL, well-formed unicode.
+ *
+ * @throws {InvalidEnvelopeError} naming `fireId`.
+ */
+export function parseFireIdText(input: unknown): string {
+  const result = fireIdSchema.safeParse(input);
+  if (!result.success) throw new InvalidEnvelopeError(result.error.issues.map((i) => ({ path: 'fireId', message: i.message })));
+  return result.data;
+}
 
 /**
  * The fenced task envelope: what the coordinator emits for every fire and what handler wrappers
@@ -30,7 +56,7 @@ const nameSchema = z.string().min(1).max(200);
 export const envelopeSchema = z.strictObject({
   v: z.literal(ENVELOPE_VERSION),
   job: nameSchema,
-  fireId: z.string().min(1).max(512),
+  fireId: fireIdSchema,
   scheduledAt: z.iso.datetime({ offset: true }),
   token: tokenStringSchema,
   issuer: nameSchema,
@@ -54,7 +80,7 @@ export const DEFAULT_MAX_PAYLOAD_BYTES = 256 * 1024;
  * @throws {InvalidEnvelopeError} naming each offending field.
  */
 export function parseEnvelope(input: unknown, maxPayloadBytes = DEFAULT_MAX_PAYLOAD_BYTES): Envelope {
-  const result = envelopeSchema.safeParse(input);
+  const result = envelopeSchema.safeParse(snapshot(input));
   if (!result.success) throw new InvalidEnvelopeError(toValidationIssues(result.error));
   let size: number;
   try {
@@ -67,3 +93,31 @@ export function parseEnvelope(input: unknown, maxPayloadBytes = DEFAULT_MAX_PAYL
   }
   return result.data;
 }
+
+/**
+ * The envelope's own fields, each read exactly once. A field that cannot be read (a getter or a proxy
+ * that throws) is refused as an envelope error naming it, rather than leaking its raw error; and
+ * what is validated is what the handler gets, whatever a getter would answer the second time.
+ */
+function snapshot(input: unknown): unknown {
+  if (typeof input !== 'object' || input === null || Array.isArray(input)) return input;
+  const copy: Record<string, unknown> = {};
+  const issues: ValidationIssue[] = [];
+  let keys: string[];
+  try {
+    keys = Object.keys(input);
+  } catch (err) {
+    throw new InvalidEnvelopeError([{ path: '', message: `could not be read: ${messageOf(err)}` }]);
+  }
+  for (const key of keys) {
+    try {
+      copy[key] = (input as Record<string, unknown>)[key];
+    } catch (err) {
+      issues.push({ path: key, message: `could not be read: ${messageOf(err)}` });
+    }
+  }
+  if (issues.length > 0) throw new InvalidEnvelopeError(issues);
+  return copy;
+}
+
+const messageOf = (err: unknown) => (err instanceof Error ? err.message : String(err));

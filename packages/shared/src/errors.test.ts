@@ -1,5 +1,14 @@
-import { describe, expect, it } from 'vitest';
-import { FencedError, FencedErrorCode, GuardUnavailableError, isFencedError, StaleTokenError } from './errors.js';
+import { describe, expect, expectTypeOf, it } from 'vitest';
+import {
+  FencedError,
+  FencedErrorCode,
+  GuardUnavailableError,
+  isFencedError,
+  StaleTokenError,
+  type DuplicateFireError,
+  type InvalidEnvelopeError,
+  type ValidationIssue,
+} from './errors.js';
 
 describe('errors', () => {
   it('carry a literal name, a stable code and their fields', () => {
@@ -25,5 +34,23 @@ describe('errors', () => {
     expect(isFencedError(foreign, 'INVALID_TOKEN')).toBe(false);
     expect(isFencedError(new Error('plain'))).toBe(false);
     expect(isFencedError(null)).toBe(false);
+  });
+
+  it('narrow to the class of the code, so its fields need no cast (checked by the type check)', () => {
+    const caught: unknown = new StaleTokenError('billing', 4n, 7n);
+    if (isFencedError(caught, 'STALE_TOKEN')) {
+      expectTypeOf(caught).toEqualTypeOf<StaleTokenError>();
+      expectTypeOf(caught.highest).toEqualTypeOf<bigint>();
+      expect(caught.highest).toBe(7n);
+    } else {
+      throw new Error('not recognised');
+    }
+    const other: unknown = caught;
+    if (isFencedError(other, 'INVALID_ENVELOPE')) expectTypeOf(other.issues).toEqualTypeOf<readonly ValidationIssue[]>();
+    const another: unknown = caught;
+    if (isFencedError(another, 'DUPLICATE_FIRE')) expectTypeOf(another).toEqualTypeOf<DuplicateFireError>();
+    const any: unknown = caught;
+    if (isFencedError(any)) expectTypeOf(any).toEqualTypeOf<FencedError>();
+    expectTypeOf<InvalidEnvelopeError['code']>().toEqualTypeOf<FencedErrorCode>();
   });
 });

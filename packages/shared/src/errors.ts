@@ -51,15 +51,40 @@ export class FencedError extends Error {
 }
 
 /**
- * True when `err` is a fenced error (from any copy of this package), optionally with the given code.
+ * The error class behind each code: `isFencedError(err, code)` narrows to it, so the fields of that
+ * error (`highest` of a stale token, `issues` of a bad envelope, …) need no cast.
+ */
+export interface FencedErrorByCode {
+  STALE_TOKEN: StaleTokenError;
+  INVALID_TOKEN: InvalidTokenError;
+  GUARD_UNAVAILABLE: GuardUnavailableError;
+  INVALID_CONFIG: ConfigError;
+  INVALID_RESOURCE: InvalidResourceError;
+  INVALID_ENVELOPE: InvalidEnvelopeError;
+  FENCE_AHEAD: FenceAheadError;
+  NOT_LEADER: NotLeaderError;
+  BAD_SIGNATURE: EnvelopeSignatureError;
+  DUPLICATE_FIRE: DuplicateFireError;
+}
+
+// Every code has its class: adding a code without one fails to compile here.
+type MissingClasses = Exclude<FencedErrorCode, keyof FencedErrorByCode>;
+const everyCodeHasAClass: [MissingClasses] extends [never] ? true : MissingClasses = true;
+void everyCodeHasAClass;
+
+/**
+ * True when `err` is a fenced error (from any copy of this package), optionally with the given code;
+ * with a code, it narrows to that code's class.
  *
  * @example
  * ```ts
  * try { await guard.guardedWrite(token, fn) }
- * catch (err) { if (isFencedError(err, 'STALE_TOKEN')) return; throw err }
+ * catch (err) { if (isFencedError(err, 'STALE_TOKEN')) return log.info({ highest: err.highest }); throw err }
  * ```
  */
-export function isFencedError(err: unknown, code?: FencedErrorCode): err is FencedError {
+export function isFencedError(err: unknown): err is FencedError;
+export function isFencedError<C extends FencedErrorCode>(err: unknown, code: C): err is FencedErrorByCode[C];
+export function isFencedError(err: unknown, code?: FencedErrorCode): boolean {
   if (typeof err !== 'object' || err === null) return false;
   if ((err as Record<symbol, unknown>)[FENCED_ERROR_BRAND] !== true) return false;
   return code === undefined || (err as FencedError).code === code;

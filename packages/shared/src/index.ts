@@ -12,6 +12,7 @@ export {
   NotLeaderError,
   EnvelopeSignatureError,
   DuplicateFireError,
+  type FencedErrorByCode,
   type ValidationIssue,
 } from './errors.js';
 export { type Token, MIN_TOKEN, MAX_TOKEN, parseToken, isToken, formatToken } from './token.js';
@@ -25,6 +26,7 @@ export {
   tokenSchema,
   tokenStringSchema,
   parseEnvelope,
+  parseFireIdText,
   type Envelope,
 } from './envelope.js';
 export { parseOptions } from './config/parse-options.js';

@@ -6,7 +6,8 @@ export interface SimArgs {
   readonly durationMs: number;
   readonly replicas: number;
   readonly seed: number;
-  readonly report: string;
+  /** Where to write the HTML report; undefined: a new temporary folder (the path is printed either way). */
+  readonly report: string | undefined;
   readonly json: boolean;
   readonly help: boolean;
 }
@@ -26,7 +27,7 @@ export function parseDuration(text: string): number {
   return Math.round(value);
 }
 
-export const USAGE = `usage: pnpm sim [--scenario ${[...SCENARIO_NAMES, 'all'].join('|')}[,…]] [--duration 15s] [--replicas 3] [--seed N] [--report sim-report.html] [--json]`;
+export const USAGE = `usage: pnpm sim [--scenario ${[...SCENARIO_NAMES, 'all'].join('|')}[,…]] [--duration 15s] [--replicas 3] [--seed N] [--report FILE.html] [--json]`;
 
 export function parseSimArgs(argv: readonly string[], randomSeed: () => number): SimArgs {
   let values;
@@ -38,7 +39,7 @@ export function parseSimArgs(argv: readonly string[], randomSeed: () => number):
         duration: { type: 'string', default: '15s' },
         replicas: { type: 'string', default: '3' },
         seed: { type: 'string' },
-        report: { type: 'string', default: 'sim-report.html' },
+        report: { type: 'string' },
         json: { type: 'boolean', default: false },
         help: { type: 'boolean', short: 'h', default: false },
       },

@@ -1,11 +1,14 @@
 import { spawnSync } from 'node:child_process';
-import { writeFileSync } from 'node:fs';
-import { resolve } from 'node:path';
+import { randomBytes } from 'node:crypto';
+import { mkdtempSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join, resolve } from 'node:path';
 import { findLibfaketime } from '../clock/faketime.js';
-import { renderHtmlReport, RESULT_COLUMNS, resultTableRows, type ReportRun } from '../report/html-report.js';
+import { killTrackedChildren, runTrackedCleanups } from '../process/child-registry.js';
+import { COLUMN_DEFINITIONS, renderHtmlReport, RESULT_COLUMNS, resultTableRows, type ReportRun } from '../report/html-report.js';
 import { textTable } from '../report/text-table.js';
 import { runScenario, type RunStatus } from '../sim/run-scenario.js';
-import { scenarios } from '../sim/scenarios.js';
+import { SCENARIO_NAMES, scenarios } from '../sim/scenarios.js';
 import type { SimApp, SimMode } from '../sim/sim-app.js';
 import { resolvePostgres, ServiceUnavailableError } from '../services/postgres-url.js';
 import { parseSimArgs, USAGE, UsageError } from './parse-args.js';
@@ -15,6 +18,11 @@ export interface CliIo {
   readonly err: (text: string) => void;
   readonly isTTY: boolean;
   readonly env: NodeJS.ProcessEnv;
+  /**
+   * Installs the handler for SIGINT/SIGTERM and returns its removal. The default ends every process
+   * the run started (SIGCONT then SIGKILL: a frozen replica too), says so, and exits 130 or 143.
+   */
+  readonly onInterrupt?: (handler: (signal: NodeJS.Signals) => void) => () => void;
 }
 
 const defaultIo: CliIo = {
@@ -22,7 +30,32 @@ const defaultIo: CliIo = {
   err: (t) => process.stderr.write(t),
   isTTY: process.stderr.isTTY === true,
   env: process.env,
+  onInterrupt: (handler) => {
+    process.once('SIGINT', handler);
+    process.once('SIGTERM', handler);
+    return () => {
+      process.off('SIGINT', handler);
+      process.off('SIGTERM', handler);
+    };
+  },
 };
+
+/** `--help`: the usage, the scenarios, and what each column of the table means. */
+function helpText(): string {
+  const width = Math.max(...COLUMN_DEFINITIONS.map(([c]) => c.length));
+  return [
+    USAGE,
+    '',
+    'Runs each scenario twice with the same seed: guarded (the app with its protections) and control (without).',
+    'Exit 0 when every guarded run is clean and every control shows damage; 1 otherwise; 2 for bad input or a missing service.',
+    '',
+    'scenarios:',
+    ...SCENARIO_NAMES.map((name) => `  ${name.padEnd(16)}${scenarios[name].summary}`),
+    '',
+    'columns of the table:',
+    ...COLUMN_DEFINITIONS.map(([column, meaning]) => `  ${column.padEnd(width + 2)}${meaning}`),
+  ].join('\n');
+}
 
 /** Lease and schedule timings of simulated replicas: short, so that faults bite within seconds. */
 const TIMINGS = { ttlMs: 1000, renewMs: 250, everyMs: 250 };
@@ -44,7 +77,7 @@ export async function runSimCli(app: SimApp, argv: readonly string[], io: CliIo 
     throw err;
   }
   if (args.help) {
-    io.out(`${USAGE}\n`);
+    io.out(`${helpText()}\n`);
     return 0;
   }
 
@@ -66,6 +99,24 @@ export async function runSimCli(app: SimApp, argv: readonly string[], io: CliIo 
     }
     throw err;
   }
+  // Something answers on the port; make sure the app can really use that database (it exists, the
+  // user may create a schema) before spending minutes on runs that would all fail the same way.
+  const probe = await probeDatabase(app, postgres.url);
+  if (probe !== undefined) {
+    await postgres.stop();
+    io.err(`sim: cannot use PostgreSQL at ${io.env['DATABASE_URL'] ? 'DATABASE_URL' : postgres.url}: ${probe}; set DATABASE_URL to a database you can create schemas in\n`);
+    return 2;
+  }
+
+  // Ctrl-C (or a SIGTERM) must leave nothing behind: a replica frozen by a pause fault would ignore a
+  // polite signal forever, so every process of the run is continued and killed, at once.
+  const removeInterrupt = (io.onInterrupt ?? defaultIo.onInterrupt!)((signal) => {
+    const ended = killTrackedChildren();
+    io.err(`\nsim: interrupted (${signal}); ended the run's ${ended} processes (replicas and Redis), removing its schema\n`);
+    void runTrackedCleanups(5000)
+      .then(() => postgres.stop())
+      .finally(() => process.exit(signal === 'SIGINT' ? 130 : 143));
+  });
 
   const total = args.scenarios.length * 2;
   io.err(
@@ -107,10 +158,11 @@ export async function runSimCli(app: SimApp, argv: readonly string[], io: CliIo 
       }
     }
   } finally {
+    removeInterrupt();
     await postgres.stop();
   }
 
-  const reportPath = resolve(args.report);
+  const reportPath = args.report === undefined ? join(mkdtempSync(join(tmpdir(), 'fenced-sim-')), 'sim-report.html') : resolve(args.report);
   writeFileSync(reportPath, renderHtmlReport(runs, { title: `fenced split-brain simulation (${app.name})`, generatedAt: new Date(), command: `pnpm sim ${argv.join(' ')}`.trim() }));
   const guardedBad = runs.filter((r) => r.mode === 'guarded' && r.check.anomalies > 0);
   const toothless = runs.filter((r) => r.mode === 'control' && r.check.anomalies === 0);
@@ -136,4 +188,24 @@ export async function runSimCli(app: SimApp, argv: readonly string[], io: CliIo 
     if (guardedBad.length === 0 && toothless.length === 0) io.out(`ok: every guarded run is clean and every control shows the damage (seed ${args.seed})\n`);
   }
   return guardedBad.length === 0 && toothless.length === 0 ? 0 : 1;
+}
+
+/** Prepares and cleans up a throwaway run: undefined when the app can use the database, else why not (one line). */
+async function probeDatabase(app: SimApp, databaseUrl: string): Promise<string | undefined> {
+  const run = {
+    id: `sim_probe_${randomBytes(3).toString('hex')}`,
+    mode: 'guarded',
+    databaseUrl,
+    ...TIMINGS,
+    scenario: 'probe',
+    controlClock: 'server',
+  } as const;
+  try {
+    await app.prepare(run);
+    return undefined;
+  } catch (err) {
+    return (err instanceof Error ? err.message : String(err)).split('\n')[0];
+  } finally {
+    await app.cleanup(run).catch(() => undefined);
+  }
 }

@@ -1,5 +1,6 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { createInterface } from 'node:readline';
+import { trackChild } from './child-registry.js';
 
 /** One JSON line a process wrote, stamped with when the supervisor read it (ms since `epoch`). */
 export interface ProcessLine {
@@ -64,6 +65,7 @@ export function managedProcess(name: string, spec: ProcessSpec, clock: () => num
         stdio: ['ignore', 'pipe', 'pipe'],
       });
       child = c;
+      trackChild(c);
       createInterface({ input: c.stdout! }).on('line', (text) => {
         let record: Record<string, unknown>;
         try {

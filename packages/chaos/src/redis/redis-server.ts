@@ -1,5 +1,6 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import net from 'node:net';
+import { trackChild } from '../process/child-registry.js';
 
 /** A private redis-server on a loopback port, without persistence unless asked. */
 export interface RedisServerProcess {
@@ -84,6 +85,7 @@ export async function startRedisServer(options: RedisServerOptions = {}): Promis
       if (child !== undefined) return;
       const c = spawn(options.binary ?? 'redis-server', args, { stdio: 'ignore' });
       child = c;
+      trackChild(c);
       const failed = new Promise<never>((_, reject) => c.once('error', (err) => reject(new Error(`cannot start redis-server: ${err.message}`))));
       await Promise.race([waitForPort(port), failed]);
     },

@@ -9,7 +9,33 @@ export type ReportRun = Pick<RunResult, 'scenario' | 'mode' | 'seed' | 'window' 
 };
 
 const esc = (text: string) => text.replace(/[&<>"']/g, (c) => `&#${c.charCodeAt(0)};`);
-const TOKEN_COLORS = ['#4c78a8', '#72b7b2', '#54a24b', '#b279a2', '#9d755d', '#eeca3b', '#ff9da6', '#79706e'];
+/** Epoch colours, by token: dark enough for a light label with a dark outline to stay readable. */
+const TOKEN_COLORS = ['#2563eb', '#0d9488', '#7c3aed', '#0369a1', '#4d7c0f', '#be185d', '#6d28d9', '#475569'];
+
+/**
+ * Everything the timeline draws, by legend key: the legend is made from this list, and every element
+ * drawn carries its key (`data-legend`), so a mark without a legend entry is a test failure.
+ */
+const LEGEND: ReadonlyArray<{ key: string; label: string; swatch: string }> = [
+  {
+    key: 'epoch',
+    label: 'believes it leads (colour and label: its token)',
+    swatch: TOKEN_COLORS.slice(0, 3).map((c, i) => `<rect x="${i * 5}" y="2" width="5" height="10" fill="${c}"/>`).join(''),
+  },
+  { key: 'paused', label: 'process stopped (SIGSTOP)', swatch: '<rect class="paused" x="0" y="5" width="14" height="5"/>' },
+  { key: 'fault', label: 'fault injected', swatch: '<rect class="fault" x="0" y="0" width="14" height="14"/>' },
+  { key: 'overlap', label: 'two believed they led, harmless', swatch: '<rect class="overlap" x="0" y="0" width="14" height="14"/>' },
+  { key: 'overlap-harmful', label: 'two believed they led, and a stale write took effect', swatch: '<rect class="overlap harmful" x="0" y="0" width="14" height="14"/>' },
+  { key: 'applied', label: 'write applied', swatch: '<circle class="mark applied" cx="7" cy="7" r="3"/>' },
+  { key: 'harm', label: 'stale or duplicate write applied (a violation)', swatch: '<circle class="mark harm" cx="7" cy="7" r="5.5"/>' },
+  { key: 'refused', label: 'stale write refused', swatch: '<path class="mark refused" d="M2,2 L12,12 M12,2 L2,12"/>' },
+  { key: 'duplicate', label: 'duplicate fire refused', swatch: '<path class="mark duplicate" d="M7,1 L13,12 L1,12 Z"/>' },
+  { key: 'failed', label: 'write failed (guard unreachable, error)', swatch: '<circle class="mark failed" cx="7" cy="7" r="3"/>' },
+];
+
+function legend(): string {
+  return `<p class="legend">${LEGEND.map((l) => `<span class="legend-entry" data-legend-entry="${l.key}"><svg width="14" height="14" viewBox="0 0 14 14">${l.swatch}</svg>${esc(l.label)}</span>`).join('')}</p>`;
+}
 
 /** The anomalies the report marks on the timeline: effects that were stale or duplicated. */
 function harmfulEffects(effects: readonly Effect[]): Map<Effect, 'stale' | 'duplicate'> {
@@ -52,7 +78,7 @@ function timeline(run: ReportRun): string {
       const y = s.target === undefined ? top - 4 : lane(s.target) - 4;
       const h = s.target === undefined ? run.nodes.length * laneHeight : laneHeight;
       parts.push(
-        `<rect class="fault" x="${x(s.at)}" y="${y}" width="${Math.max(2, x(e.at) - x(s.at))}" height="${h}"><title>${esc(`${s.fault}${s.target ? ` on ${s.target}` : ''}${s.detail ? `: ${s.detail}` : ''}`)}</title></rect>`,
+        `<rect class="fault" data-legend="fault" x="${x(s.at)}" y="${y}" width="${Math.max(2, x(e.at) - x(s.at))}" height="${h}"><title>${esc(`${s.fault}${s.target ? ` on ${s.target}` : ''}${s.detail ? `: ${s.detail}` : ''}`)}</title></rect>`,
       );
       parts.push(`<text class="fault-label" x="${x(s.at) + 2}" y="${y + 9}">${esc(s.fault)}</text>`);
     }
@@ -60,7 +86,7 @@ function timeline(run: ReportRun): string {
   // Overlaps: two replicas believed they led.
   for (const o of run.check.overlaps) {
     parts.push(
-      `<rect class="overlap${o.harmless ? '' : ' harmful'}" x="${x(o.start)}" y="${top - 8}" width="${Math.max(2, x(o.end) - x(o.start))}" height="${run.nodes.length * laneHeight + 4}"><title>${esc(`${o.nodes.join(' and ')} both believed they led for ${Math.round(o.end - o.start)} ms${o.harmless ? ': harmless, the stale side was refused' : ': a stale write took effect'}`)}</title></rect>`,
+      `<rect class="overlap${o.harmless ? '' : ' harmful'}" data-legend="${o.harmless ? 'overlap' : 'overlap-harmful'}" x="${x(o.start)}" y="${top - 8}" width="${Math.max(2, x(o.end) - x(o.start))}" height="${run.nodes.length * laneHeight + 4}"><title>${esc(`${o.nodes.join(' and ')} both believed they led for ${Math.round(o.end - o.start)} ms${o.harmless ? ': harmless, the stale side was refused' : ': a stale write took effect'}`)}</title></rect>`,
     );
   }
   // Lanes, with leadership epochs labelled by token.
@@ -73,7 +99,7 @@ function timeline(run: ReportRun): string {
     const y = lane(epoch.node);
     const color = TOKEN_COLORS[Number(epoch.token ?? 0) % TOKEN_COLORS.length];
     parts.push(
-      `<rect class="epoch" data-node="${esc(epoch.node)}" x="${x(epoch.start)}" y="${y + 3}" width="${Math.max(2, x(epoch.end) - x(epoch.start))}" height="20" fill="${color}"><title>${esc(`${epoch.node} leads with token ${epoch.token ?? '?'}`)}</title></rect>`,
+      `<rect class="epoch" data-legend="epoch" data-node="${esc(epoch.node)}" x="${x(epoch.start)}" y="${y + 3}" width="${Math.max(2, x(epoch.end) - x(epoch.start))}" height="20" fill="${color}"><title>${esc(`${epoch.node} leads with token ${epoch.token ?? '?'}`)}</title></rect>`,
     );
     if (x(epoch.end) - x(epoch.start) > 26) parts.push(`<text class="token" x="${x(epoch.start) + 3}" y="${y + 17}">t${esc(epoch.token ?? '?')}</text>`);
   }
@@ -84,20 +110,20 @@ function timeline(run: ReportRun): string {
       if (e.kind !== 'process' || e.node !== node) continue;
       if (e.event === 'paused') pausedAt = e.at;
       if (e.event === 'resumed' && pausedAt !== undefined) {
-        parts.push(`<rect class="paused" x="${x(pausedAt)}" y="${lane(node) + 24}" width="${Math.max(2, x(e.at) - x(pausedAt))}" height="5"><title>${esc(`${node} stopped (SIGSTOP)`)}</title></rect>`);
+        parts.push(`<rect class="paused" data-legend="paused" x="${x(pausedAt)}" y="${lane(node) + 24}" width="${Math.max(2, x(e.at) - x(pausedAt))}" height="5"><title>${esc(`${node} stopped (SIGSTOP)`)}</title></rect>`);
         pausedAt = undefined;
       }
     }
   }
-  // Write outcomes as marks: refused stale (x), refused duplicate (triangle), failed (gray).
+  // Write outcomes as marks: refused stale (✕), refused duplicate (triangle), failed (grey dot).
   for (const e of events) {
     if (e.kind !== 'write' || e.outcome === 'begin' || e.outcome === 'committed') continue;
     const cx = x(e.at);
     const cy = lane(e.node) + 13;
     const title = `<title>${esc(`${e.node}: ${e.outcome} ${e.fireId} (token ${e.token})${e.reason ? `: ${e.reason}` : ''}`)}</title>`;
-    if (e.outcome === 'stale') parts.push(`<path class="mark refused" d="M${cx - 5},${cy - 5} L${cx + 5},${cy + 5} M${cx + 5},${cy - 5} L${cx - 5},${cy + 5}">${title}</path>`);
-    else if (e.outcome === 'duplicate') parts.push(`<path class="mark duplicate" d="M${cx},${cy - 6} L${cx + 6},${cy + 5} L${cx - 6},${cy + 5} Z">${title}</path>`);
-    else parts.push(`<circle class="mark failed" cx="${cx}" cy="${cy}" r="3">${title}</circle>`);
+    if (e.outcome === 'stale') parts.push(`<path class="mark refused" data-legend="refused" d="M${cx - 5},${cy - 5} L${cx + 5},${cy + 5} M${cx + 5},${cy - 5} L${cx - 5},${cy + 5}">${title}</path>`);
+    else if (e.outcome === 'duplicate') parts.push(`<path class="mark duplicate" data-legend="duplicate" d="M${cx},${cy - 6} L${cx + 6},${cy + 5} L${cx - 6},${cy + 5} Z">${title}</path>`);
+    else parts.push(`<circle class="mark failed" data-legend="failed" cx="${cx}" cy="${cy}" r="3">${title}</circle>`);
   }
   // Effects that took hold: small dots; stale or duplicate ones in red, large.
   const harmful = harmfulEffects(run.effects);
@@ -107,7 +133,7 @@ function timeline(run: ReportRun): string {
     const cx = x(effect.committedAt);
     const cy = lane(effect.node) + 13;
     parts.push(
-      `<circle class="mark ${kind === undefined ? 'applied' : `harm ${kind}`}" cx="${cx}" cy="${cy}" r="${kind === undefined ? 2.2 : 5.5}"><title>${esc(`${effect.node} applied ${effect.fireId} with token ${effect.token}${kind ? ` — ${kind.toUpperCase()}` : ''}`)}</title></circle>`,
+      `<circle class="mark ${kind === undefined ? 'applied' : `harm ${kind}`}" data-legend="${kind === undefined ? 'applied' : 'harm'}" cx="${cx}" cy="${cy}" r="${kind === undefined ? 2.2 : 5.5}"><title>${esc(`${effect.node} applied ${effect.fireId} with token ${effect.token}${kind ? ` — ${kind.toUpperCase()}` : ''}`)}</title></circle>`,
     );
   }
   // Time axis in seconds from the window start.
@@ -147,6 +173,22 @@ export function resultTableRows(runs: readonly ReportRun[]): string[][] {
 
 export const RESULT_COLUMNS = ['scenario', 'mode', 'fires', 'effects', 'duplicates', 'missed', 'stale applied', 'early', 'stale refused', 'overlaps', 'max gap ms', 'verdict'];
 
+/** What each column of the table means: printed by `--help`, under the report's table, and in the README. */
+export const COLUMN_DEFINITIONS: ReadonlyArray<readonly [column: string, meaning: string]> = [
+  ['scenario', 'the fault injected (see --help for each)'],
+  ['mode', 'guarded: the app with every protection on; control: the same app and faults with them off'],
+  ['fires', 'fires due inside the checked window (from the first dispatch to the end of the faults); each must take effect exactly once'],
+  ['effects', 'rows that took effect during the whole run, which also covers the start-up before the window and the settling after it, so it is larger than fires'],
+  ['duplicates', 'effects beyond the first for one fire (a fire that took effect twice)'],
+  ['missed', 'fires due in the window that never took effect'],
+  ['stale applied', 'effects committed with a token lower than one already committed on the same resource'],
+  ['early', 'effects committed before their fire was due by the server clock'],
+  ['stale refused', 'write attempts the guard refused as stale: the protection at work (0 in a control)'],
+  ['overlaps', 'stretches in which two or more replicas believed they led; expected under pauses, harmless when no stale write took effect'],
+  ['max gap ms', 'the longest stretch inside the window with no dispatch by anyone: failover time plus up to one interval'],
+  ['verdict', 'guarded: no anomaly (duplicates + missed + stale applied + early = 0); control: the damage the faults did without protection'],
+];
+
 /** A self-contained HTML page: a timeline per run and the table of all runs. */
 export function renderHtmlReport(runs: readonly ReportRun[], meta: { title: string; generatedAt: Date; command?: string }): string {
   const rows = resultTableRows(runs)
@@ -162,7 +204,7 @@ export function renderHtmlReport(runs: readonly ReportRun[], meta: { title: stri
   <h2>${esc(run.scenario)} <span class="mode ${run.mode}">${run.mode}</span> <span class="verdict ${verdict.ok ? 'ok' : 'bad'}">${esc(verdict.text)}</span></h2>
   ${run.summary ? `<p class="summary">${esc(run.summary)}</p>` : ''}
   ${timeline(run)}
-  ${run.check.violations.length > 0 ? `<details><summary>${run.check.violations.length} violations</summary><ul>${run.check.violations.map((v) => `<li>${esc(v)}</li>`).join('')}</ul></details>` : ''}
+  ${run.check.violations.length > 0 ? `<details class="violations" open><summary>${run.check.violations.length} violations</summary><ul>${run.check.violations.map((v) => `<li>${esc(v)}</li>`).join('')}</ul></details>` : ''}
 </section>`;
     })
     .join('\n');
@@ -177,16 +219,20 @@ th:nth-child(-n+2),td:nth-child(-n+2),td:last-child{text-align:left}tr.bad td{ba
 .mode{font-size:12px;padding:1px 6px;border-radius:8px;background:#eee}.mode.guarded{background:#dbeafe}.mode.control{background:#fef3c7}
 .verdict{font-size:12px;padding:1px 6px;border-radius:8px}.verdict.ok{background:#dcfce7;color:#166534}.verdict.bad{background:#fee2e2;color:#991b1b}
 .timeline{border:1px solid #e5e5e5;background:#fafafa}.lane{stroke:#ccc}.lane-label{font:12px monospace}
-.epoch{opacity:.85}.token{font:10px monospace;fill:#fff}.fault{fill:#f59e0b;opacity:.18}.fault-label{font:9px sans-serif;fill:#92400e}
-.overlap{fill:#facc15;opacity:.35}.overlap.harmful{fill:#ef4444;opacity:.35}.paused{fill:#6b7280}
+.epoch{opacity:.9}.token{font:bold 10px monospace;fill:#fff;stroke:#111;stroke-width:2.5px;paint-order:stroke}
+.fault{fill:#6366f1;opacity:.16}.fault-label{font:9px sans-serif;fill:#3730a3}
+.overlap{fill:#facc15;opacity:.45}.overlap.harmful{fill:#ef4444;opacity:.45}.paused{fill:#6b7280}
 .mark.applied{fill:#15803d}.mark.harm{fill:#dc2626;stroke:#7f1d1d;stroke-width:1.5}.mark.refused{stroke:#dc2626;stroke-width:2.2;fill:none}
 .mark.duplicate{fill:#f97316}.mark.failed{fill:#9ca3af}.tick{stroke:#999}.tick-label{font:10px sans-serif;fill:#666}
-.legend span{margin-right:14px}.legend i{display:inline-block;width:10px;height:10px;margin-right:4px;vertical-align:-1px}
+.legend{display:flex;flex-wrap:wrap;gap:4px 16px}.legend svg{margin-right:4px;vertical-align:-2px;overflow:visible}
+details.violations li{color:#991b1b}
+dl.columns{display:grid;grid-template-columns:max-content 1fr;gap:2px 12px;color:#444;font-size:12px;margin:-14px 0 20px}dl.columns dt{font-weight:600}dl.columns dd{margin:0}
 </style></head><body>
 <h1>${esc(meta.title)}</h1>
 <p class="meta">${esc(meta.generatedAt.toISOString())}${meta.command ? ` — <code>${esc(meta.command)}</code>` : ''}</p>
-<p class="legend"><span><i style="background:#4c78a8"></i>leading (token)</span><span><i style="background:#15803d;border-radius:5px"></i>write applied</span><span><i style="background:#dc2626;border-radius:5px"></i>stale or duplicate write applied</span><span><i style="border:2px solid #dc2626"></i>stale write refused</span><span><i style="background:#f97316"></i>duplicate refused</span><span><i style="background:#f59e0b;opacity:.4"></i>fault</span><span><i style="background:#facc15;opacity:.6"></i>two believed they led</span></p>
+${legend()}
 <table class="results"><thead><tr>${RESULT_COLUMNS.map((c) => `<th>${esc(c)}</th>`).join('')}</tr></thead><tbody>${rows}</tbody></table>
+<dl class="columns">${COLUMN_DEFINITIONS.map(([c, meaning]) => `<dt>${esc(c)}</dt><dd>${esc(meaning)}</dd>`).join('')}</dl>
 ${sections}
 </body></html>
 `;

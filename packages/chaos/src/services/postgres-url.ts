@@ -28,7 +28,15 @@ export class ServiceUnavailableError extends Error {
 export async function resolvePostgres(env: NodeJS.ProcessEnv = process.env): Promise<{ url: string; stop: () => Promise<void> }> {
   const given = env['DATABASE_URL'];
   if (given !== undefined && given !== '') {
-    const url = new URL(given);
+    let url: URL;
+    try {
+      url = new URL(given);
+    } catch {
+      throw new ServiceUnavailableError(`DATABASE_URL is not a valid URL (${JSON.stringify(given)}): set it to postgres://user@127.0.0.1:5432/db`);
+    }
+    if (!['127.0.0.1', 'localhost', '[::1]', '::1'].includes(url.hostname)) {
+      throw new ServiceUnavailableError(`the simulation only sends traffic to loopback, and DATABASE_URL points at ${url.hostname}: use a PostgreSQL on 127.0.0.1`);
+    }
     if (!(await tcpAnswers(url.hostname, Number(url.port || 5432)))) {
       throw new ServiceUnavailableError(`PostgreSQL at DATABASE_URL (${url.hostname}:${url.port || 5432}) does not answer: start it or fix DATABASE_URL`);
     }

@@ -2,6 +2,7 @@ import { randomBytes } from 'node:crypto';
 import { checkRun, type CheckResult } from '../checker/check-run.js';
 import { faketimeEnv } from '../clock/faketime.js';
 import { History, type Effect } from '../history/history.js';
+import { trackCleanup } from '../process/child-registry.js';
 import { managedProcess } from '../process/managed-process.js';
 import { startFaultProxy, type FaultProxy } from '../proxy/fault-proxy.js';
 import { startRedisTopology } from '../redis/redis-topology.js';
@@ -103,6 +104,7 @@ export async function runScenario(app: SimApp, scenario: Scenario, mode: SimMode
     });
   }, 1000);
 
+  const untrackCleanup = trackCleanup(() => app.cleanup(run));
   try {
     await app.prepare(run);
     for (let i = 1; i <= options.replicas; i++) {
@@ -200,5 +202,6 @@ export async function runScenario(app: SimApp, scenario: Scenario, mode: SimMode
     await Promise.all(proxies.map((p) => p.close()));
     await topology.stop();
     await app.cleanup(run).catch(() => undefined);
+    untrackCleanup();
   }
 }

@@ -153,6 +153,9 @@ describe('wrapHandler', () => {
       ['scheduledAt a number', (e: Envelope) => ({ ...e, scheduledAt: 1 }), 'scheduledAt'],
       ['a 1 MB payload', (e: Envelope) => ({ ...e, payload: { big } }), 'payload'],
       ['an extra field', (e: Envelope) => ({ ...e, priority: 1 }), ''],
+      ['a fireId with NUL', (e: Envelope) => ({ ...e, fireId: `${e.fireId}\u0000` }), 'fireId'],
+      ['a fireId with a lone surrogate', (e: Envelope) => ({ ...e, fireId: `${e.fireId}\uD800` }), 'fireId'],
+      ['a payload getter that throws', (e: Envelope) => Object.defineProperty({ ...e, payload: undefined }, 'payload', { get: () => { throw new Error('boom'); }, enumerable: true }), 'payload'],
     ])('%s', async (_label, mutate, path) => {
       const { handle, resource, guard } = setup();
       let caught: unknown;
@@ -162,6 +165,25 @@ describe('wrapHandler', () => {
       expect(await ledgerRows(resource)).toEqual([]);
       expect(await guard.highest()).toBeNull();
     });
+  });
+});
+
+describe('fire ids the database cannot hold', () => {
+  it('are refused before the handler starts, so no effect outside the database happens either', async () => {
+    const { guard, resource } = setup();
+    const started: string[] = [];
+    const handle = guard.wrapHandler(async (_payload, ctx) => {
+      started.push(ctx.fireId); // an email would go out here
+      return ctx.guardedWrite(async (client) => client.query(`INSERT INTO ledger (resource, fire_id, token, amount) VALUES ($1, $2, 5, 1)`, [resource, ctx.fireId]));
+    });
+    // Two distinct fires that PostgreSQL would store as the same text: neither may be taken for the other.
+    for (const fireId of ['a\uD800', 'a\uD801', 'a\u0000b']) {
+      let caught: unknown;
+      await handle(envelope({ fireId })).catch((err: unknown) => (caught = err));
+      expect(isFencedError(caught, 'INVALID_ENVELOPE'), JSON.stringify(fireId)).toBe(true);
+    }
+    expect(started).toEqual([]);
+    expect(await ledgerRows(resource)).toEqual([]);
   });
 });
 

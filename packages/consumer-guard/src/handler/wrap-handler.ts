@@ -5,7 +5,6 @@ import {
   parseEnvelope,
   parseToken,
   verifyEnvelope,
-  type DuplicateFireError,
   type Envelope,
   type FencedLogger,
   type StaleTokenError,
@@ -108,7 +107,7 @@ export function wrapHandler<Trx, T>(guard: HandlerGuard<Trx>, handler: GuardedHa
     try {
       await guard.precheck(token);
     } catch (err) {
-      if (isFencedError(err, 'STALE_TOKEN')) return staleOutcome(err as StaleTokenError);
+      if (isFencedError(err, 'STALE_TOKEN')) return staleOutcome(err);
       throw err;
     }
 
@@ -140,8 +139,8 @@ export function wrapHandler<Trx, T>(guard: HandlerGuard<Trx>, handler: GuardedHa
       const result = await handler(envelope.payload, ctx);
       return { status: 'applied', fireId, token, result };
     } catch (err) {
-      if (isFencedError(err, 'STALE_TOKEN')) return staleOutcome(err as StaleTokenError);
-      if (isFencedError(err, 'DUPLICATE_FIRE') && (err as DuplicateFireError).fireId === fireId) return { status: 'duplicate', fireId, token };
+      if (isFencedError(err, 'STALE_TOKEN')) return staleOutcome(err);
+      if (isFencedError(err, 'DUPLICATE_FIRE') && err.fireId === fireId) return { status: 'duplicate', fireId, token };
       throw err;
     }
   };

@@ -212,6 +212,23 @@ describe.each(['kysely', 'pg.Pool'] as const)('createPostgresGuard over %s', (ki
     });
 
     it.each([
+      ['empty', ''],
+      ['NUL', 'fire\u0000x'],
+      ['a lone surrogate', 'fire\uD800'],
+      ['over 512 characters', 'f'.repeat(513)],
+      ['a number', 42],
+    ])('fireId %s: a typed envelope error naming fireId, before any database call', async (_label, fireId) => {
+      const guard = makeGuard(resource);
+      let called = false;
+      await expectCode(
+        guard.guardedWrite(1n, async () => void (called = true), { fireId: fireId as string }),
+        'INVALID_ENVELOPE',
+      );
+      expect(called).toBe(false);
+      expect(await guard.highest()).toBeNull();
+    });
+
+    it.each([
       ['quotes', `it's "quoted"`],
       ['semicolons and SQL', `x'); DROP TABLE ledger; --`],
       ['backslashes', `a\\'b\\\\c`],

@@ -6,6 +6,7 @@ import {
   GuardUnavailableError,
   isFencedError,
   parseOptions,
+  parseFireIdText,
   parseResource,
   parseToken,
   postgresGuardOptionsSchema,
@@ -156,10 +157,7 @@ export function createPostgresGuard(input: GuardOptions<object>): PostgresGuard<
     const token = parseToken(tokenInput);
     const resource = writeOptions?.resource === undefined ? options.resource : parseResource(writeOptions.resource);
     if (typeof fn !== 'function') throw new TypeError('guardedWrite: fn must be a function');
-    const fireId = writeOptions?.fireId ?? null;
-    if (fireId !== null && (typeof fireId !== 'string' || fireId.length === 0 || fireId.length > 512 || fireId.includes('\u0000'))) {
-      throw new TypeError('guardedWrite: fireId must be a non-empty string of at most 512 characters');
-    }
+    const fireId = writeOptions?.fireId === undefined ? null : parseFireIdText(writeOptions.fireId);
 
     for (let attempt = 1; ; attempt++) {
       try {

@@ -12,7 +12,6 @@ import {
   parseToken,
   type CoordinatorOptionsInput,
   type Fence,
-  type FenceAheadError,
   type FencedLogger,
   type LeaseLossReason,
   type Token,
@@ -282,7 +281,7 @@ export class Coordinator extends EventEmitter<CoordinatorEventMap> {
       if (result.status === 'fulfilled') return;
       const fence = this.#fences[i]!;
       if (isFencedError(result.reason, 'FENCE_AHEAD')) {
-        const ahead = result.reason as FenceAheadError;
+        const ahead = result.reason;
         this.#regressions++;
         emit(this.#logger, {
           type: 'token.regression',

@@ -1,0 +1,56 @@
+#!/usr/bin/env node
+// `pnpm test`: a check that the services answer, the generated-module check and the type check, then
+// the unit/integration project and the simulation project, one after the other (the simulation runs
+// real replicas with real timing, so it gets the machine to itself).
+//
+// A failing step does not hide the others: every step runs (unless the services are missing: then
+// nothing could pass), a summary names what failed, and the exit code is non-zero if any did.
+// Extra arguments go to vitest (for example `pnpm test -t deadlock`).
+import { spawnSync } from 'node:child_process';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+
+const root = fileURLToPath(new URL('..', import.meta.url));
+const extra = process.argv.slice(2);
+const reports = mkdtempSync(join(tmpdir(), 'fenced-test-'));
+const bin = (name) => join(root, 'node_modules', '.bin', name);
+
+/** Runs a command in the repository root with inherited output; returns its exit code. */
+function run(command, args) {
+  const result = spawnSync(command, args, { cwd: root, stdio: 'inherit' });
+  return result.status ?? 1;
+}
+
+const steps = [];
+const started = performance.now();
+
+// First, and alone: without the services nothing else is worth the wait. The preflight prints the one
+// line that says what to set.
+if (run(process.execPath, ['--import', 'tsx', 'test/support/preflight.ts']) !== 0) process.exit(2);
+
+steps.push({ name: 'generated modules', code: run(process.execPath, ['scripts/gen-assets.mjs', '--check']) });
+steps.push({ name: 'type check', code: run(bin('tsc'), ['-p', 'tsconfig.json', '--noEmit']) });
+
+const counts = { passed: 0, failed: 0, skipped: 0 };
+for (const project of ['unit', 'sim']) {
+  const report = join(reports, `${project}.json`);
+  const code = run(bin('vitest'), ['run', '--project', project, '--reporter=default', '--reporter=json', `--outputFile.json=${report}`, ...extra]);
+  steps.push({ name: `${project} tests`, code });
+  try {
+    const json = JSON.parse(readFileSync(report, 'utf8'));
+    counts.passed += json.numPassedTests;
+    counts.failed += json.numFailedTests;
+    counts.skipped += json.numPendingTests + json.numTodoTests;
+  } catch {
+    // vitest did not get as far as writing its report: the step's exit code says it failed.
+  }
+}
+rmSync(reports, { recursive: true, force: true });
+
+const failed = steps.filter((s) => s.code !== 0);
+process.stdout.write(`\npnpm test, ${Math.round((performance.now() - started) / 1000)} s:\n`);
+for (const s of steps) process.stdout.write(`  ${s.code === 0 ? 'ok    ' : 'FAILED'} ${s.name}\n`);
+process.stdout.write(`tests: ${counts.passed} passed, ${counts.failed} failed${counts.skipped > 0 ? `, ${counts.skipped} skipped` : ''}\n`);
+process.exit(failed.length === 0 ? 0 : 1);
