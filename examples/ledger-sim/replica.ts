@@ -14,7 +14,7 @@
 import { Redis } from 'ioredis';
 import pg from 'pg';
 import { createGuard } from '@fenced/consumer-guard';
-import { createCoordinator, createScheduler, fireId, parseFireId } from '@fenced/coordinator';
+import { createCoordinator, createScheduler, fireId } from '@fenced/coordinator';
 import { INSERT_SQL, JOB, RESOURCE } from './ledger.js';
 import { startNaiveScheduler } from './naive-scheduler.js';
 
@@ -83,12 +83,9 @@ if (mode === 'guarded') {
         },
       },
     },
+    // After Redis lost its data, the scheduler resumes from the fires the guard applied (its fence
+    // is the coordinator's), without a hook.
     misfire: 'all',
-    // After Redis lost its data, resume from the last fire the database applied.
-    recoverLastFired: async () => {
-      const last = await guard.lastAppliedFire();
-      return last === null ? null : (parseFireId(last.fireId)?.scheduledAt ?? null);
-    },
     catchUpWindowMs: 60_000,
     maxCatchUpFires: 1000,
     tickMs: 10,

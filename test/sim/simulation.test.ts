@@ -120,10 +120,16 @@ describe('pnpm sim', () => {
       const legend = new Set(await page.locator('.legend [data-legend-entry]').evaluateAll((els) => els.map((e) => e.getAttribute('data-legend-entry')!)));
       expect(drawn.size).toBeGreaterThan(4);
       expect([...drawn].filter((key) => !legend.has(key))).toEqual([]);
-      for (const key of ['refused', 'applied', 'harm']) {
-        const chartShape = await page.locator(`svg.timeline [data-legend="${key}"]`).first().evaluate((e) => e.tagName);
-        const legendShape = await page.locator(`.legend [data-legend-entry="${key}"] svg > *`).first().evaluate((e) => e.tagName);
-        expect(legendShape, key).toBe(chartShape);
+      // …drawn the same way: the same shape, the same fill and stroke (epochs take their token's colour).
+      // Runs in the page (the type check here has no DOM library, hence the structural types).
+      const look = (e: { tagName: string }) => {
+        const style = (globalThis as unknown as { getComputedStyle(e: unknown): { fill: string; stroke: string } }).getComputedStyle(e);
+        return `${e.tagName} fill=${style.fill} stroke=${style.stroke}`;
+      };
+      for (const key of [...drawn].filter((k) => k !== 'epoch')) {
+        const chart = await page.locator(`svg.timeline [data-legend="${key}"]`).first().evaluate(look);
+        const entry = await page.locator(`.legend [data-legend-entry="${key}"] svg > *`).first().evaluate(look);
+        expect(entry, key).toBe(chart);
       }
       // A control's violations are listed open, so a screenshot shows them.
       const violations = page.locator('section.run[data-mode="control"] details.violations[open] li');

@@ -57,8 +57,10 @@ export interface Guard<Trx> extends Fence {
    * option, 7 days). Run it periodically, for example as a fenced cron job.
    */
   pruneAppliedFires(olderThanMs?: number): Promise<number>;
-  /** The fire most recently applied to this resource, or null (see `recoverLastFired` of the scheduler). */
+  /** The fire most recently applied to this resource, or null. */
   lastAppliedFire(): Promise<AppliedFire | null>;
+  /** Per job, the latest fire applied since `since` (see {@link Fence.lastAppliedFires}); the scheduler uses it by itself. */
+  lastAppliedFires(since: Date): Promise<ReadonlyMap<string, number>>;
 }
 
 type CreateGuardOptions<Db> = Omit<GuardOptionsInput, 'db' | 'redis' | 'logger' | 'keys'> & {
@@ -214,6 +216,7 @@ export function createGuard(input: CreateGuardOptions<object>): Guard<unknown> {
       return Object.freeze({
         resource: pgFence.resource,
         highest: () => pgFence.highest(),
+        lastAppliedFires: (since: Date) => pgFence.lastAppliedFires!(since),
         async advance(token: Token) {
           await pgFence.advance(token);
           await raiseMark(pgFence.resource, token);
@@ -246,6 +249,7 @@ export function createGuard(input: CreateGuardOptions<object>): Guard<unknown> {
     },
     pruneAppliedFires: (olderThanMs = options.appliedFireRetentionMs) => postgres.pruneAppliedFires(olderThanMs),
     lastAppliedFire: () => postgres.lastAppliedFire(),
+    lastAppliedFires: (since: Date) => postgres.lastAppliedFires(since),
   });
   return guard;
 }

@@ -16,5 +16,6 @@ export {
   type JobDefinition,
   type QueueLike,
 } from './scheduler/scheduler.js';
-export { fireId, parseFireId } from './scheduler/fire-id.js';
+// The fire id is part of the wire contract (it travels in every envelope): built and parsed in shared.
+export { fireId, parseFireId } from '@fenced/shared';
 export { type MisfirePolicy } from './scheduler/catch-up.js';

@@ -16,4 +16,11 @@ export interface Fence {
    * Waits for in-flight writes with lower tokens to finish; once it resolves, none can commit.
    */
   advance(token: Token): Promise<void>;
+  /**
+   * Optional: per job, the scheduled time (epoch ms) of the latest fire that took effect on this
+   * resource, among the fires applied since `since`, all jobs in one query. A scheduler whose Redis
+   * lost its record of dispatched fires resumes from here instead of dispatching its whole catch-up
+   * window again. Fires whose id is not a scheduler fire id (see `fireId`) are left out.
+   */
+  lastAppliedFires?(since: Date): Promise<ReadonlyMap<string, number>>;
 }

@@ -18,6 +18,7 @@ export {
 export { type Token, MIN_TOKEN, MAX_TOKEN, parseToken, isToken, formatToken } from './token.js';
 export { MAX_RESOURCE_BYTES, parseResource } from './resource.js';
 export { type Fence } from './fence.js';
+export { fireId, parseFireId } from './fire-id.js';
 export { type FencedEvent, type FencedLogger, type LeaseLossReason, emit } from './events.js';
 export {
   ENVELOPE_VERSION,

@@ -133,7 +133,7 @@ function timeline(run: ReportRun): string {
     const cx = x(effect.committedAt);
     const cy = lane(effect.node) + 13;
     parts.push(
-      `<circle class="mark ${kind === undefined ? 'applied' : `harm ${kind}`}" data-legend="${kind === undefined ? 'applied' : 'harm'}" cx="${cx}" cy="${cy}" r="${kind === undefined ? 2.2 : 5.5}"><title>${esc(`${effect.node} applied ${effect.fireId} with token ${effect.token}${kind ? ` — ${kind.toUpperCase()}` : ''}`)}</title></circle>`,
+      `<circle class="mark ${kind === undefined ? 'applied' : `harm harm-${kind}`}" data-legend="${kind === undefined ? 'applied' : 'harm'}" cx="${cx}" cy="${cy}" r="${kind === undefined ? 2.2 : 5.5}"><title>${esc(`${effect.node} applied ${effect.fireId} with token ${effect.token}${kind ? ` — ${kind.toUpperCase()}` : ''}`)}</title></circle>`,
     );
   }
   // Time axis in seconds from the window start.

@@ -6,6 +6,7 @@ import {
   GuardUnavailableError,
   isFencedError,
   parseOptions,
+  parseFireId,
   parseFireIdText,
   parseResource,
   parseToken,
@@ -112,8 +113,10 @@ export interface PostgresGuard<Trx> extends Fence {
   lowerFence(request: LowerFenceRequest): Promise<Token | null>;
   /** Deletes applied-fire records older than `olderThanMs` (all resources); returns how many. */
   pruneAppliedFires(olderThanMs: number): Promise<number>;
-  /** The fire most recently applied to the default resource (or null): where a scheduler can resume. */
+  /** The fire most recently applied to the default resource (or null). */
   lastAppliedFire(): Promise<AppliedFire | null>;
+  /** See {@link Fence.lastAppliedFires}: where a scheduler that lost its Redis record resumes, per job. */
+  lastAppliedFires(since: Date): Promise<ReadonlyMap<string, number>>;
 }
 
 /** A fire recorded in the applied-fires table. */
@@ -264,6 +267,32 @@ export function createPostgresGuard(input: GuardOptions<object>): PostgresGuard<
     return { fireId: String(row['fire_id']), token: BigInt(String(row['token'])), appliedAt: new Date(row['applied_at'] as string | Date) };
   }
 
+  /**
+   * Per job, the latest scheduled fire applied to `resource` since `since`, in one query. Scheduler
+   * fire ids are `<job>@<fixed-width UTC time>`, so within a job the largest id in byte order
+   * (COLLATE "C") is the latest fire. Bounded by applied_at, which the BRIN index serves, so the scan
+   * covers the recent window rather than the whole retention.
+   */
+  async function lastAppliedFires(resource: string, since: Date): Promise<ReadonlyMap<string, number>> {
+    let rows: Record<string, unknown>[];
+    try {
+      rows = await session.query({
+        text: `SELECT max(fire_id COLLATE "C") AS fire_id FROM ${names.applied}
+                WHERE resource = $1 AND applied_at >= $2::timestamptz AND strpos(fire_id, '@') > 1
+                GROUP BY split_part(fire_id, '@', 1)`,
+        values: [resource, since.toISOString()],
+      });
+    } catch (err) {
+      throw unavailable(resource, 'read applied fires', err);
+    }
+    const latest = new Map<string, number>();
+    for (const row of rows) {
+      const fire = parseFireId(String(row['fire_id']));
+      if (fire !== null) latest.set(fire.job, fire.scheduledAt);
+    }
+    return latest;
+  }
+
   function unavailable(resource: string, phase: string, cause: unknown): GuardUnavailableError {
     emit(logger, { type: 'guard.unavailable', resource, error: cause });
     const state = sqlStateOf(cause);
@@ -279,6 +308,7 @@ export function createPostgresGuard(input: GuardOptions<object>): PostgresGuard<
       resource: name,
       highest: () => highest(name),
       advance: (token: Token) => advance(name, token),
+      lastAppliedFires: (since: Date) => lastAppliedFires(name, since),
     });
   };
 
@@ -292,6 +322,7 @@ export function createPostgresGuard(input: GuardOptions<object>): PostgresGuard<
     lowerFence,
     pruneAppliedFires,
     lastAppliedFire,
+    lastAppliedFires: (since: Date) => lastAppliedFires(options.resource, since),
   });
 }
 

@@ -103,12 +103,17 @@ export class Coordinator extends EventEmitter<CoordinatorEventMap> {
     this.#scripts = withScripts(this.#redis);
   }
 
+  /** The fences advanced at every election (the scheduler also reads applied fires from them). */
+  get fences(): readonly Fence[] {
+    return this.#fences;
+  }
+
   /** The Redis client the coordinator runs its scripts on. */
   get redis(): Redis {
     return this.#redis;
   }
 
-  /** Regressions of the Redis token counter detected at election (see FENCING-MODEL.md, point 5). */
+  /** Regressions of the Redis token counter detected at election (docs/fencing-model.md: "never trust a lower counter"). */
   get regressions(): number {
     return this.#regressions;
   }

@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { planCatchUp } from './catch-up.js';
 import { DueQueue } from './due-queue.js';
-import { fireId } from './fire-id.js';
+import { fireId } from '@fenced/shared';
 import { cronSchedule, intervalSchedule } from './job-schedule.js';
 
 const every100 = intervalSchedule(100);

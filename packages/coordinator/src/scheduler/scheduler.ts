@@ -13,7 +13,7 @@ import { withScripts, type FencedScripts } from '../internal/scripts.js';
 import type { Coordinator, LeaderTerm } from '../lease/coordinator.js';
 import { planCatchUp, type MisfirePolicy } from './catch-up.js';
 import { DueQueue } from './due-queue.js';
-import { fireId } from './fire-id.js';
+import { fireId } from '@fenced/shared';
 import { cronSchedule, intervalSchedule, type JobSchedule } from './job-schedule.js';
 
 /** What an in-process handler is given besides the envelope. */
@@ -44,12 +44,14 @@ export type CreateSchedulerOptions = Omit<SchedulerOptionsInput, 'coordinator' |
   /** Turns each envelope into what is dispatched (for example: signs it). @defaultValue identity */
   seal?: (envelope: Envelope) => Envelope;
   /**
-   * Where to resume a job whose record Redis lost (asked only when the election found Redis behind
-   * a fence): the scheduled time of the job's last fire that took effect, from a durable store, or
-   * null. With the guard: `async () => parseFireId((await guard.lastAppliedFire())?.fireId ?? '')?.scheduledAt ?? null`.
-   * Without it (or when it answers null) the whole catch-up window is dispatched again.
+   * Where to resume jobs whose record Redis lost (asked once per election that found the record
+   * gone, for all those jobs at once): per job, the scheduled time (epoch ms) of its last fire that
+   * took effect, from a durable store; leave a job out when nothing is known.
+   * @defaultValue the coordinator's fences that can tell (`Fence.lastAppliedFires`: the guards' tables
+   * of applied fires), so with a guard attached nothing needs configuring. A job nobody knows about is
+   * treated as new, or, when the election found Redis behind a fence, caught up over the whole window.
    */
-  recoverLastFired?: (job: string) => Promise<number | null>;
+  recoverLastFired?: (jobs: readonly string[]) => Promise<ReadonlyMap<string, number>>;
 };
 
 /** The field that tells the fires hash was initialized (not a valid job name). */
@@ -82,7 +84,7 @@ export class Scheduler {
   readonly #logger: FencedLogger | undefined;
   readonly #seal: (envelope: Envelope) => Envelope;
   readonly #scripts: FencedScripts;
-  readonly #recoverLastFired: ((job: string) => Promise<number | null>) | undefined;
+  readonly #recoverLastFired: ((jobs: readonly string[]) => Promise<ReadonlyMap<string, number>>) | undefined;
 
   readonly #due = new DueQueue();
   #term: LeaderTerm | null = null;
@@ -165,13 +167,17 @@ export class Scheduler {
     // baselines: without it, the records were never kept here or Redis lost them.
     const stateLost = recorded[STATE_MARK] === undefined;
     if (stateLost) baselines.push([STATE_MARK, now]);
+    // No record of a job means it never ran, or that Redis lost its data. Resume from the durable
+    // record when there is one (the guard's applied fires: nothing there on a first deployment),
+    // asked once for every such job; without one, an election that found Redis behind a fence catches
+    // up the whole window (downstream dedupe drops what was already applied) rather than lose the
+    // fires of the outage.
+    const unrecorded = [...this.#jobs.keys()].filter((name) => recorded[name] === undefined);
+    const recovered = stateLost && unrecorded.length > 0 ? await this.#recover(unrecorded, now) : new Map<string, number>();
+    if (this.#term !== term) return;
     for (const job of this.#jobs.values()) {
       let last = recorded[job.name] === undefined ? null : Number(recorded[job.name]);
-      // No record of a job means it never ran, or that Redis lost its data. Resume from the durable
-      // record when there is one (the guard's applied fires: nothing there on a first deployment);
-      // without one, an election that found Redis behind a fence catches up the whole window
-      // (downstream dedupe drops what was already applied) rather than lose the fires of the outage.
-      if (last === null && stateLost) last = await this.#recovered(job.name);
+      if (last === null && stateLost) last = recovered.get(job.name) ?? null;
       if (last === null && term.regressed) last = now - this.#catchUpWindowMs;
       // A job with no record gets one now: the point from which fires are owed. Without it, a leader
       // that dies before its first dispatch would leave its successor no trace of the fires that
@@ -204,14 +210,30 @@ export class Scheduler {
     this.#tick();
   }
 
-  async #recovered(job: string): Promise<number | null> {
-    if (this.#recoverLastFired === undefined) return null;
-    try {
-      const at = await this.#recoverLastFired(job);
-      return typeof at === 'number' && Number.isFinite(at) ? at : null;
-    } catch {
-      return null;
+  /**
+   * Per job, where to resume: from the user's hook, else from every fence that keeps applied fires
+   * (the latest fire of a job on any resource: it was dispatched). A source that fails tells nothing.
+   */
+  async #recover(jobs: readonly string[], now: number): Promise<Map<string, number>> {
+    const latest = new Map<string, number>();
+    const take = (answer: ReadonlyMap<string, number>) => {
+      for (const job of jobs) {
+        const at = answer.get(job);
+        if (typeof at === 'number' && Number.isFinite(at) && at <= now && at > (latest.get(job) ?? -Infinity)) latest.set(job, at);
+      }
+    };
+    const failed = (error: unknown) =>
+      emit(this.#logger, { type: 'redis.error', group: this.#coordinator.name, nodeId: this.#coordinator.nodeId, operation: 'recover last fires', error });
+    if (this.#recoverLastFired !== undefined) {
+      await this.#recoverLastFired(jobs).then(take, failed);
+      return latest;
     }
+    // Fires applied before the catch-up window need no answer (the plan starts at the window), so the
+    // look-back is the window and as much again for clocks that disagree, at least a minute.
+    const since = new Date(now - this.#catchUpWindowMs - Math.max(this.#catchUpWindowMs, 60_000));
+    const sources = this.#coordinator.fences.filter((fence) => typeof fence.lastAppliedFires === 'function');
+    await Promise.all(sources.map((fence) => fence.lastAppliedFires!(since).then(take, failed)));
+    return latest;
   }
 
   #standDown(): void {
