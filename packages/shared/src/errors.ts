@@ -34,6 +34,11 @@ export const FencedErrorCode = {
   BAD_SIGNATURE: 'BAD_SIGNATURE',
   /** This resource already applied that fire id: a second dispatch of one fire changes nothing. */
   DUPLICATE_FIRE: 'DUPLICATE_FIRE',
+  /**
+   * The database's guard objects were migrated by a newer version of fenced than the one running:
+   * this version refuses to touch them (deploy the newer version everywhere, or restore the schema).
+   */
+  SCHEMA_TOO_NEW: 'SCHEMA_TOO_NEW',
 } as const;
 
 export type FencedErrorCode = (typeof FencedErrorCode)[keyof typeof FencedErrorCode];
@@ -65,6 +70,7 @@ export interface FencedErrorByCode {
   NOT_LEADER: NotLeaderError;
   BAD_SIGNATURE: EnvelopeSignatureError;
   DUPLICATE_FIRE: DuplicateFireError;
+  SCHEMA_TOO_NEW: SchemaTooNewError;
 }
 
 // Every code has its class: adding a code without one fails to compile here.
@@ -186,6 +192,21 @@ export class DuplicateFireError extends FencedError {
     readonly fireId: string,
   ) {
     super(FencedErrorCode.DUPLICATE_FIRE, `fire ${JSON.stringify(fireId)} was already applied to resource ${JSON.stringify(resource)}`);
+  }
+}
+
+/** `migrate()` found the installation at a migration newer than this version knows; nothing was changed. */
+export class SchemaTooNewError extends FencedError {
+  override readonly name = 'SchemaTooNewError';
+  constructor(
+    readonly installation: string,
+    readonly databaseRevision: number,
+    readonly supportedRevision: number,
+  ) {
+    super(
+      FencedErrorCode.SCHEMA_TOO_NEW,
+      `the fenced objects of ${installation} are at migration ${databaseRevision}, but this version of fenced knows migrations up to ${supportedRevision}: run the newer version, not this one`,
+    );
   }
 }
 

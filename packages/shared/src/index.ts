@@ -12,6 +12,7 @@ export {
   NotLeaderError,
   EnvelopeSignatureError,
   DuplicateFireError,
+  SchemaTooNewError,
   type FencedErrorByCode,
   type ValidationIssue,
 } from './errors.js';

@@ -1,4 +1,4 @@
-import { emit, type FencedLogger } from '@fenced/shared';
+import { emit, SchemaTooNewError, type FencedLogger } from '@fenced/shared';
 import { sqlFiles } from './migrations/generated-sql.js';
 import type { GuardObjectNames } from './names.js';
 import type { GuardSession } from './session.js';
@@ -20,7 +20,8 @@ function render(text: string, names: GuardObjectNames): string {
 }
 
 /**
- * Brings the installation up to date in one transaction. Idempotent, and safe to run from many
+ * Brings the installation up to date in one transaction, or refuses (SchemaTooNewError) when a newer
+ * version of fenced already migrated it further. Idempotent, and safe to run from many
  * processes at once: an advisory lock keyed on the installation serializes migrators, and each
  * migration's row is inserted before its SQL runs, so a migrator that somehow raced past the lock
  * fails on the primary key instead of applying a migration twice.
@@ -36,6 +37,10 @@ export async function migrate(session: GuardSession<unknown>, names: GuardObject
     });
     const rows = await run({ text: `SELECT coalesce(max(id), 0) AS id FROM ${names.migrations}`, values: [] });
     const latest = Number(rows[0]?.['id'] ?? 0);
+    // A newer fenced migrated this installation: its objects may mean things this version does not
+    // know (graphile-worker refuses the same way). Touch nothing.
+    const known = migrations[migrations.length - 1]!.id;
+    if (latest > known) throw new SchemaTooNewError(names.installation, latest, known);
     for (const migration of migrations) {
       if (migration.id <= latest) continue;
       // Must come first, so that two migrators that both got here detect each other.

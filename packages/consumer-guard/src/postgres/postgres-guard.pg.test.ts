@@ -300,4 +300,15 @@ describe('PostgreSQL unreachable', () => {
     const err = await expectCode(guard.guardedWrite(1n, async () => 1), 'GUARD_UNAVAILABLE');
     expect((err as Error).message).toMatch(/migrate/);
   });
+
+  it('refuses to migrate an installation a newer version migrated further, and changes nothing', async () => {
+    const table = 'from_the_future';
+    const guard = createPostgresGuard({ db: schema.pool, resource: 'r', schema: schema.name, table });
+    await guard.migrate();
+    await schema.pool.query(`INSERT INTO "${schema.name}"."${table}_migrations" (id) VALUES (999)`);
+    const before = (await schema.pool.query(`SELECT id FROM "${schema.name}"."${table}_migrations" ORDER BY id`)).rows;
+    const err = await expectCode(guard.migrate(), 'SCHEMA_TOO_NEW');
+    expect(err).toMatchObject({ databaseRevision: 999, supportedRevision: 2 });
+    expect((await schema.pool.query(`SELECT id FROM "${schema.name}"."${table}_migrations" ORDER BY id`)).rows).toEqual(before);
+  });
 });

@@ -10,7 +10,8 @@ import {
   type RedisGuardOptionsInput,
   type Token,
 } from '@fenced/shared';
-import { luaFiles } from './lua/generated-lua.js';
+import { defineScripts, sharedLuaScripts } from '@fenced/shared/internal';
+import { luaScripts } from './lua/generated-lua.js';
 
 /** A Redis command for `guardedWrite`: its keys apart from its other arguments (Redis Cluster needs them). */
 export interface RedisMutation {
@@ -55,20 +56,9 @@ export interface RedisGuard {
   forgetMark(): Promise<void>;
 }
 
-const VERSION = 'fenced1';
 // Commands that have no business inside a fenced mutation (or cannot run in a script at all).
 const FORBIDDEN = new Set(['EVAL', 'EVALSHA', 'EVAL_RO', 'EVALSHA_RO', 'FCALL', 'FCALL_RO', 'FUNCTION', 'SCRIPT', 'FLUSHALL', 'FLUSHDB', 'CONFIG', 'SHUTDOWN', 'MULTI', 'EXEC', 'WATCH', 'SUBSCRIBE', 'PSUBSCRIBE', 'BLPOP', 'BRPOP', 'BLMOVE', 'BZPOPMIN', 'BZPOPMAX', 'XREAD', 'XREADGROUP', 'WAIT', 'KEYS', 'DEBUG']);
 
-const registered = new WeakSet<object>();
-function register(redis: Redis): void {
-  if (registered.has(redis)) return;
-  redis.defineCommand(`guardRaise_${VERSION}`, { lua: luaFiles['raise-1'], numberOfKeys: 1 });
-  // No fixed key count: the caller passes it first.
-  redis.defineCommand(`guardWrite_${VERSION}`, { lua: luaFiles['guarded-write'] });
-  registered.add(redis);
-}
-
-type Call = (...args: Array<string | number>) => Promise<unknown>;
 
 /**
  * Creates the Redis guard of one resource.
@@ -79,10 +69,8 @@ export function createRedisGuard(input: Omit<RedisGuardOptionsInput, 'redis' | '
   const options = parseOptions('redis guard', redisGuardOptionsSchema, input);
   const redis = input.redis;
   const logger = input.logger;
-  register(redis);
-  const command = (name: string) => (redis as unknown as Record<string, Call>)[`${name}_${VERSION}`]!.bind(redis);
-  const raiseScript = command('guardRaise');
-  const writeScript = command('guardWrite');
+  // guarded-write has no fixed key count: the caller passes it first.
+  const { raise: raiseScript, write: writeScript } = defineScripts(redis, { raise: sharedLuaScripts['raise-to'], write: luaScripts['guarded-write'] });
 
   // Resource names are arbitrary text (braces included), so the hash tag is a digest of the name.
   const tag = `{${createHash('sha256').update(options.resource).digest('hex').slice(0, 24)}}`;

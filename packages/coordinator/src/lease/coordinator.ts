@@ -17,7 +17,8 @@ import {
   type Token,
   withTimeout,
 } from '@fenced/shared';
-import { withScripts, type FencedScripts } from '../internal/scripts.js';
+import { leaseScripts, type LeaseScripts } from './lease-scripts.js';
+import { formatLeaseValue, parseLeaseValue } from './lease-value.js';
 import { backoffMs, jitter, monotonicClock, type Clock } from '../internal/timing.js';
 import { leaseKeys, type LeaseKeys } from './lease-keys.js';
 import { ServerClock } from './server-clock.js';
@@ -68,7 +69,7 @@ export class Coordinator extends EventEmitter<CoordinatorEventMap> {
   readonly driftMs: number;
 
   readonly #redis: Redis;
-  readonly #scripts: FencedScripts;
+  readonly #scripts: LeaseScripts;
   readonly #fences: readonly Fence[];
   readonly #logger: FencedLogger | undefined;
   readonly #clock: Clock;
@@ -100,7 +101,7 @@ export class Coordinator extends EventEmitter<CoordinatorEventMap> {
     this.#logger = options.logger as FencedLogger | undefined;
     this.#clock = (options.clock as Clock | undefined) ?? monotonicClock;
     this.#serverClock = new ServerClock(this.#clock);
-    this.#scripts = withScripts(this.#redis);
+    this.#scripts = leaseScripts(this.#redis);
   }
 
   /** The fences advanced at every election (the scheduler also reads applied fires from them). */
@@ -211,7 +212,7 @@ export class Coordinator extends EventEmitter<CoordinatorEventMap> {
       let reply: Array<string | number>;
       try {
         reply = await withTimeout(
-          this.#scripts.acquireLease(this.keys.lease, this.keys.counter, this.nodeId, this.ttlMs),
+          this.#scripts.acquire(this.keys.lease, this.keys.counter, this.nodeId, this.ttlMs),
           this.#commandTimeoutMs(),
           'acquire',
         );
@@ -223,16 +224,20 @@ export class Coordinator extends EventEmitter<CoordinatorEventMap> {
       this.#failures = 0;
       if (this.#state.kind !== 'standby') {
         // Stopped while the request was in flight: give back what we may just have won.
-        if (reply[0] === 1) await this.#release(`${String(reply[1])}:${this.nodeId}`, parseToken(String(reply[1])));
+        if (reply[0] === 1) {
+          const won = parseToken(String(reply[1]));
+          await this.#release(formatLeaseValue(won, this.nodeId), won);
+        }
         return;
       }
 
       if (reply[0] !== 1) {
         const [, holder, pttl, sec, usec] = reply;
         this.#serverClock.sample(sec!, usec!, receivedAt);
-        if (typeof holder === 'string' && holder.endsWith(`:${this.nodeId}`)) {
+        const held = typeof holder === 'string' ? parseLeaseValue(holder) : null;
+        if (held !== null && held.nodeId === this.nodeId) {
           // Ours from an attempt whose reply we gave up on: hand it back rather than wait a TTL.
-          await this.#release(holder, parseToken(holder.slice(0, holder.indexOf(':'))));
+          await this.#release(holder as string, held.token);
           continue;
         }
         const wait = Math.min(Math.max(Number(pttl), 0) + 5, this.#acquireRetryMs);
@@ -242,7 +247,7 @@ export class Coordinator extends EventEmitter<CoordinatorEventMap> {
       const [, tokenText, sec, usec] = reply;
       this.#serverClock.sample(sec!, usec!, receivedAt);
       const token = parseToken(String(tokenText));
-      const leaseValue = `${token}:${this.nodeId}`;
+      const leaseValue = formatLeaseValue(token, this.nodeId);
       const deadline = sentAt + this.ttlMs - this.driftMs;
 
       // Fence every resource before dispatching anything: this refuses the deposed leader on every
@@ -338,7 +343,7 @@ export class Coordinator extends EventEmitter<CoordinatorEventMap> {
     try {
       // Waiting past the deadline is pointless: by then the term is over anyway.
       const budget = Math.max(1, Math.min(this.#commandTimeoutMs(), state.deadline - sentAt));
-      reply = await withTimeout(this.#scripts.renewLease(this.keys.lease, state.term.leaseValue, this.ttlMs), budget, 'renew');
+      reply = await withTimeout(this.#scripts.renew(this.keys.lease, state.term.leaseValue, this.ttlMs), budget, 'renew');
     } catch (error) {
       this.#redisFailed('renew', error);
       // Keep leading until the deadline at most, retrying sooner than usual meanwhile.
@@ -385,7 +390,7 @@ export class Coordinator extends EventEmitter<CoordinatorEventMap> {
   async #release(leaseValue: string, token: Token, announce = true): Promise<void> {
     try {
       const released = await withTimeout(
-        this.#scripts.releaseLease(this.keys.lease, this.keys.released, leaseValue),
+        this.#scripts.release(this.keys.lease, this.keys.released, leaseValue),
         this.#commandTimeoutMs(),
         'release',
       );

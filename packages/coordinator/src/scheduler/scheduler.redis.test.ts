@@ -3,7 +3,7 @@ import { createRedis, deleteKeys, uniquePrefix, waitFor } from '#test-support';
 import type { Redis } from 'ioredis';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { createCoordinator, createScheduler, type Coordinator, type CreateSchedulerOptions, type Scheduler } from '../index.js';
-import { withScripts } from '../internal/scripts.js';
+import { schedulerScripts } from './scheduler-scripts.js';
 
 let admin: Redis;
 let prefix: string;
@@ -123,7 +123,7 @@ describe('the scheduler', () => {
     await a.coordinator.stop();
     const b = replica({ tick: { everyMs: 1000, handler: () => undefined } });
     await startAll([b]);
-    const scripts = withScripts(admin);
+    const scripts = schedulerScripts(admin);
     const keys = a.coordinator.keys;
     expect(await scripts.recordFire(keys.lease, keys.fires, stale, 'tick', '99999999999999')).toBe(0);
     expect(await admin.hget(keys.fires, 'tick')).not.toBe('99999999999999');

@@ -9,7 +9,7 @@ import {
   type JobOptionsInput,
   type SchedulerOptionsInput,
 } from '@fenced/shared';
-import { withScripts, type FencedScripts } from '../internal/scripts.js';
+import { schedulerScripts, type SchedulerScripts } from './scheduler-scripts.js';
 import type { Coordinator, LeaderTerm } from '../lease/coordinator.js';
 import { planCatchUp, type MisfirePolicy } from './catch-up.js';
 import { DueQueue } from './due-queue.js';
@@ -83,7 +83,7 @@ export class Scheduler {
   readonly #concurrency: number;
   readonly #logger: FencedLogger | undefined;
   readonly #seal: (envelope: Envelope) => Envelope;
-  readonly #scripts: FencedScripts;
+  readonly #scripts: SchedulerScripts;
   readonly #recoverLastFired: ((jobs: readonly string[]) => Promise<ReadonlyMap<string, number>>) | undefined;
 
   readonly #due = new DueQueue();
@@ -105,7 +105,7 @@ export class Scheduler {
     this.#concurrency = options.concurrency;
     this.#logger = input.logger;
     this.#seal = input.seal ?? ((e) => e);
-    this.#scripts = withScripts(this.#coordinator.redis);
+    this.#scripts = schedulerScripts(this.#coordinator.redis);
     this.#recoverLastFired = input.recoverLastFired;
     const jobs = new Map<string, Job>();
     for (const [name, def] of Object.entries(input.jobs)) {

@@ -15,10 +15,7 @@
   The commands run in order; the mark is raised only after they all succeeded. A command that fails
   (WRONGTYPE…) aborts the script, and like MULTI/EXEC Redis keeps the commands before it.
 ]]
-local function less(a, b)
-  if #a ~= #b then return #a < #b end
-  return a < b
-end
+--- @include "@fenced/shared/lua/includes/decimal-less.lua"
 local mark = redis.call('GET', KEYS[1])
 if mark and less(ARGV[1], mark) then
   return {0, mark}

@@ -1,0 +1,78 @@
+import { readdirSync, readFileSync, statSync } from 'node:fs';
+import { dirname, join, relative, resolve } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { describe, expect, it } from 'vitest';
+
+// The layering of the workspace, as rules over the import graph of every source file (tests
+// included: a test of a package may not reach into a package its code may not use either).
+//   shared                       the wire contract: imports no other fenced package
+//   coordinator, consumer-guard  side by side: each imports shared, never the other
+//   chaos                        the fault toolkit: imports no fenced package at all
+// and no package imports from examples/ or test/, nor reaches into another package by a relative path.
+// A package's tests and benchmarks may also use chaos, the test toolkit (it imports none of them, so
+// no cycle can form); its shipped code may not.
+const root = fileURLToPath(new URL('..', import.meta.url));
+const allowed: Record<string, readonly string[]> = {
+  shared: [],
+  coordinator: ['shared'],
+  'consumer-guard': ['shared'],
+  chaos: [],
+};
+
+function* sourceFiles(dir: string): Generator<string> {
+  for (const entry of readdirSync(dir)) {
+    const full = join(dir, entry);
+    if (entry === 'node_modules' || entry === 'dist') continue;
+    if (statSync(full).isDirectory()) yield* sourceFiles(full);
+    else if (full.endsWith('.ts')) yield full;
+  }
+}
+
+/** Every module specifier a file imports or re-exports (static and dynamic). */
+function specifiers(text: string): string[] {
+  const found = new Set<string>();
+  for (const m of text.matchAll(/(?:^|[\s;])(?:import|export)\s[^'"`;]*?from\s*['"]([^'"]+)['"]/g)) found.add(m[1]!);
+  for (const m of text.matchAll(/(?:^|[\s;])import\s*['"]([^'"]+)['"]/g)) found.add(m[1]!);
+  for (const m of text.matchAll(/import\(\s*['"]([^'"]+)['"]\s*\)/g)) found.add(m[1]!);
+  return [...found];
+}
+
+function violations(): string[] {
+  const out: string[] = [];
+  for (const pkg of Object.keys(allowed)) {
+    const pkgRoot = join(root, 'packages', pkg);
+    for (const file of sourceFiles(pkgRoot)) {
+      const where = relative(root, file);
+      for (const spec of specifiers(readFileSync(file, 'utf8'))) {
+        const fenced = /^@fenced\/([^/]+)/.exec(spec);
+        if (fenced !== null) {
+          const testing = file.includes('.test.') || where.includes('/bench/');
+          const ok = fenced[1] === pkg || allowed[pkg]!.includes(fenced[1]!) || (testing && fenced[1] === 'chaos');
+          if (!ok) out.push(`${where} imports ${spec}`);
+          continue;
+        }
+        if (spec === '#test-support') {
+          if (pkg !== 'chaos' && !file.includes('.test.')) out.push(`${where} imports the test support outside a test`);
+          continue;
+        }
+        if (spec.startsWith('.')) {
+          const target = resolve(dirname(file), spec);
+          if (!target.startsWith(pkgRoot + '/')) out.push(`${where} reaches outside its package: ${spec}`);
+        }
+      }
+    }
+  }
+  return out;
+}
+
+describe('the layering of the workspace', () => {
+  it('holds for every source file', () => {
+    expect(violations()).toEqual([]);
+  });
+
+  it('would be caught: the parser sees each form of import', () => {
+    expect(specifiers(`import { a } from '@fenced/coordinator';\nexport * from "./x.js";\nimport './side.js';\nconst m = await import('@fenced/chaos');\nimport type {\n  T,\n} from '@fenced/consumer-guard';`).sort()).toEqual(
+      ['./side.js', './x.js', '@fenced/chaos', '@fenced/consumer-guard', '@fenced/coordinator'],
+    );
+  });
+});
