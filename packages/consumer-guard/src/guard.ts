@@ -1,20 +1,17 @@
 import type { Redis } from 'ioredis';
 import type { Kysely, Transaction } from 'kysely';
 import {
-  emit,
-  guardOptionsSchema,
   isFencedError,
-  parseOptions,
   parseResource,
   parseToken,
   type Fence,
   type FencedLogger,
-  type GuardOptionsInput,
   StaleTokenError,
   type Token,
   type VerificationKeys,
-  withTimeout,
 } from '@fenced/shared';
+import { emit, parseOptions, withTimeout } from '@fenced/shared/internal';
+import { guardOptionsSchema, type GuardOptionsInput } from './guard-options.js';
 
 import { BoundedMap } from './internal/bounded-map.js';
 import { wrapHandler, type HandlerOptions, type WrappedHandler, type GuardedHandler } from './handler/wrap-handler.js';

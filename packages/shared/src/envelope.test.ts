@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { parseEnvelope } from './envelope.js';
+import { createEnvelope, parseEnvelope } from './envelope.js';
 import { InvalidEnvelopeError } from './errors.js';
 
 const valid = {
@@ -21,6 +21,22 @@ function issuePaths(input: unknown): string[] {
   }
   throw new Error('expected the envelope to be refused');
 }
+
+describe('createEnvelope', () => {
+  it('builds what parseEnvelope accepts: version, fire id, ISO due time, the token as a decimal string', () => {
+    const envelope = createEnvelope({ job: 'invoices', scheduledAt: Date.UTC(2026, 10, 29, 10), token: 2n ** 63n - 1n, issuer: 'node-a', payload: { n: 1 } });
+    expect(envelope).toEqual({
+      v: 1,
+      job: 'invoices',
+      fireId: 'invoices@20261129T100000.000Z',
+      scheduledAt: '2026-11-29T10:00:00.000Z',
+      token: '9223372036854775807',
+      issuer: 'node-a',
+      payload: { n: 1 },
+    });
+    expect(parseEnvelope(envelope)).toEqual(envelope);
+  });
+});
 
 describe('parseEnvelope', () => {
   it('accepts a well-formed envelope', () => {

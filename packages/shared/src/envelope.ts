@@ -1,6 +1,7 @@
 import { z } from 'zod';
 import { InvalidEnvelopeError, type ValidationIssue } from './errors.js';
-import { isToken, parseToken, type Token } from './token.js';
+import { fireId } from './fire-id.js';
+import { formatToken, isToken, type Token } from './token.js';
 import { toValidationIssues } from './validation.js';
 
 /** Current envelope format version. */
@@ -10,16 +11,6 @@ export const ENVELOPE_VERSION = 1;
 export const tokenStringSchema = z
   .string()
   .refine((s) => isToken(s), { message: 'must be a canonical decimal string in 1..2^63-1' });
-
-/** A token from any accepted input form (bigint, safe-integer number, decimal string), parsed to bigint. */
-export const tokenSchema = z.unknown().transform((value, ctx): Token => {
-  try {
-    return parseToken(value);
-  } catch (err) {
-    ctx.addIssue({ code: 'custom', message: (err as Error).message });
-    return z.NEVER;
-  }
-});
 
 /**
  * Text that reaches PostgreSQL and Redis as it is: PostgreSQL `text` cannot hold NUL, and a lone
@@ -69,6 +60,36 @@ export const envelopeSchema = z.strictObject({
 
 /** A validated envelope, as it travels (token as a decimal string). */
 export type Envelope = z.infer<typeof envelopeSchema>;
+
+/** What a dispatcher knows of one fire; `createEnvelope` turns it into the envelope on the wire. */
+export interface EnvelopeFields {
+  readonly job: string;
+  /** When the fire was due, epoch ms (by the scheduler's clock). */
+  readonly scheduledAt: number;
+  readonly token: Token;
+  /** The node that dispatches it. */
+  readonly issuer: string;
+  readonly payload: unknown;
+}
+
+/**
+ * Builds the envelope of one fire: the version, the deterministic fire id, the due time as ISO-8601
+ * and the token as its decimal string. The one place envelopes are made (the scheduler dispatches
+ * what this returns; guards parse it with {@link parseEnvelope}).
+ *
+ * @example createEnvelope({ job: 'invoices', scheduledAt: Date.UTC(2026, 10, 29, 10), token: 7n, issuer: 'node-a', payload: null })
+ */
+export function createEnvelope(fields: EnvelopeFields): Envelope {
+  return {
+    v: ENVELOPE_VERSION,
+    job: fields.job,
+    fireId: fireId(fields.job, fields.scheduledAt),
+    scheduledAt: new Date(fields.scheduledAt).toISOString(),
+    token: formatToken(fields.token),
+    issuer: fields.issuer,
+    payload: fields.payload,
+  };
+}
 
 /** The largest payload accepted by default, in bytes of its JSON form. */
 export const DEFAULT_MAX_PAYLOAD_BYTES = 256 * 1024;

@@ -1,6 +1,5 @@
 import { createHash } from 'node:crypto';
 import {
-  emit,
   isFencedError,
   parseEnvelope,
   parseToken,
@@ -11,6 +10,7 @@ import {
   type Token,
   type VerificationKeys,
 } from '@fenced/shared';
+import { emit } from '@fenced/shared/internal';
 import type { GuardedWriteContext } from '../postgres/index.js';
 
 /** What a wrapped handler is given besides the payload. */

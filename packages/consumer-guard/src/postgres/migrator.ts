@@ -1,4 +1,8 @@
-import { emit, SchemaTooNewError, type FencedLogger } from '@fenced/shared';
+import {
+  SchemaTooNewError,
+  type FencedLogger,
+} from '@fenced/shared';
+import { emit } from '@fenced/shared/internal';
 import { sqlFiles } from './migrations/generated-sql.js';
 import type { GuardObjectNames } from './names.js';
 import type { GuardSession } from './session.js';

@@ -1,22 +1,20 @@
 import {
   ConfigError,
   DuplicateFireError,
-  emit,
   FenceAheadError,
   GuardUnavailableError,
   isFencedError,
-  parseOptions,
   parseFireId,
   parseFireIdText,
   parseResource,
   parseToken,
-  postgresGuardOptionsSchema,
   StaleTokenError,
   type Fence,
   type FencedLogger,
-  type PostgresGuardOptionsInput,
   type Token,
 } from '@fenced/shared';
+import { emit, parseOptions } from '@fenced/shared/internal';
+import { postgresGuardOptionsSchema, type PostgresGuardOptionsInput } from './postgres-guard-options.js';
 import type { Kysely, Transaction } from 'kysely';
 import { isKyselyLike, kyselySession } from './kysely-session.js';
 import { migrate } from './migrator.js';

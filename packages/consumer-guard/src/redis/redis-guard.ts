@@ -1,15 +1,13 @@
 import { createHash } from 'node:crypto';
 import type { Redis } from 'ioredis';
 import {
-  emit,
-  parseOptions,
   parseToken,
-  redisGuardOptionsSchema,
   StaleTokenError,
   type FencedLogger,
-  type RedisGuardOptionsInput,
   type Token,
 } from '@fenced/shared';
+import { emit, parseOptions } from '@fenced/shared/internal';
+import { redisGuardOptionsSchema, type RedisGuardOptionsInput } from './redis-guard-options.js';
 import { defineScripts, sharedLuaScripts } from '@fenced/shared/internal';
 import { luaScripts } from './lua/generated-lua.js';
 

@@ -3,20 +3,16 @@ import { hostname } from 'node:os';
 import { randomBytes } from 'node:crypto';
 import type { Redis } from 'ioredis';
 import {
-  coordinatorOptionsSchema,
-  defaultDriftMs,
-  emit,
   isFencedError,
   NotLeaderError,
-  parseOptions,
   parseToken,
-  type CoordinatorOptionsInput,
   type Fence,
   type FencedLogger,
   type LeaseLossReason,
   type Token,
-  withTimeout,
 } from '@fenced/shared';
+import { emit, parseOptions, withTimeout } from '@fenced/shared/internal';
+import { coordinatorOptionsSchema, defaultDriftMs, type CoordinatorOptionsInput } from './coordinator-options.js';
 import { leaseScripts, type LeaseScripts } from './lease-scripts.js';
 import { formatLeaseValue, parseLeaseValue } from './lease-value.js';
 import { backoffMs, jitter, monotonicClock, type Clock } from '../internal/timing.js';

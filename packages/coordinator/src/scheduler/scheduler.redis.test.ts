@@ -161,6 +161,19 @@ describe('the scheduler', () => {
       [{ 'a:b': { everyMs: 100, handler: () => 1 } }, 'jobs.a:b'],
       [{ a: { everyMs: 1, handler: () => 1 } }, 'jobs.a.everyMs'],
     ];
+    for (const [extra, path] of [
+      [{ seal: 'sign it' }, 'seal'],
+      [{ recoverLastFired: 42 }, 'recoverLastFired'],
+    ] as const) {
+      let caught: unknown;
+      try {
+        createScheduler({ coordinator, jobs: { a: { everyMs: 100, handler: () => 1 } }, ...(extra as object) });
+      } catch (err) {
+        caught = err;
+      }
+      expect(isFencedError(caught, 'INVALID_CONFIG'), path).toBe(true);
+      expect((caught as { issues: { path: string }[] }).issues.map((i) => i.path)).toContain(path);
+    }
     for (const [jobs, path] of bad) {
       let caught: unknown;
       try {

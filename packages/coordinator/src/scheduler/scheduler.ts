@@ -1,19 +1,15 @@
 import {
   ConfigError,
-  emit,
-  ENVELOPE_VERSION,
-  parseOptions,
-  schedulerOptionsSchema,
+  createEnvelope,
   type Envelope,
   type FencedLogger,
-  type JobOptionsInput,
-  type SchedulerOptionsInput,
 } from '@fenced/shared';
+import { emit, parseOptions } from '@fenced/shared/internal';
+import { schedulerOptionsSchema, type JobOptionsInput, type SchedulerOptionsInput } from './scheduler-options.js';
 import { schedulerScripts, type SchedulerScripts } from './scheduler-scripts.js';
 import type { Coordinator, LeaderTerm } from '../lease/coordinator.js';
 import { planCatchUp, type MisfirePolicy } from './catch-up.js';
 import { DueQueue } from './due-queue.js';
-import { fireId } from '@fenced/shared';
 import { cronSchedule, intervalSchedule, type JobSchedule } from './job-schedule.js';
 
 /** What an in-process handler is given besides the envelope. */
@@ -282,15 +278,15 @@ export class Scheduler {
       // Self-fence before every dispatch: the term must still be current by our own deadline.
       if (this.#coordinator.currentTerm() !== term) return;
       const scheduledAt = job.pending[0]!;
-      const envelope = this.#seal({
-        v: ENVELOPE_VERSION,
-        job: job.name,
-        fireId: fireId(job.name, scheduledAt),
-        scheduledAt: new Date(scheduledAt).toISOString(),
-        token: term.token.toString(),
-        issuer: this.#coordinator.nodeId,
-        payload: typeof job.payload === 'function' ? (job.payload as (at: number) => unknown)(scheduledAt) : job.payload,
-      });
+      const envelope = this.#seal(
+        createEnvelope({
+          job: job.name,
+          scheduledAt,
+          token: term.token,
+          issuer: this.#coordinator.nodeId,
+          payload: typeof job.payload === 'function' ? (job.payload as (at: number) => unknown)(scheduledAt) : job.payload,
+        }),
+      );
       const event = { group: this.#coordinator.name, nodeId: this.#coordinator.nodeId, job: job.name, fireId: envelope.fireId, token: term.token };
       if (job.queue !== undefined) {
         try {

@@ -2,3 +2,9 @@
 // change in any release). Nothing here is listed in the README.
 export { defineScripts, SCRIPT_VERSION, type LuaScript, type ScriptCall, type ScriptHost } from './redis-scripts.js';
 export { luaScripts as sharedLuaScripts } from '../lua/generated-lua.js';
+export { parseOptions } from './parse-options.js';
+export { withTimeout, TimeoutError } from './with-timeout.js';
+export { emit } from '../events.js';
+export { canonicalJson } from '../signing.js';
+export { envelopeSchema, tokenStringSchema } from '../envelope.js';
+export { toValidationIssues } from '../validation.js';

@@ -78,6 +78,10 @@ export const schedulerOptionsSchema = z
     concurrency: z.number().int().min(1).max(100_000).default(256),
     /** Receives structured events. */
     logger: z.custom<(event: never) => void>(isFunction, { message: 'must be a function' }).optional(),
+    /** Turns each envelope into what is dispatched (for example: signs it). */
+    seal: z.custom<(envelope: never) => unknown>(isFunction, { message: 'must be a function' }).optional(),
+    /** Where to resume jobs whose record Redis lost (see `CreateSchedulerOptions`). */
+    recoverLastFired: z.custom<(jobs: never) => unknown>(isFunction, { message: 'must be a function' }).optional(),
   });
 
 export type SchedulerOptionsInput = z.input<typeof schedulerOptionsSchema>;

@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { resourceSchema } from './postgres-guard-config.js';
+import { resourceSchema } from '../postgres/postgres-guard-options.js';
 
 const isObject = (v: unknown): v is object => typeof v === 'object' && v !== null;
 const isFunction = (v: unknown): v is (...args: never[]) => unknown => typeof v === 'function';

@@ -1,6 +1,6 @@
 import { z } from 'zod';
-import { DEFAULT_MAX_PAYLOAD_BYTES } from '../envelope.js';
-import { postgresGuardOptionsSchema } from './postgres-guard-config.js';
+import { DEFAULT_MAX_PAYLOAD_BYTES } from '@fenced/shared';
+import { postgresGuardOptionsSchema } from './postgres/postgres-guard-options.js';
 
 const isObject = (v: unknown): v is object => typeof v === 'object' && v !== null;
 const isFunction = (v: unknown): v is (...args: never[]) => unknown => typeof v === 'function';

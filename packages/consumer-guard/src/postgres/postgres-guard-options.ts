@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { parseResource } from '../resource.js';
+import { parseResource } from '@fenced/shared';
 import { sqlIdentifierSchema } from './sql-identifier.js';
 
 /** A resource name (see `parseResource`). */
