@@ -50,7 +50,7 @@ export const ledgerApp: SimApp = {
         SIM_SCHEMA: run.id,
         KEY_PREFIX: run.id,
         TTL_MS: String(run.ttlMs),
-        RENEW_MS: String(run.renewMs),
+        RENEW_MS: String(run.renewIntervalMs),
         EVERY_MS: String(run.everyMs),
         WORK_MS: String(WORK_MS),
         POST_COMMIT_MS: String(POST_COMMIT_MS),

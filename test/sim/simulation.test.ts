@@ -154,7 +154,7 @@ describe('named regression seeds', () => {
       durationMs: 8000,
       seed,
       ttlMs: 1000,
-      renewMs: 250,
+      renewIntervalMs: 250,
       everyMs: 250,
     });
     expect(result.check.violations).toEqual([]);

@@ -14,5 +14,4 @@ export type { NodeContext, RunContext, SimApp, SimMode } from './sim/sim-app.js'
 export { renderHtmlReport, resultTableRows, RESULT_COLUMNS, COLUMN_DEFINITIONS, type ReportRun } from './report/html-report.js';
 export { textTable } from './report/text-table.js';
 export { runSimCli, type CliIo } from './cli/sim-cli.js';
-export { parseSimArgs, parseDuration, UsageError, USAGE, type SimArgs } from './cli/parse-args.js';
 export { resolvePostgres, tcpAnswers, ServiceUnavailableError, DEFAULT_DATABASE_URL } from './services/postgres-url.js';

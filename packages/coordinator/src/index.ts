@@ -6,7 +6,7 @@ export {
   type LeaderTerm,
 } from './lease/coordinator.js';
 export { leaseKeys, type LeaseKeys } from './lease/lease-keys.js';
-export type { Clock } from './internal/timing.js';
+export type { Clock } from './lease/clock.js';
 export {
   createScheduler,
   Scheduler,

@@ -58,7 +58,7 @@ function helpText(): string {
 }
 
 /** Lease and schedule timings of simulated replicas: short, so that faults bite within seconds. */
-const TIMINGS = { ttlMs: 1000, renewMs: 250, everyMs: 250 };
+const TIMINGS = { ttlMs: 1000, renewIntervalMs: 250, everyMs: 250 };
 
 /**
  * `pnpm sim`: runs each scenario guarded and unguarded (the control) with the same seed, prints one

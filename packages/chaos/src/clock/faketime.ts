@@ -1,7 +1,7 @@
 import { existsSync } from 'node:fs';
 
 /** Where Debian's `faketime` package puts the preload library. */
-export const LIBFAKETIME_PATHS = [
+const LIBFAKETIME_PATHS = [
   '/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1',
   '/usr/lib/aarch64-linux-gnu/faketime/libfaketime.so.1',
   '/usr/lib/faketime/libfaketime.so.1',

@@ -18,7 +18,7 @@ export interface RunOptions {
   readonly durationMs: number;
   readonly seed: number;
   readonly ttlMs: number;
-  readonly renewMs: number;
+  readonly renewIntervalMs: number;
   readonly everyMs: number;
   /** Called about once a second with what is going on. */
   readonly onProgress?: (status: RunStatus) => void;
@@ -76,7 +76,7 @@ export async function runScenario(app: SimApp, scenario: Scenario, mode: SimMode
     mode,
     databaseUrl: options.databaseUrl,
     ttlMs: options.ttlMs,
-    renewMs: options.renewMs,
+    renewIntervalMs: options.renewIntervalMs,
     everyMs: options.everyMs,
     scenario: scenario.name,
     controlClock: scenario.controlClock ?? 'server',

@@ -13,7 +13,7 @@ export interface RunContext {
   /** The real database (the supervisor's own connection; replicas get a proxied one). */
   readonly databaseUrl: string;
   readonly ttlMs: number;
-  readonly renewMs: number;
+  readonly renewIntervalMs: number;
   readonly everyMs: number;
   /** The scenario being run. */
   readonly scenario: string;

@@ -66,18 +66,25 @@ export async function runGuardedTransaction<Trx, T>(
     const result = await body(trx);
     phase = 'commit';
     const commit = await connection.exec('COMMIT');
-    if (commit.command === 'ROLLBACK') {
-      throw new Error('COMMIT was answered with ROLLBACK: the transaction had already failed');
-    }
+    if (commit.command === 'ROLLBACK') throw new CommitRolledBackError();
     return result;
   } catch (err) {
     let broken = false;
-    if (phase !== 'commit' || !(err instanceof Error && err.message.startsWith('COMMIT was answered'))) {
+    // A COMMIT answered with ROLLBACK already ended the transaction; anything else needs a ROLLBACK.
+    if (!(err instanceof CommitRolledBackError)) {
       await connection.exec('ROLLBACK').catch(() => {
         broken = true;
       });
     }
     throw new PhaseError(phase, err, broken);
+  }
+}
+
+/** The server answered COMMIT with ROLLBACK: the body had swallowed an SQL error, nothing was applied. */
+class CommitRolledBackError extends Error {
+  override readonly name = 'CommitRolledBackError';
+  constructor() {
+    super('COMMIT was answered with ROLLBACK: the transaction had already failed');
   }
 }
 

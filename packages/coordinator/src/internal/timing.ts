@@ -1,10 +1,3 @@
-/** Monotonic milliseconds. Never the wall clock: lease deadlines must not move when it jumps. */
-export interface Clock {
-  now(): number;
-}
-
-export const monotonicClock: Clock = { now: () => performance.now() };
-
 /** `base` scaled by a random factor in [1 - spread, 1 + spread], so replicas do not retry in lockstep. */
 export function jitter(base: number, spread = 0.2): number {
   return Math.max(0, Math.round(base * (1 - spread + Math.random() * 2 * spread)));

@@ -15,7 +15,8 @@ import { emit, parseOptions, withTimeout } from '@fenced/shared/internal';
 import { coordinatorOptionsSchema, defaultDriftMs, type CoordinatorOptionsInput } from './coordinator-options.js';
 import { leaseScripts, type LeaseScripts } from './lease-scripts.js';
 import { formatLeaseValue, parseLeaseValue } from './lease-value.js';
-import { backoffMs, jitter, monotonicClock, type Clock } from '../internal/timing.js';
+import { backoffMs, jitter } from '../internal/timing.js';
+import { monotonicClock, type Clock } from './clock.js';
 import { leaseKeys, type LeaseKeys } from './lease-keys.js';
 import { ServerClock } from './server-clock.js';
 
