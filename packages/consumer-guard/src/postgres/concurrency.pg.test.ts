@@ -42,6 +42,8 @@ afterAll(async () => {
 });
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+/** How long the SERIALIZABLE writers keep their transactions open: the shape of the load, not a wait for an outcome. */
+const HOLD_OPEN_MS = 20;
 
 interface Outcome {
   attempt: string;
@@ -172,7 +174,7 @@ describe('concurrent writers on one resource', () => {
         guard
           .guardedWrite(BigInt(1 + (i % 3)), async (client: pg.PoolClient, ctx) => {
             await client.query(`INSERT INTO ledger (attempt, resource, token) VALUES ($1, $2, $3)`, [`ser-${i}-${ctx.attempt}`, resource, ctx.token.toString()]);
-            await sleep(20);
+            await sleep(HOLD_OPEN_MS); // overlap with the others, so that serialization failures happen
           })
           .then(
             () => 'accepted',
