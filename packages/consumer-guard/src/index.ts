@@ -1,7 +1,7 @@
 // The root entry: the combined guard (PostgreSQL authority, optional Redis fast path) and the handler
 // wrapper. Single-backend guards live under subpaths (`@fenced/consumer-guard/postgres`, `/redis`).
 // Nothing here imports a database driver: the caller's own clients are used.
-export { createGuard, type Guard } from './guard.js';
+export { createGuard, type Guard } from './combined-guard.js';
 export {
   idempotencyKey,
   toProcessor,

@@ -86,6 +86,19 @@ describe('wrapHandler', () => {
     expect(await ledgerRows(resource)).toHaveLength(1);
   });
 
+  it('asks Redis once per fire in steady state: the pre-check, not again before the write', async () => {
+    const counted = createRedis();
+    let commands = 0;
+    const send = counted.sendCommand.bind(counted);
+    counted.sendCommand = ((...args: Parameters<typeof send>) => (commands++, send(...args))) as typeof counted.sendCommand;
+    const { handle } = setup({ redis: counted });
+    await handle(envelope()); // the first fire raises the mark; from then on it is known
+    commands = 0;
+    for (let i = 0; i < 5; i++) expect(await handle(envelope())).toMatchObject({ status: 'applied' });
+    expect(commands).toBe(5);
+    counted.disconnect();
+  });
+
   it('refuses a stale envelope on Redis without a single PostgreSQL query', async () => {
     const counting = countingPool(schema.pool);
     const { guard, resource } = setup({ db: counting.pool });

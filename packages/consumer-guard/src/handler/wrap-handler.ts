@@ -11,7 +11,7 @@ import {
   type VerificationKeys,
 } from '@fenced/shared';
 import { emit } from '@fenced/shared/internal';
-import type { GuardedWriteContext } from '../postgres/index.js';
+import type { GuardedWriteContext, GuardedWriteOptions, TokenInput } from '../write-context.js';
 
 /** What a wrapped handler is given besides the payload. */
 export interface HandlerContext<Trx> {
@@ -58,16 +58,24 @@ export interface HandlerOptions {
 
 export type WrappedHandler<T> = (envelope: unknown, call?: { signal?: AbortSignal }) => Promise<HandlerOutcome<T>>;
 
-/** What the wrapper needs from its guard. */
+/**
+ * What the wrapper needs from a guard: a layer on top of it, never called back into. The combined
+ * guard is one; any guard with a pre-check and a write that claims a fire id can be wrapped.
+ */
 export interface HandlerGuard<Trx> {
   readonly resource: string;
+  /** Refuses a stale token before the handler runs (advisory; the write is the authority): throws StaleTokenError. */
+  precheck(token: TokenInput): Promise<void>;
+  /** The authoritative write; with `fireId`, it claims the fire in the same transaction. */
+  guardedWrite<T>(token: TokenInput, fn: (trx: Trx, ctx: GuardedWriteContext) => Promise<T>, options?: GuardedWriteOptions): Promise<T>;
+}
+
+/** How the wrapper validates envelopes. */
+export interface HandlerSettings {
+  /** Verification keys by key id: when given, only envelopes signed by one of them are accepted. */
   readonly keys: VerificationKeys | undefined;
   readonly maxPayloadBytes: number;
   readonly logger: FencedLogger | undefined;
-  /** Refuses a stale token before the handler runs (Redis, else a read of the fence): throws StaleTokenError. */
-  precheck(token: Token): Promise<void>;
-  /** The authoritative write, claiming `fireId`. */
-  write<T>(token: Token, fn: (trx: Trx, ctx: GuardedWriteContext) => Promise<T>, fireId: string): Promise<T>;
 }
 
 /** The idempotency key of a fire on a resource: stable, opaque, 43 characters. */
@@ -81,21 +89,27 @@ export function idempotencyKey(resource: string, fireId: string): string {
  * the handler starts (Redis, or a read of the PostgreSQL fence), run the handler; its
  * `ctx.guardedWrite` fences the write for real and claims the fire id.
  */
-export function wrapHandler<Trx, T>(guard: HandlerGuard<Trx>, handler: GuardedHandler<Trx, T>, options: HandlerOptions = {}): WrappedHandler<T> {
+export function wrapHandler<Trx, T>(
+  guard: HandlerGuard<Trx>,
+  settings: HandlerSettings,
+  handler: GuardedHandler<Trx, T>,
+  options: HandlerOptions = {},
+): WrappedHandler<T> {
   if (typeof handler !== 'function') throw new TypeError('wrapHandler: handler must be a function');
   const onStale = options.onStale ?? 'throw';
 
   return async (input, call = {}) => {
     let envelope: Envelope;
     try {
-      envelope = parseEnvelope(input, guard.maxPayloadBytes);
-      if (guard.keys !== undefined) verifyEnvelope(envelope, guard.keys);
+      envelope = parseEnvelope(input, settings.maxPayloadBytes);
+      if (settings.keys !== undefined) verifyEnvelope(envelope, settings.keys);
     } catch (err) {
       const fireId = typeof (input as { fireId?: unknown } | null)?.fireId === 'string' ? (input as { fireId: string }).fireId : undefined;
-      emit(guard.logger, { type: 'envelope.refused', resource: guard.resource, code: (err as { code?: string }).code ?? 'UNKNOWN', ...(fireId ? { fireId } : {}) });
+      emit(settings.logger, { type: 'envelope.refused', resource: guard.resource, code: (err as { code?: string }).code ?? 'UNKNOWN', ...(fireId ? { fireId } : {}) });
       throw err;
     }
     const started = performance.now();
+    // The edge: the envelope's token is parsed here once and travels as a bigint from now on.
     const token = parseToken(envelope.token);
     const fireId = envelope.fireId;
 
@@ -131,7 +145,7 @@ export function wrapHandler<Trx, T>(guard: HandlerGuard<Trx>, handler: GuardedHa
       guardedWrite(fn) {
         if (wrote) throw new Error('ctx.guardedWrite may be called once per handler run: put all of the fire\'s writes in one transaction');
         wrote = true;
-        return guard.write(token, fn, fireId);
+        return guard.guardedWrite(token, fn, { fireId });
       },
     };
 

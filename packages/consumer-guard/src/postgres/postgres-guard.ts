@@ -32,27 +32,9 @@ import {
   UNDEFINED_FUNCTION,
   UNDEFINED_TABLE,
 } from './sql-state.js';
+import type { GuardedWriteContext, GuardedWriteOptions, TokenInput } from '../write-context.js';
 
-/** What `guardedWrite` tells `fn` besides the transaction. */
-export interface GuardedWriteContext {
-  /** The token this write was checked with. */
-  readonly token: Token;
-  /** The resource whose fence was checked. */
-  readonly resource: string;
-  /** 1 on the first attempt; higher when the database aborted an earlier attempt (deadlock, 40001). */
-  readonly attempt: number;
-}
-
-/** Per-call options of `guardedWrite`. */
-export interface GuardedWriteOptions {
-  /** Fence this resource instead of the guard's default one. */
-  readonly resource?: string;
-  /**
-   * Claim this fire id in the same transaction: if the resource already applied it, nothing runs
-   * and `DuplicateFireError` is thrown (a second dispatch of one fire changes the database once).
-   */
-  readonly fireId?: string;
-}
+export type { GuardedWriteContext, GuardedWriteOptions, TokenInput } from '../write-context.js';
 
 /** An explicit, audited lowering of a fence: recovery from a poisoned fence, never automatic. */
 export interface LowerFenceRequest {
@@ -64,9 +46,6 @@ export interface LowerFenceRequest {
   /** Why (recorded in the audit table). */
   readonly reason: string;
 }
-
-/** A token as callers may pass it: validated by `parseToken` before any database call. */
-export type TokenInput = bigint | number | string;
 
 /**
  * The PostgreSQL guard: refuses every mutation whose token is below the highest committed for its

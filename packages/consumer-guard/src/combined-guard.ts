@@ -1,0 +1,156 @@
+import type { Redis } from 'ioredis';
+import type { Kysely, Transaction } from 'kysely';
+import { isFencedError, parseResource, parseToken, StaleTokenError, type Fence, type FencedLogger, type Token, type VerificationKeys } from '@fenced/shared';
+import { emit, parseOptions } from '@fenced/shared/internal';
+import { guardOptionsSchema, type GuardOptionsInput } from './guard-options.js';
+import { wrapHandler, type GuardedHandler, type HandlerGuard, type HandlerOptions, type WrappedHandler } from './handler/wrap-handler.js';
+import { createPostgresGuard, type LowerFenceRequest, type PgPoolLike, type PoolClientOf, type PostgresGuard } from './postgres/index.js';
+import { createRedisFastPath, type RedisFastPath } from './redis/fast-path.js';
+import type { GuardedWriteContext, GuardedWriteOptions, TokenInput } from './write-context.js';
+
+/**
+ * The combined guard: PostgreSQL is the authority, Redis the fast path. A Redis refusal is final (no
+ * transaction is opened); a Redis acceptance still goes through the PostgreSQL check; after a commit
+ * the Redis mark is raised. With Redis down the guard works on PostgreSQL alone (and says so in an
+ * event); it never accepts on Redis alone. A mark Redis lost is rebuilt from PostgreSQL's answers.
+ *
+ * It is a PostgreSQL guard (every method of one, with the fast path in front where it helps), plus
+ * the pre-check and the handler wrapper built on top of it.
+ */
+export interface Guard<Trx> extends PostgresGuard<Trx>, HandlerGuard<Trx> {
+  /** The PostgreSQL guard underneath, without the fast path. */
+  readonly postgres: PostgresGuard<Trx>;
+  /**
+   * Refuses a stale token before any work starts (so a handler never starts effects outside the
+   * database for a deposed leader): on Redis when it answers, else with a plain read of the
+   * PostgreSQL fence. Advisory: the write's own transaction is the authority.
+   * @throws {StaleTokenError} when the token is below the mark or the fence.
+   */
+  precheck(token: TokenInput): Promise<void>;
+  /** Wraps a task handler: validates the envelope, refuses stale and duplicate fires (see README). */
+  wrapHandler<T>(handler: GuardedHandler<Trx, T>, options?: HandlerOptions): WrappedHandler<T>;
+  /**
+   * Deletes applied-fire records older than `olderThanMs` (default: the `appliedFireRetentionMs`
+   * option, 7 days). Run it periodically, for example as a fenced cron job.
+   */
+  pruneAppliedFires(olderThanMs?: number): Promise<number>;
+}
+
+type CreateGuardOptions<Db> = Omit<GuardOptionsInput, 'db' | 'redis' | 'logger' | 'keys'> & {
+  db: Db;
+  redis?: Redis;
+  logger?: FencedLogger;
+  keys?: VerificationKeys;
+};
+
+/**
+ * Creates the combined guard.
+ *
+ * @example
+ * ```ts
+ * const guard = createGuard({ db, redis, resource: 'billing', keys: { '2026-11': process.env.FENCED_KEY! } });
+ * await guard.migrate();
+ * const handle = guard.wrapHandler(async (payload, ctx) => {
+ *   await ctx.guardedWrite((trx) => trx.insertInto('invoices').values({ ... }).execute());
+ * });
+ * worker.process((job) => handle(job.data));
+ * ```
+ */
+export function createGuard<DB>(options: CreateGuardOptions<Kysely<DB>>): Guard<Transaction<DB>>;
+export function createGuard<Pool extends PgPoolLike>(options: CreateGuardOptions<Pool>): Guard<PoolClientOf<Pool>>;
+export function createGuard(input: CreateGuardOptions<object>): Guard<unknown> {
+  const options = parseOptions('guard', guardOptionsSchema, input);
+  const logger = input.logger;
+  const postgres = createPostgresGuard({
+    db: input.db as PgPoolLike,
+    resource: options.resource,
+    schema: options.schema,
+    table: options.table,
+    isolationLevel: options.isolationLevel,
+    maxRetries: options.maxRetries,
+    ...(logger === undefined ? {} : { logger }),
+  }) as PostgresGuard<unknown>;
+  const fastPath: RedisFastPath | undefined =
+    input.redis === undefined ? undefined : createRedisFastPath({ redis: input.redis, keyPrefix: options.keyPrefix, timeoutMs: options.redisTimeoutMs, logger });
+  const raiseMark = async (resource: string, token: Token) => fastPath?.raise(resource, token);
+
+  async function precheck(resource: string, token: Token): Promise<void> {
+    if (fastPath !== undefined && (await fastPath.check(resource, token))) return;
+    const highest = await postgres.fence(resource).highest();
+    if (highest !== null && token < highest) {
+      emit(logger, { type: 'token.rejected', resource, token, highest, via: 'postgres' });
+      throw new StaleTokenError(resource, token, highest);
+    }
+  }
+
+  async function guardedWrite<T>(tokenInput: TokenInput, fn: (trx: unknown, ctx: GuardedWriteContext) => Promise<T>, writeOptions?: GuardedWriteOptions): Promise<T> {
+    const token = parseToken(tokenInput);
+    const resource = writeOptions?.resource === undefined ? options.resource : parseResource(writeOptions.resource);
+    // A refusal here is final; an acceptance, or no answer, still goes to PostgreSQL.
+    await fastPath?.check(resource, token);
+    return writeInPostgres(token, fn, { ...writeOptions, resource });
+  }
+
+  /** The authoritative write, with the mark kept in step with what PostgreSQL decided. */
+  async function writeInPostgres<T>(token: Token, fn: (trx: unknown, ctx: GuardedWriteContext) => Promise<T>, writeOptions: GuardedWriteOptions & { resource: string }): Promise<T> {
+    const resource = writeOptions.resource;
+    try {
+      const result = await postgres.guardedWrite(token, fn, writeOptions);
+      await raiseMark(resource, token);
+      return result;
+    } catch (err) {
+      // A mark below the fence (Redis lost data, or missed a commit) is repaired from the authority.
+      if (isFencedError(err, 'STALE_TOKEN')) await raiseMark(resource, err.highest);
+      throw err;
+    }
+  }
+
+  const fence = (resource: string): Fence => {
+    const pgFence = postgres.fence(resource);
+    return Object.freeze({
+      resource: pgFence.resource,
+      highest: () => pgFence.highest(),
+      lastAppliedFires: (since: Date) => pgFence.lastAppliedFires!(since),
+      async advance(token: Token) {
+        await pgFence.advance(token);
+        await raiseMark(pgFence.resource, token);
+      },
+    });
+  };
+
+  // What the handler wrapper sits on. Its write skips the Redis check: the wrapper's pre-check asked
+  // Redis a moment ago, and asking again would cost every fire a round trip to learn nothing new.
+  const handlerGuard: HandlerGuard<unknown> = Object.freeze({
+    resource: options.resource,
+    precheck: (token: TokenInput) => precheck(options.resource, parseToken(token)),
+    guardedWrite: <T>(token: TokenInput, fn: (trx: unknown, ctx: GuardedWriteContext) => Promise<T>, writeOptions?: GuardedWriteOptions) =>
+      writeInPostgres(parseToken(token), fn, { ...writeOptions, resource: options.resource }),
+  });
+
+  const guard: Guard<unknown> = Object.freeze({
+    resource: options.resource,
+    postgres,
+    migrate: () => postgres.migrate(),
+    precheck: (token: TokenInput) => precheck(options.resource, parseToken(token)),
+    guardedWrite,
+    highest: () => postgres.highest(),
+    async advance(tokenInput: TokenInput) {
+      const token = parseToken(tokenInput);
+      await postgres.advance(token);
+      await raiseMark(options.resource, token);
+    },
+    fence,
+    wrapHandler: <T>(handler: GuardedHandler<unknown, T>, handlerOptions?: HandlerOptions): WrappedHandler<T> =>
+      wrapHandler<unknown, T>(handlerGuard, { keys: input.keys, maxPayloadBytes: options.maxPayloadBytes, logger }, handler, handlerOptions),
+    async lowerFence(request: LowerFenceRequest) {
+      const previous = await postgres.lowerFence(request);
+      // The mark never goes down by itself: reset it to the new fence as part of the admin act.
+      await fastPath?.reset(request.resource ?? options.resource, parseToken(request.token));
+      return previous;
+    },
+    pruneAppliedFires: (olderThanMs = options.appliedFireRetentionMs) => postgres.pruneAppliedFires(olderThanMs),
+    lastAppliedFire: () => postgres.lastAppliedFire(),
+    lastAppliedFires: (since: Date) => postgres.lastAppliedFires(since),
+  });
+  return guard;
+}

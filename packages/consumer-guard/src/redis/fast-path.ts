@@ -1,0 +1,94 @@
+import type { Redis } from 'ioredis';
+import { isFencedError, type FencedLogger, type Token } from '@fenced/shared';
+import { emit, withTimeout } from '@fenced/shared/internal';
+import { BoundedMap } from '../internal/bounded-map.js';
+import { createRedisGuard, type RedisGuard } from './redis-guard.js';
+
+/**
+ * The combined guard's Redis side, with its state in one place: a Redis guard per resource, the mark
+ * Redis last reported per resource, and whether Redis is answering (degraded mode).
+ *
+ * Redis only ever speeds a refusal up. `check` throws StaleTokenError on a refusal, which is final;
+ * an answer below the token, or no answer, leaves the decision to PostgreSQL.
+ */
+export interface RedisFastPath {
+  /**
+   * Compares `token` with the resource's mark in one round trip.
+   * @returns true when Redis answered (and accepted), false when it could not answer in time.
+   * @throws {StaleTokenError} when the mark is above `token`.
+   */
+  check(resource: string, token: Token): Promise<boolean>;
+  /** Raises the mark to `token` (best effort), skipped when the mark is known to be there already. */
+  raise(resource: string, token: Token): Promise<void>;
+  /** Deletes the mark and sets it to `token`: the audited reset after a fence was lowered. */
+  reset(resource: string, token: Token): Promise<void>;
+}
+
+export interface RedisFastPathOptions {
+  readonly redis: Redis;
+  readonly keyPrefix: string;
+  /** How long a Redis call may take before PostgreSQL decides alone. */
+  readonly timeoutMs: number;
+  readonly logger: FencedLogger | undefined;
+}
+
+export function createRedisFastPath(options: RedisFastPathOptions): RedisFastPath {
+  const { redis, keyPrefix, timeoutMs, logger } = options;
+  const guards = new BoundedMap<string, RedisGuard>(10_000);
+  // The mark as Redis last reported it, per resource. Only ever used to skip raising a mark that is
+  // already high enough (one round trip saved per write in steady state), so a stale entry costs a
+  // round trip, never correctness.
+  const knownMarks = new BoundedMap<string, Token>(10_000);
+  let degraded = false;
+
+  const guardFor = (resource: string): RedisGuard => {
+    let guard = guards.get(resource);
+    if (guard === undefined) {
+      guard = createRedisGuard({ redis, resource, keyPrefix, ...(logger === undefined ? {} : { logger }) });
+      guards.set(resource, guard);
+    }
+    return guard;
+  };
+  const failed = (resource: string, error: unknown) => {
+    if (!degraded) emit(logger, { type: 'guard.degraded', resource, error });
+    degraded = true;
+  };
+  const answered = (resource: string) => {
+    if (degraded) emit(logger, { type: 'guard.recovered', resource });
+    degraded = false;
+  };
+
+  return {
+    async check(resource, token) {
+      try {
+        const mark = await withTimeout(guardFor(resource).check(token), timeoutMs, 'redis check');
+        if (mark === null) knownMarks.delete(resource);
+        else knownMarks.set(resource, mark);
+        answered(resource);
+        return true;
+      } catch (err) {
+        if (isFencedError(err, 'STALE_TOKEN')) {
+          answered(resource);
+          throw err;
+        }
+        failed(resource, err);
+        return false;
+      }
+    },
+    async raise(resource, token) {
+      const known = knownMarks.get(resource);
+      if (known !== undefined && known >= token) return;
+      try {
+        knownMarks.set(resource, await withTimeout(guardFor(resource).raise(token), timeoutMs, 'redis raise'));
+        answered(resource);
+      } catch (err) {
+        failed(resource, err);
+      }
+    },
+    async reset(resource, token) {
+      const guard = guardFor(resource);
+      await guard.forgetMark();
+      knownMarks.set(resource, await guard.raise(token));
+    },
+  };
+}

@@ -1,0 +1,29 @@
+import type { Token } from '@fenced/shared';
+
+// The shape of a guarded write, shared by the PostgreSQL guard, the combined guard and the handler
+// wrapper (which sits on top of either and so imports neither's module for it).
+
+/** A token as callers may pass it: validated by `parseToken` before any database call. */
+export type TokenInput = bigint | number | string;
+
+/** What `guardedWrite` tells `fn` besides the transaction. */
+export interface GuardedWriteContext {
+  /** The token this write was checked with. */
+  readonly token: Token;
+  /** The resource whose fence was checked. */
+  readonly resource: string;
+  /** 1 on the first attempt; higher when the database aborted an earlier attempt (deadlock, 40001). */
+  readonly attempt: number;
+}
+
+/** Per-call options of `guardedWrite`. */
+export interface GuardedWriteOptions {
+  /** Fence this resource instead of the guard's default one. */
+  readonly resource?: string;
+  /**
+   * Claim this fire id in the same transaction: if the resource already applied it, nothing runs
+   * and `DuplicateFireError` is thrown (a second dispatch of one fire changes the database once).
+   */
+  readonly fireId?: string;
+}
+
