@@ -2,9 +2,7 @@ import {
   ConfigError,
   DuplicateFireError,
   FenceAheadError,
-  GuardUnavailableError,
   isFencedError,
-  parseFireId,
   parseFireIdText,
   parseResource,
   parseToken,
@@ -17,6 +15,8 @@ import { emit, parseOptions } from '@fenced/shared/internal';
 import { postgresGuardOptionsSchema, type PostgresGuardOptionsInput } from './postgres-guard-options.js';
 import type { Kysely, Transaction } from 'kysely';
 import { isKyselyLike, kyselySession } from './kysely-session.js';
+import { adminOperations } from './admin.js';
+import { guardUnavailable } from './guard-errors.js';
 import { migrate } from './migrator.js';
 import { BoundedMap } from '../internal/bounded-map.js';
 import { guardObjectNames } from './names.js';
@@ -29,8 +29,6 @@ import {
   isRetryable,
   sqlStateOf,
   STALE_TOKEN,
-  UNDEFINED_FUNCTION,
-  UNDEFINED_TABLE,
 } from './sql-state.js';
 import type { GuardedWriteContext, GuardedWriteOptions, TokenInput } from '../write-context.js';
 
@@ -124,6 +122,7 @@ export function createPostgresGuard(input: GuardOptions<object>): PostgresGuard<
   const names = guardObjectNames(options.schema, options.table);
   const session = openSession(options.db);
 
+  const unavailable = (resource: string, phase: string, cause: unknown) => guardUnavailable(logger, resource, phase, cause);
   const checkText = `SELECT ${names.checkFn}($2::text, $1::bigint, $3::boolean, $4::text)`;
   // The last fence this process saw per resource. Only a hint for the check's statement order (see
   // the SQL): a stale or missing entry costs one more statement, never correctness.
@@ -195,89 +194,8 @@ export function createPostgresGuard(input: GuardOptions<object>): PostgresGuard<
     emit(logger, { type: 'fence.advanced', resource, token });
   }
 
-  async function lowerFence(request: LowerFenceRequest): Promise<Token | null> {
-    const resource = request.resource === undefined ? options.resource : parseResource(request.resource);
-    const token = parseToken(request.token);
-    for (const [field, value] of [['actor', request.actor], ['reason', request.reason]] as const) {
-      if (typeof value !== 'string' || value.trim().length === 0) throw new TypeError(`lowerFence: ${field} is required`);
-    }
-    let rows: Record<string, unknown>[];
-    try {
-      rows = await session.query({
-        text: `SELECT ${names.lowerFn}($1::text, $2::bigint, $3::text, $4::text)::text AS previous`,
-        values: [resource, token, request.actor, request.reason],
-      });
-    } catch (err) {
-      throw unavailable(resource, 'lower fence', err);
-    }
-    const previous = typeof rows[0]?.['previous'] === 'string' ? BigInt(rows[0]['previous'] as string) : null;
-    lastSeen.set(resource, token);
-    emit(logger, { type: 'fence.lowered', resource, from: previous, to: token, actor: request.actor, reason: request.reason });
-    return previous;
-  }
-
-  async function pruneAppliedFires(olderThanMs: number): Promise<number> {
-    if (!Number.isInteger(olderThanMs) || olderThanMs < 0) throw new TypeError('pruneAppliedFires: olderThanMs must be a non-negative integer');
-    try {
-      const rows = await session.query({
-        text: `WITH gone AS (DELETE FROM ${names.applied} WHERE applied_at < now() - make_interval(secs => $1::double precision / 1000) RETURNING 1) SELECT count(*)::int AS n FROM gone`,
-        values: [olderThanMs],
-      });
-      return Number(rows[0]?.['n'] ?? 0);
-    } catch (err) {
-      throw unavailable(options.resource, 'prune applied fires', err);
-    }
-  }
-
-  async function lastAppliedFire(): Promise<AppliedFire | null> {
-    let rows: Record<string, unknown>[];
-    try {
-      rows = await session.query({
-        text: `SELECT fire_id, token::text AS token, applied_at FROM ${names.applied} WHERE resource = $1 ORDER BY applied_at DESC, fire_id DESC LIMIT 1`,
-        values: [options.resource],
-      });
-    } catch (err) {
-      throw unavailable(options.resource, 'read applied fires', err);
-    }
-    const row = rows[0];
-    if (row === undefined) return null;
-    return { fireId: String(row['fire_id']), token: BigInt(String(row['token'])), appliedAt: new Date(row['applied_at'] as string | Date) };
-  }
-
-  /**
-   * Per job, the latest scheduled fire applied to `resource` since `since`, in one query. Scheduler
-   * fire ids are `<job>@<fixed-width UTC time>`, so within a job the largest id in byte order
-   * (COLLATE "C") is the latest fire. Bounded by applied_at, which the BRIN index serves, so the scan
-   * covers the recent window rather than the whole retention.
-   */
-  async function lastAppliedFires(resource: string, since: Date): Promise<ReadonlyMap<string, number>> {
-    let rows: Record<string, unknown>[];
-    try {
-      rows = await session.query({
-        text: `SELECT max(fire_id COLLATE "C") AS fire_id FROM ${names.applied}
-                WHERE resource = $1 AND applied_at >= $2::timestamptz AND strpos(fire_id, '@') > 1
-                GROUP BY split_part(fire_id, '@', 1)`,
-        values: [resource, since.toISOString()],
-      });
-    } catch (err) {
-      throw unavailable(resource, 'read applied fires', err);
-    }
-    const latest = new Map<string, number>();
-    for (const row of rows) {
-      const fire = parseFireId(String(row['fire_id']));
-      if (fire !== null) latest.set(fire.job, fire.scheduledAt);
-    }
-    return latest;
-  }
-
-  function unavailable(resource: string, phase: string, cause: unknown): GuardUnavailableError {
-    emit(logger, { type: 'guard.unavailable', resource, error: cause });
-    const state = sqlStateOf(cause);
-    const hint = state === UNDEFINED_FUNCTION || state === UNDEFINED_TABLE ? ' (was guard.migrate() run?)' : '';
-    const outcome = phase === 'commit' ? '; the commit outcome is unknown' : '; nothing was applied';
-    const message = cause instanceof Error ? cause.message : String(cause);
-    return new GuardUnavailableError(`PostgreSQL guard failed during ${phase}${outcome}: ${message}${hint}`, { cause });
-  }
+  const admin = adminOperations({ session, names, defaultResource: options.resource, fail: unavailable, logger, onLowered: (resource, token) => lastSeen.set(resource, token) });
+  const { lowerFence, pruneAppliedFires, lastAppliedFire, lastAppliedFires } = admin;
 
   const fence = (resource: string): Fence => {
     const name = parseResource(resource);

@@ -3,7 +3,6 @@ import { hostname } from 'node:os';
 import { randomBytes } from 'node:crypto';
 import type { Redis } from 'ioredis';
 import {
-  isFencedError,
   NotLeaderError,
   parseToken,
   type Fence,
@@ -15,6 +14,7 @@ import { emit, parseOptions, withTimeout } from '@fenced/shared/internal';
 import { coordinatorOptionsSchema, defaultDriftMs, type CoordinatorOptionsInput } from './coordinator-options.js';
 import { leaseScripts, type LeaseScripts } from './lease-scripts.js';
 import { formatLeaseValue, parseLeaseValue } from './lease-value.js';
+import { judgeFenceAnswers, type FenceVerdict } from './fence-verdict.js';
 import { backoffMs, jitter } from '../internal/timing.js';
 import { monotonicClock, type Clock } from './clock.js';
 import { leaseKeys, type LeaseKeys } from './lease-keys.js';
@@ -278,35 +278,18 @@ export class Coordinator extends EventEmitter<CoordinatorEventMap> {
     this.#scheduleAttempt(jitter(this.#acquireRetryMs));
   }
 
-  async #advanceFences(
-    token: Token,
-  ): Promise<{ kind: 'ok' } | { kind: 'regressed'; highest: Token } | { kind: 'unavailable' }> {
-    const results = await Promise.allSettled(this.#fences.map((fence) => fence.advance(token)));
-    let highest: Token | null = null;
-    let unavailable = false;
-    results.forEach((result, i) => {
-      if (result.status === 'fulfilled') return;
-      const fence = this.#fences[i]!;
-      if (isFencedError(result.reason, 'FENCE_AHEAD')) {
-        const ahead = result.reason;
-        this.#regressions++;
-        emit(this.#logger, {
-          type: 'token.regression',
-          group: this.name,
-          nodeId: this.nodeId,
-          token,
-          fenceHighest: ahead.highest,
-          resource: fence.resource,
-        });
-        this.emit('regression', { token, fenceHighest: ahead.highest, resource: fence.resource, total: this.#regressions });
-        if (highest === null || ahead.highest > highest) highest = ahead.highest;
-      } else {
-        unavailable = true;
-        emit(this.#logger, { type: 'fence.unavailable', group: this.name, nodeId: this.nodeId, token, resource: fence.resource, error: result.reason });
-      }
-    });
-    if (highest !== null) return { kind: 'regressed', highest };
-    return unavailable ? { kind: 'unavailable' } : { kind: 'ok' };
+  /** Advances every fence to `token` at once and decides the election from their answers. */
+  async #advanceFences(token: Token): Promise<FenceVerdict> {
+    const answers = judgeFenceAnswers(this.#fences, await Promise.allSettled(this.#fences.map((fence) => fence.advance(token))));
+    for (const { resource, highest } of answers.ahead) {
+      this.#regressions++;
+      emit(this.#logger, { type: 'token.regression', group: this.name, nodeId: this.nodeId, token, fenceHighest: highest, resource });
+      this.emit('regression', { token, fenceHighest: highest, resource, total: this.#regressions });
+    }
+    for (const { resource, error } of answers.unreachable) {
+      emit(this.#logger, { type: 'fence.unavailable', group: this.name, nodeId: this.nodeId, token, resource, error });
+    }
+    return answers.verdict;
   }
 
   /** Raises the Redis counter to the highest token a fence holds, so the next election mints above it. */

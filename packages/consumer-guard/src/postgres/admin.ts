@@ -1,0 +1,100 @@
+import { emit } from '@fenced/shared/internal';
+import { parseFireId, parseResource, parseToken, type FencedLogger, type GuardUnavailableError, type Token } from '@fenced/shared';
+import type { GuardObjectNames } from './names.js';
+import type { GuardSession } from './session.js';
+import type { AppliedFire, LowerFenceRequest } from './postgres-guard.js';
+
+/** What the admin operations need from the guard that owns them. */
+export interface AdminContext {
+  readonly session: GuardSession<unknown>;
+  readonly names: GuardObjectNames;
+  readonly defaultResource: string;
+  readonly logger: FencedLogger | undefined;
+  /** Maps a database failure to the guard's typed error. */
+  readonly fail: (resource: string, phase: string, cause: unknown) => GuardUnavailableError;
+  /** Called after a fence was lowered, with the new token. */
+  readonly onLowered: (resource: string, token: Token) => void;
+}
+
+/**
+ * The PostgreSQL guard's operations outside the write path: the audited lowering of a fence, pruning
+ * and reading the table of applied fires. None of them is on a write's hot path.
+ */
+export function adminOperations(ctx: AdminContext) {
+  async function lowerFence(request: LowerFenceRequest): Promise<Token | null> {
+    const resource = request.resource === undefined ? ctx.defaultResource : parseResource(request.resource);
+    const token = parseToken(request.token);
+    for (const [field, value] of [['actor', request.actor], ['reason', request.reason]] as const) {
+      if (typeof value !== 'string' || value.trim().length === 0) throw new TypeError(`lowerFence: ${field} is required`);
+    }
+    let rows: Record<string, unknown>[];
+    try {
+      rows = await ctx.session.query({
+        text: `SELECT ${ctx.names.lowerFn}($1::text, $2::bigint, $3::text, $4::text)::text AS previous`,
+        values: [resource, token, request.actor, request.reason],
+      });
+    } catch (err) {
+      throw ctx.fail(resource, 'lower fence', err);
+    }
+    const previous = typeof rows[0]?.['previous'] === 'string' ? BigInt(rows[0]['previous'] as string) : null;
+    ctx.onLowered(resource, token);
+    emit(ctx.logger, { type: 'fence.lowered', resource, from: previous, to: token, actor: request.actor, reason: request.reason });
+    return previous;
+}
+
+  async function pruneAppliedFires(olderThanMs: number): Promise<number> {
+    if (!Number.isInteger(olderThanMs) || olderThanMs < 0) throw new TypeError('pruneAppliedFires: olderThanMs must be a non-negative integer');
+    try {
+      const rows = await ctx.session.query({
+        text: `WITH gone AS (DELETE FROM ${ctx.names.applied} WHERE applied_at < now() - make_interval(secs => $1::double precision / 1000) RETURNING 1) SELECT count(*)::int AS n FROM gone`,
+        values: [olderThanMs],
+      });
+      return Number(rows[0]?.['n'] ?? 0);
+    } catch (err) {
+      throw ctx.fail(ctx.defaultResource, 'prune applied fires', err);
+    }
+}
+
+  async function lastAppliedFire(): Promise<AppliedFire | null> {
+    let rows: Record<string, unknown>[];
+    try {
+      rows = await ctx.session.query({
+        text: `SELECT fire_id, token::text AS token, applied_at FROM ${ctx.names.applied} WHERE resource = $1 ORDER BY applied_at DESC, fire_id DESC LIMIT 1`,
+        values: [ctx.defaultResource],
+      });
+    } catch (err) {
+      throw ctx.fail(ctx.defaultResource, 'read applied fires', err);
+    }
+    const row = rows[0];
+    if (row === undefined) return null;
+    return { fireId: String(row['fire_id']), token: BigInt(String(row['token'])), appliedAt: new Date(row['applied_at'] as string | Date) };
+}
+
+  /**
+   * Per job, the latest scheduled fire applied to `resource` since `since`, in one query. Scheduler
+   * fire ids are `<job>@<fixed-width UTC time>`, so within a job the largest id in byte order
+   * (COLLATE "C") is the latest fire. Bounded by applied_at, which the BRIN index serves, so the scan
+   * covers the recent window rather than the whole retention.
+   */
+  async function lastAppliedFires(resource: string, since: Date): Promise<ReadonlyMap<string, number>> {
+    let rows: Record<string, unknown>[];
+    try {
+      rows = await ctx.session.query({
+        text: `SELECT max(fire_id COLLATE "C") AS fire_id FROM ${ctx.names.applied}
+                WHERE resource = $1 AND applied_at >= $2::timestamptz AND strpos(fire_id, '@') > 1
+                GROUP BY split_part(fire_id, '@', 1)`,
+        values: [resource, since.toISOString()],
+      });
+    } catch (err) {
+      throw ctx.fail(resource, 'read applied fires', err);
+    }
+    const latest = new Map<string, number>();
+    for (const row of rows) {
+      const fire = parseFireId(String(row['fire_id']));
+      if (fire !== null) latest.set(fire.job, fire.scheduledAt);
+    }
+    return latest;
+}
+
+  return { lowerFence, pruneAppliedFires, lastAppliedFire, lastAppliedFires };
+}
