@@ -9,6 +9,7 @@ import { schedulerOptionsSchema, type JobOptionsInput, type SchedulerOptionsInpu
 import { schedulerScripts, type SchedulerScripts } from './scheduler-scripts.js';
 import type { Coordinator, LeaderTerm } from '../lease/coordinator.js';
 import { planCatchUp, type MisfirePolicy } from './catch-up.js';
+import { recoverLastFires, resumePoint } from './resume.js';
 import { DueQueue } from './due-queue.js';
 import { cronSchedule, intervalSchedule, type JobSchedule } from './job-schedule.js';
 
@@ -161,24 +162,32 @@ export class Scheduler {
     const baselines: Array<[string, number]> = [];
     // The hash carries a field no job can be named (job names have no colon), written with the first
     // baselines: without it, the records were never kept here or Redis lost them.
-    const stateLost = recorded[STATE_MARK] === undefined;
-    if (stateLost) baselines.push([STATE_MARK, now]);
-    // No record of a job means it never ran, or that Redis lost its data. Resume from the durable
-    // record when there is one (the guard's applied fires: nothing there on a first deployment),
-    // asked once for every such job; without one, an election that found Redis behind a fence catches
-    // up the whole window (downstream dedupe drops what was already applied) rather than lose the
-    // fires of the outage.
+    const recordLost = recorded[STATE_MARK] === undefined;
+    if (recordLost) baselines.push([STATE_MARK, now]);
+    // Jobs without a record ask the durable record where they stand, all at once.
     const unrecorded = [...this.#jobs.keys()].filter((name) => recorded[name] === undefined);
-    const recovered = stateLost && unrecorded.length > 0 ? await this.#recover(unrecorded, now) : new Map<string, number>();
+    const recovered =
+      recordLost && unrecorded.length > 0
+        ? await recoverLastFires({
+            jobs: unrecorded,
+            now,
+            catchUpWindowMs: this.#catchUpWindowMs,
+            hook: this.#recoverLastFired,
+            fences: this.#coordinator.fences,
+            onError: (error) => emit(this.#logger, { type: 'redis.error', group: this.#coordinator.name, nodeId: this.#coordinator.nodeId, operation: 'recover last fires', error }),
+          })
+        : new Map<string, number>();
     if (this.#term !== term) return;
     for (const job of this.#jobs.values()) {
-      let last = recorded[job.name] === undefined ? null : Number(recorded[job.name]);
-      if (last === null && stateLost) last = recovered.get(job.name) ?? null;
-      if (last === null && term.regressed) last = now - this.#catchUpWindowMs;
-      // A job with no record gets one now: the point from which fires are owed. Without it, a leader
-      // that dies before its first dispatch would leave its successor no trace of the fires that
-      // came due in between, and they would be lost.
-      if (recorded[job.name] === undefined) baselines.push([job.name, last ?? now]);
+      const { last, baseline } = resumePoint({
+        recorded: recorded[job.name] === undefined ? null : Number(recorded[job.name]),
+        recordLost,
+        recovered: recovered.get(job.name),
+        regressed: term.regressed,
+        now,
+        catchUpWindowMs: this.#catchUpWindowMs,
+      });
+      if (baseline !== null) baselines.push([job.name, baseline]);
       const plan = planCatchUp(job.schedule, last, now, this.#misfire, this.#catchUpWindowMs, this.#maxCatchUpFires);
       job.pending.push(...plan.fires);
       if (plan.skipped > 0 || plan.beforeWindow) {
@@ -204,32 +213,6 @@ export class Scheduler {
     }
     if (this.#term !== term) return;
     this.#tick();
-  }
-
-  /**
-   * Per job, where to resume: from the user's hook, else from every fence that keeps applied fires
-   * (the latest fire of a job on any resource: it was dispatched). A source that fails tells nothing.
-   */
-  async #recover(jobs: readonly string[], now: number): Promise<Map<string, number>> {
-    const latest = new Map<string, number>();
-    const take = (answer: ReadonlyMap<string, number>) => {
-      for (const job of jobs) {
-        const at = answer.get(job);
-        if (typeof at === 'number' && Number.isFinite(at) && at <= now && at > (latest.get(job) ?? -Infinity)) latest.set(job, at);
-      }
-    };
-    const failed = (error: unknown) =>
-      emit(this.#logger, { type: 'redis.error', group: this.#coordinator.name, nodeId: this.#coordinator.nodeId, operation: 'recover last fires', error });
-    if (this.#recoverLastFired !== undefined) {
-      await this.#recoverLastFired(jobs).then(take, failed);
-      return latest;
-    }
-    // Fires applied before the catch-up window need no answer (the plan starts at the window), so the
-    // look-back is the window and as much again for clocks that disagree, at least a minute.
-    const since = new Date(now - this.#catchUpWindowMs - Math.max(this.#catchUpWindowMs, 60_000));
-    const sources = this.#coordinator.fences.filter((fence) => typeof fence.lastAppliedFires === 'function');
-    await Promise.all(sources.map((fence) => fence.lastAppliedFires!(since).then(take, failed)));
-    return latest;
   }
 
   #standDown(): void {
