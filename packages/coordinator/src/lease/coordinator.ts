@@ -15,6 +15,8 @@ import { coordinatorOptionsSchema, defaultDriftMs, type CoordinatorOptionsInput 
 import { leaseScripts, type LeaseScripts } from './lease-scripts.js';
 import { formatLeaseValue, parseLeaseValue } from './lease-value.js';
 import { judgeFenceAnswers, type FenceVerdict } from './fence-verdict.js';
+import { listenForReleases, type ReleaseListener } from './release-listener.js';
+import { evictionProblem } from './redis-config.js';
 import { backoffMs, jitter } from '../internal/timing.js';
 import { monotonicClock, type Clock } from './clock.js';
 import { leaseKeys, type LeaseKeys } from './lease-keys.js';
@@ -76,7 +78,7 @@ export class Coordinator extends EventEmitter<CoordinatorEventMap> {
   #state: State = { kind: 'stopped' };
   #timer: NodeJS.Timeout | undefined;
   #deadlineTimer: NodeJS.Timeout | undefined;
-  #subscriber: Redis | undefined;
+  #subscriber: ReleaseListener | undefined;
   #failures = 0;
   #regressions = 0;
   #attempt: Promise<void> | undefined;
@@ -139,7 +141,7 @@ export class Coordinator extends EventEmitter<CoordinatorEventMap> {
     }
     const subscriber = this.#subscriber;
     this.#subscriber = undefined;
-    if (subscriber !== undefined) subscriber.disconnect();
+    subscriber?.close();
     await this.#attempt?.catch(() => undefined);
   }
 
@@ -382,45 +384,24 @@ export class Coordinator extends EventEmitter<CoordinatorEventMap> {
 
   // ---- plumbing ---------------------------------------------------------------------------
 
-  /** Standbys listen for releases, so a graceful handover takes a round trip, not a TTL. */
   async #subscribe(): Promise<void> {
-    const subscriber = this.#redis.duplicate({ lazyConnect: true, maxRetriesPerRequest: null });
-    subscriber.on('error', (error: unknown) => this.#redisFailed('subscribe', error));
-    subscriber.on('message', () => {
-      if (this.#state.kind === 'standby') {
+    const listener = await listenForReleases(this.#redis, this.keys.released, this.#commandTimeoutMs(), {
+      onRelease: () => {
+        if (this.#state.kind !== 'standby') return;
         clearTimeout(this.#timer);
         void this.#runAttempt();
-      }
+      },
+      onError: (error) => this.#redisFailed('subscribe', error),
     });
-    // After a reconnect (or a first connect that failed at start), subscribe again.
-    subscriber.on('ready', () => void subscriber.subscribe(this.keys.released).catch(() => undefined));
-    this.#subscriber = subscriber;
-    // start() resolves only once the subscription is in place: a standby that started just before
-    // the leader stepped down must hear the release, not wait for its next poll. Bounded when Redis
-    // is down: the node must still start, as a standby.
-    const subscribed = async () => {
-      await subscriber.connect();
-      await subscriber.subscribe(this.keys.released);
-    };
-    await withTimeout(subscribed(), this.#commandTimeoutMs(), 'subscribe').catch((error: unknown) => this.#redisFailed('subscribe', error));
+    // stop() may have come while the subscription was being set up.
+    if (this.#state.kind === 'stopped') listener.close();
+    else this.#subscriber = listener;
   }
 
   /** Reports Redis settings that make leases unsafe. */
   async #checkRedisConfig(): Promise<void> {
-    try {
-      const reply = (await withTimeout(this.#redis.config('GET', 'maxmemory-policy'), this.#commandTimeoutMs(), 'config')) as string[];
-      const policy = reply[1];
-      if (policy !== undefined && policy !== 'noeviction' && !policy.startsWith('volatile')) {
-        emit(this.#logger, {
-          type: 'redis.config',
-          group: this.name,
-          nodeId: this.nodeId,
-          problem: `maxmemory-policy is ${policy}: Redis may evict the token counter (set noeviction)`,
-        });
-      }
-    } catch {
-      // CONFIG may be renamed or forbidden on managed Redis: nothing to report then.
-    }
+    const problem = await evictionProblem(this.#redis, this.#commandTimeoutMs());
+    if (problem !== null) emit(this.#logger, { type: 'redis.config', group: this.name, nodeId: this.nodeId, problem });
   }
 
   #redisFailed(operation: string, error: unknown): void {
