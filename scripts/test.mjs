@@ -1,5 +1,6 @@
 #!/usr/bin/env node
-// `pnpm test`: a check that the services answer, the generated-module check and the type check, then
+// `pnpm test`: a check that the services answer, the generated-module check and the type check, the
+// packages as a consumer gets them (publint, attw), then
 // the unit/integration project and the simulation project, one after the other (the simulation runs
 // real replicas with real timing, so it gets the machine to itself).
 //
@@ -32,6 +33,19 @@ if (run(process.execPath, ['--import', 'tsx', 'test/support/preflight.ts']) !== 
 
 steps.push({ name: 'generated modules', code: run(process.execPath, ['scripts/gen-assets.mjs', '--check']) });
 steps.push({ name: 'type check', code: run(bin('tsc'), ['-p', 'tsconfig.json', '--noEmit']) });
+
+// The packages as a consumer gets them: built, packed, their exports maps and types resolved the way
+// Node (node16) and bundlers resolve them (attw), and their package.json linted (publint).
+const packages = ['shared', 'coordinator', 'consumer-guard', 'chaos'];
+const built = run('pnpm', ['--reporter', 'silent', '-r', '--filter', './packages/*', 'run', 'build']) === 0;
+let packaged = built;
+for (const pkg of built ? packages : []) {
+  const cwd = join(root, 'packages', pkg);
+  const lint = spawnSync(bin('publint'), ['--strict'], { cwd, stdio: 'inherit' }).status;
+  const types = spawnSync(bin('attw'), ['--pack', '.', '--profile', 'esm-only', '--format', 'table-flipped'], { cwd, stdio: 'inherit' }).status;
+  if (lint !== 0 || types !== 0) packaged = false;
+}
+steps.push({ name: 'package checks (build, publint, attw)', code: packaged ? 0 : 1 });
 
 const counts = { passed: 0, failed: 0, skipped: 0 };
 for (const project of ['unit', 'sim']) {
