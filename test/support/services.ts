@@ -1,6 +1,7 @@
-import net from 'node:net';
 import { Redis } from 'ioredis';
 import pg from 'pg';
+// By path rather than by package name: the globalSetup runs before the `@fenced/source` condition applies.
+import { tcpAnswers as answers } from '../../packages/chaos/src/postgres-url.js';
 
 /**
  * Finds the services tests run against, in this order:
@@ -26,19 +27,6 @@ export class ServiceSetupError extends Error {
 const DEFAULT_DATABASE_URL = 'postgres://postgres@127.0.0.1:5432/test';
 const DEFAULT_REDIS_URL = 'redis://127.0.0.1:6379';
 const CHECK_TIMEOUT_MS = 5000;
-
-function answers(host: string, port: number, timeoutMs = 1500): Promise<boolean> {
-  return new Promise((resolve) => {
-    const socket = net.connect({ host, port });
-    const done = (ok: boolean) => {
-      socket.destroy();
-      resolve(ok);
-    };
-    socket.setTimeout(timeoutMs, () => done(false));
-    socket.once('connect', () => done(true));
-    socket.once('error', () => done(false));
-  });
-}
 
 async function dockerReachable(): Promise<boolean> {
   try {

@@ -1,12 +1,13 @@
 export { startRedisServer, freePort, waitForPort, type RedisServerProcess, type RedisServerOptions } from './redis/redis-server.js';
 export { startRedisTopology, type RedisTopology } from './redis/redis-topology.js';
 export { redisCommand } from './redis/redis-command.js';
-export { startFaultProxy, type FaultProxy, type ProxyMode } from './proxy/fault-proxy.js';
+export { startFaultProxy, type FaultProxy, type ProxyMode } from './fault-proxy.js';
 export { managedProcess, type ManagedProcess, type ProcessLine, type ProcessSpec } from './process/managed-process.js';
-export { faketimeEnv, findLibfaketime, type ClockFault } from './clock/faketime.js';
-export { seededRandom, type Random } from './schedule/random.js';
-export { History, type Effect, type HistoryEvent, type WriteOutcome } from './history/history.js';
+export { faketimeEnv, findLibfaketime, type ClockFault } from './faketime.js';
+export { seededRandom, type Random } from './random.js';
+export { History, type Effect, type HistoryEvent, type WriteOutcome } from './history.js';
 export { checkRun, leadershipIntervals, leadershipOverlaps, maxDispatchGap, type CheckInput, type CheckResult, type OverlapWindow } from './checker/check-run.js';
+export { INVARIANTS, noDuplicateEffect, noEarlyEffect, noMissedFire, noStaleEffect, type EffectMark, type Invariant, type InvariantResult } from './checker/invariants.js';
 export { scenarios, SCENARIO_NAMES, type Scenario, type ScenarioName } from './sim/scenarios.js';
 export { FaultContext, type SimNode } from './sim/fault-context.js';
 export { runScenario, type RunOptions, type RunResult, type RunStatus } from './sim/run-scenario.js';
@@ -14,4 +15,4 @@ export type { NodeContext, RunContext, SimApp, SimMode } from './sim/sim-app.js'
 export { renderHtmlReport, resultTableRows, RESULT_COLUMNS, COLUMN_DEFINITIONS, type ReportRun } from './report/html-report.js';
 export { textTable } from './report/text-table.js';
 export { runSimCli, type CliIo } from './cli/sim-cli.js';
-export { resolvePostgres, tcpAnswers, ServiceUnavailableError, DEFAULT_DATABASE_URL } from './services/postgres-url.js';
+export { resolvePostgres, tcpAnswers, ServiceUnavailableError, DEFAULT_DATABASE_URL } from './postgres-url.js';

@@ -1,6 +1,7 @@
 import { describe, expect, it } from 'vitest';
-import type { Effect, HistoryEvent } from '../history/history.js';
+import type { Effect, HistoryEvent } from '../history.js';
 import { checkRun, leadershipOverlaps } from './check-run.js';
+import { noDuplicateEffect, noEarlyEffect, noMissedFire, noStaleEffect } from './invariants.js';
 
 const effect = (fireId: string, token: number, commitSeq: number, node = 'r1', extra: Partial<Effect> = {}): Effect => ({
   resource: 'ledger',
@@ -98,5 +99,25 @@ describe('leadership overlaps', () => {
     const result = checkRun({ history, effects, expectedFireIds: [], window });
     expect(result.overlaps).toHaveLength(1);
     expect(result.overlaps[0]!.harmless).toBe(false);
+  });
+});
+
+describe('one checker per invariant', () => {
+  const input = (effects: ReturnType<typeof effect>[], expectedFireIds: string[] = []) => ({ history: [], effects, expectedFireIds, window });
+  const sorted = (effects: ReturnType<typeof effect>[]) => [...effects].sort((a, b) => a.commitSeq - b.commitSeq);
+
+  it('each sees only its own kind of damage, and marks the effects it blames', () => {
+    const effects = [effect('a', 5, 1), effect('b', 4, 2, 'old'), effect('a', 5, 3, 'r2'), effect('c', 5, 4, 'r1', { scheduledAt: 9000, committedAt: 4000 })];
+    const all = sorted(effects);
+    expect(noStaleEffect(input(effects), all)).toMatchObject({ count: 1, marks: [{ commitSeq: 2, kind: 'stale' }] });
+    expect(noDuplicateEffect(input(effects), all)).toMatchObject({ count: 1, marks: [{ commitSeq: 3, kind: 'duplicate' }] });
+    expect(noEarlyEffect(input(effects), all)).toMatchObject({ count: 1, marks: [{ commitSeq: 4, kind: 'early' }] });
+    expect(noMissedFire(input(effects, ['a', 'b', 'c', 'd']), all)).toMatchObject({ count: 1, violations: ['fire never took effect: d'] });
+  });
+
+  it('compose into the run check, whose marks are what the report draws', () => {
+    const result = checkRun(input([effect('a', 5, 1), effect('b', 4, 2, 'old')], ['a', 'b']));
+    expect(result.anomalies).toBe(1);
+    expect(result.marks).toEqual([{ commitSeq: 2, kind: 'stale' }]);
   });
 });

@@ -1,4 +1,5 @@
-import type { Effect, HistoryEvent } from '../history/history.js';
+import type { Effect, HistoryEvent } from '../history.js';
+import { INVARIANTS, type EffectMark, type InvariantResult } from './invariants.js';
 
 export interface CheckInput {
   readonly history: readonly HistoryEvent[];
@@ -8,12 +9,7 @@ export interface CheckInput {
   readonly expectedFireIds: readonly string[];
   /** The checked window, epoch ms: overlaps and gaps are measured inside it. */
   readonly window: { readonly start: number; readonly end: number };
-  /**
-   * An effect committed more than this before its due time counts as early. Due times come from the
-   * Redis server's clock in whole milliseconds, commit times from PostgreSQL's in microseconds; in
-   * the simulation both servers run on one host and read one clock, so the only slack owed is the
-   * millisecond rounding. @defaultValue 1
-   */
+  /** An effect committed more than this before its due time counts as early (see `noEarlyEffect`). @defaultValue 1 */
   readonly earlyToleranceMs?: number;
 }
 
@@ -50,71 +46,50 @@ export interface CheckResult {
   readonly anomalies: number;
   /** Human-readable descriptions of the first violations found. */
   readonly violations: readonly string[];
+  /** The effects the invariants found wrong, for the report to draw. */
+  readonly marks: readonly EffectMark[];
 }
 
 const MAX_VIOLATIONS = 20;
 
 /**
- * Checks the promise over one run: committed effects never go down in token per resource, each fire
- * takes effect at most once and none in the window is lost, nothing takes effect early. It also
- * measures leadership overlaps (expected under pauses; each must be harmless) and the failover gap.
+ * Checks the promise over one run, one invariant at a time (see `INVARIANTS`): committed effects
+ * never go down in token per resource, each fire takes effect at most once and none in the window is
+ * lost, nothing takes effect early. It also measures leadership overlaps (expected under pauses; each
+ * must be harmless) and the failover gap. The marks it returns are what the report draws.
  */
 export function checkRun(input: CheckInput): CheckResult {
-  const violations: string[] = [];
-  const violation = (text: string) => {
-    if (violations.length < MAX_VIOLATIONS) violations.push(text);
-  };
-  const tolerance = input.earlyToleranceMs ?? 1;
   const byCommit = [...input.effects].sort((a, b) => a.commitSeq - b.commitSeq);
-
-  // Stale writes that took effect: in commit order, per resource, the token must never go down.
-  const highest = new Map<string, Effect>();
-  const staleEffects = new Set<Effect>();
-  for (const effect of byCommit) {
-    const top = highest.get(effect.resource);
-    if (top !== undefined && effect.token < top.token) {
-      staleEffects.add(effect);
-      violation(
-        `stale write applied: ${effect.fireId} with token ${effect.token} by ${effect.node} committed after token ${top.token} (${top.fireId} by ${top.node}) on ${effect.resource}`,
-      );
-    }
-    if (top === undefined || effect.token > top.token) highest.set(effect.resource, effect);
-  }
-
-  // At most once per fire id (per resource), and none missing.
-  const seen = new Map<string, number>();
-  for (const effect of byCommit) {
-    const key = `${effect.resource}\u0000${effect.fireId}`;
-    const count = (seen.get(key) ?? 0) + 1;
-    seen.set(key, count);
-    if (count === 2) violation(`fire took effect twice: ${effect.fireId} on ${effect.resource} (again by ${effect.node}, token ${effect.token})`);
-  }
-  const duplicates = [...seen.values()].reduce((sum, n) => sum + n - 1, 0);
-  const applied = new Set(byCommit.map((e) => e.fireId));
-  const missing = input.expectedFireIds.filter((id) => !applied.has(id));
-  for (const id of missing.slice(0, 5)) violation(`fire never took effect: ${id}`);
-
-  const earlyEffects = byCommit.filter((e) => e.committedAt < e.scheduledAt - tolerance);
-  for (const e of earlyEffects.slice(0, 5)) violation(`fire took effect ${Math.round(e.scheduledAt - e.committedAt)} ms early: ${e.fireId} by ${e.node}`);
+  const results = Object.fromEntries(Object.entries(INVARIANTS).map(([name, invariant]) => [name, invariant(input, byCommit)])) as Record<
+    keyof typeof INVARIANTS,
+    InvariantResult
+  >;
+  const violations = Object.values(results)
+    .flatMap((r) => r.violations)
+    .slice(0, MAX_VIOLATIONS);
+  const marks = Object.values(results).flatMap((r) => r.marks);
+  const staleSeqs = new Set(results.staleApplied.marks.map((m) => m.commitSeq));
+  const staleEffects = byCommit.filter((e) => staleSeqs.has(e.commitSeq));
 
   const writes = input.history.filter((e): e is Extract<HistoryEvent, { kind: 'write' }> => e.kind === 'write');
   const overlaps = leadershipOverlaps(input.history, input.window).map((w) => ({
     ...w,
-    harmless: ![...staleEffects].some((e) => w.nodes.includes(e.node) && e.committedAt >= w.start - 1000),
+    harmless: !staleEffects.some((e) => w.nodes.includes(e.node) && e.committedAt >= w.start - 1000),
   }));
 
   const result = {
     fires: input.expectedFireIds.length,
     effects: byCommit.length,
-    duplicates,
-    missed: missing.length,
-    staleApplied: staleEffects.size,
-    early: earlyEffects.length,
+    duplicates: results.duplicates.count,
+    missed: results.missed.count,
+    staleApplied: results.staleApplied.count,
+    early: results.early.count,
     staleRefused: writes.filter((w) => w.outcome === 'stale').length,
     duplicatesRefused: writes.filter((w) => w.outcome === 'duplicate').length,
     overlaps,
     maxFailoverGapMs: maxDispatchGap(input.history, input.window),
     violations,
+    marks,
   };
   return { ...result, anomalies: result.duplicates + result.missed + result.staleApplied + result.early };
 }

@@ -3,14 +3,14 @@ import { randomBytes } from 'node:crypto';
 import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
-import { findLibfaketime } from '../clock/faketime.js';
+import { findLibfaketime } from '../faketime.js';
 import { killTrackedChildren, runTrackedCleanups } from '../process/child-registry.js';
 import { COLUMN_DEFINITIONS, renderHtmlReport, RESULT_COLUMNS, resultTableRows, type ReportRun } from '../report/html-report.js';
 import { textTable } from '../report/text-table.js';
 import { runScenario, type RunStatus } from '../sim/run-scenario.js';
 import { SCENARIO_NAMES, scenarios } from '../sim/scenarios.js';
 import type { SimApp, SimMode } from '../sim/sim-app.js';
-import { resolvePostgres, ServiceUnavailableError } from '../services/postgres-url.js';
+import { resolvePostgres, ServiceUnavailableError } from '../postgres-url.js';
 import { parseSimArgs, USAGE, UsageError } from './parse-args.js';
 
 export interface CliIo {
@@ -173,7 +173,7 @@ export async function runSimCli(app: SimApp, argv: readonly string[], io: CliIo 
         {
           seed: args.seed,
           report: reportPath,
-          runs: runs.map((r) => ({ scenario: r.scenario, mode: r.mode, ...r.check, overlaps: r.check.overlaps.length })),
+          runs: runs.map((r) => ({ scenario: r.scenario, mode: r.mode, ...r.check, overlaps: r.check.overlaps.length, marks: r.check.marks.length })),
           ok: guardedBad.length === 0 && toothless.length === 0,
         },
         null,

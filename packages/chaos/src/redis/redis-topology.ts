@@ -1,4 +1,4 @@
-import { startFaultProxy, type FaultProxy } from '../proxy/fault-proxy.js';
+import { startFaultProxy, type FaultProxy } from '../fault-proxy.js';
 import { startRedisServer, type RedisServerProcess } from './redis-server.js';
 import { redisCommand } from './redis-command.js';
 

@@ -1,5 +1,5 @@
 import { leadershipIntervals } from '../checker/check-run.js';
-import type { Effect, HistoryEvent } from '../history/history.js';
+import type { HistoryEvent } from '../history.js';
 import type { RunResult } from '../sim/run-scenario.js';
 
 /** What the report shows of one run. */
@@ -27,7 +27,7 @@ const LEGEND: ReadonlyArray<{ key: string; label: string; swatch: string }> = [
   { key: 'overlap', label: 'two believed they led, harmless', swatch: '<rect class="overlap" x="0" y="0" width="14" height="14"/>' },
   { key: 'overlap-harmful', label: 'two believed they led, and a stale write took effect', swatch: '<rect class="overlap harmful" x="0" y="0" width="14" height="14"/>' },
   { key: 'applied', label: 'write applied', swatch: '<circle class="mark applied" cx="7" cy="7" r="3"/>' },
-  { key: 'harm', label: 'stale or duplicate write applied (a violation)', swatch: '<circle class="mark harm" cx="7" cy="7" r="5.5"/>' },
+  { key: 'harm', label: 'stale, duplicate or early write applied (a violation)', swatch: '<circle class="mark harm" cx="7" cy="7" r="5.5"/>' },
   { key: 'refused', label: 'stale write refused', swatch: '<path class="mark refused" d="M2,2 L12,12 M12,2 L2,12"/>' },
   { key: 'duplicate', label: 'duplicate fire refused', swatch: '<path class="mark duplicate" d="M7,1 L13,12 L1,12 Z"/>' },
   { key: 'failed', label: 'write failed (guard unreachable, error)', swatch: '<circle class="mark failed" cx="7" cy="7" r="3"/>' },
@@ -35,21 +35,6 @@ const LEGEND: ReadonlyArray<{ key: string; label: string; swatch: string }> = [
 
 function legend(): string {
   return `<p class="legend">${LEGEND.map((l) => `<span class="legend-entry" data-legend-entry="${l.key}"><svg width="14" height="14" viewBox="0 0 14 14">${l.swatch}</svg>${esc(l.label)}</span>`).join('')}</p>`;
-}
-
-/** The anomalies the report marks on the timeline: effects that were stale or duplicated. */
-function harmfulEffects(effects: readonly Effect[]): Map<Effect, 'stale' | 'duplicate'> {
-  const marks = new Map<Effect, 'stale' | 'duplicate'>();
-  const top = new Map<string, bigint>();
-  const seen = new Set<string>();
-  for (const e of [...effects].sort((a, b) => a.commitSeq - b.commitSeq)) {
-    const highest = top.get(e.resource);
-    if (highest !== undefined && e.token < highest) marks.set(e, 'stale');
-    else if (seen.has(`${e.resource}\u0000${e.fireId}`)) marks.set(e, 'duplicate');
-    if (highest === undefined || e.token > highest) top.set(e.resource, e.token);
-    seen.add(`${e.resource}\u0000${e.fireId}`);
-  }
-  return marks;
 }
 
 function timeline(run: ReportRun): string {
@@ -126,10 +111,12 @@ function timeline(run: ReportRun): string {
     else parts.push(`<circle class="mark failed" data-legend="failed" cx="${cx}" cy="${cy}" r="3">${title}</circle>`);
   }
   // Effects that took hold: small dots; stale or duplicate ones in red, large.
-  const harmful = harmfulEffects(run.effects);
+  // The checker's marks, not a judgement of the report's own: stale first when an effect is both.
+  const harmful = new Map<number, 'stale' | 'duplicate' | 'early'>();
+  for (const mark of run.check.marks) if (!harmful.has(mark.commitSeq) || mark.kind === 'stale') harmful.set(mark.commitSeq, mark.kind);
   for (const effect of run.effects) {
     if (!run.nodes.includes(effect.node)) continue;
-    const kind = harmful.get(effect);
+    const kind = harmful.get(effect.commitSeq);
     const cx = x(effect.committedAt);
     const cy = lane(effect.node) + 13;
     parts.push(

@@ -1,8 +1,8 @@
-import type { History, HistoryEvent } from '../history/history.js';
+import type { History, HistoryEvent } from '../history.js';
 import type { ManagedProcess, ProcessLine } from '../process/managed-process.js';
-import type { FaultProxy, ProxyMode } from '../proxy/fault-proxy.js';
+import type { FaultProxy, ProxyMode } from '../fault-proxy.js';
 import type { RedisTopology } from '../redis/redis-topology.js';
-import type { Random } from '../schedule/random.js';
+import type { Random } from '../random.js';
 
 /** A replica as the fault schedule sees it. */
 export interface SimNode {

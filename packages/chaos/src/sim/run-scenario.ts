@@ -1,12 +1,12 @@
 import { randomBytes } from 'node:crypto';
 import { checkRun, type CheckResult } from '../checker/check-run.js';
-import { faketimeEnv } from '../clock/faketime.js';
-import { History, type Effect } from '../history/history.js';
+import { faketimeEnv } from '../faketime.js';
+import { History, type Effect } from '../history.js';
 import { trackCleanup } from '../process/child-registry.js';
 import { managedProcess } from '../process/managed-process.js';
-import { startFaultProxy, type FaultProxy } from '../proxy/fault-proxy.js';
+import { startFaultProxy, type FaultProxy } from '../fault-proxy.js';
 import { startRedisTopology } from '../redis/redis-topology.js';
-import { seededRandom } from '../schedule/random.js';
+import { seededRandom } from '../random.js';
 import { FaultContext, type SimNode } from './fault-context.js';
 import type { Scenario } from './scenarios.js';
 import type { RunContext, SimApp, SimMode } from './sim-app.js';

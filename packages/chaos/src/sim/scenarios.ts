@@ -1,4 +1,4 @@
-import type { ClockFault } from '../clock/faketime.js';
+import type { ClockFault } from '../faketime.js';
 import type { FaultContext, SimNode } from './fault-context.js';
 
 /** A fault scenario: the faults it injects, driven by the seeded random source of its context. */

@@ -1,5 +1,5 @@
-import type { ClockFault } from '../clock/faketime.js';
-import type { Effect } from '../history/history.js';
+import type { ClockFault } from '../faketime.js';
+import type { Effect } from '../history.js';
 import type { ProcessSpec } from '../process/managed-process.js';
 
 /** Guarded: the app with its protections on. Control: the same app and faults with them off. */
