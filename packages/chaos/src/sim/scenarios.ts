@@ -1,8 +1,18 @@
 import type { ClockFault } from '../faketime.js';
 import type { FaultContext, SimNode } from './fault-context.js';
+import { isWrite, runFaultRounds, type FaultRound } from './fault-rounds.js';
 
-/** A fault scenario: the faults it injects, driven by the seeded random source of its context. */
-export interface Scenario {
+/**
+ * A fault scenario: the faults it injects, driven by the seeded random source of its context. Its
+ * faults are data (`rounds`, for the one interpreter) or, where the steps depend on each other, a
+ * `choreography`.
+ */
+export type Scenario = ScenarioSetting & (
+  | { readonly rounds: FaultRound; readonly choreography?: never }
+  | { readonly choreography: (ctx: FaultContext) => Promise<void>; readonly rounds?: never }
+);
+
+interface ScenarioSetting {
   readonly name: ScenarioName;
   /** One line: what breaks, and which protection must hold. */
   readonly summary: string;
@@ -17,29 +27,18 @@ export interface Scenario {
    * @defaultValue `'server'`
    */
   readonly controlClock?: 'server' | 'local';
-  /** Injects faults until the context's deadline. */
-  run(ctx: FaultContext): Promise<void>;
 }
+
+/** Injects a scenario's faults until the context's deadline. */
+export function runScenarioFaults(scenario: Scenario, ctx: FaultContext): Promise<void> {
+  return scenario.rounds !== undefined ? runFaultRounds(ctx, scenario.rounds) : scenario.choreography(ctx);
+}
+
+/** The leader in the middle of a write three times in five, the leader or a standby otherwise. */
+const MOSTLY_MID_WRITE = { midWrite: 3, leader: 1, standby: 1 } as const;
 
 export const SCENARIO_NAMES = ['pause', 'crash', 'partition', 'redis-failover', 'redis-restart', 'clock-skew', 'slow-clock'] as const;
 export type ScenarioName = (typeof SCENARIO_NAMES)[number];
-
-const isWrite = (outcome: string, node?: string) => (n: string, r: Record<string, unknown>) =>
-  r['kind'] === 'write' && r['outcome'] === outcome && (node === undefined || n === node);
-
-/** Picks the victim: the leader in the middle of a write (most often), the leader, or a standby. */
-async function pickTarget(ctx: FaultContext, during: 'begin' | 'committed'): Promise<{ node: SimNode; target: string } | undefined> {
-  const kind = ctx.random.pick(['leader-mid-write', 'leader-mid-write', 'leader-mid-write', 'leader', 'standby'] as const);
-  const leader = await ctx.waitForLeader(5000);
-  if (kind === 'standby') {
-    const standbys = ctx.standbys();
-    return standbys.length === 0 ? undefined : { node: ctx.random.pick(standbys), target: 'standby' };
-  }
-  if (leader === undefined) return undefined;
-  if (kind === 'leader') return { node: leader, target: 'leader' };
-  const name = await ctx.waitForLine(isWrite(during, leader.name), 5000);
-  return name === undefined ? undefined : { node: ctx.node(name), target: during === 'begin' ? 'leader mid-write' : 'leader after commit' };
-}
 
 /**
  * Hands leadership to `wanted`: the other standbys are paused (they cannot compete), a leader other
@@ -64,19 +63,13 @@ export const scenarios: Record<ScenarioName, Scenario> = {
     name: 'pause',
     summary: 'SIGSTOP past the lease (GC, throttling): the leader wakes up mid-write after a new leader took over',
     redis: 'single',
-    async run(ctx) {
-      while (ctx.remainingMs > ctx.ttlMs * 3) {
-        await ctx.sleep(ctx.random.int(300, 1200));
-        const victim = await pickTarget(ctx, 'begin');
-        if (victim === undefined) continue;
-        const pauseMs = Math.round(ctx.ttlMs * (1.5 + ctx.random.next()));
-        ctx.fault('pause', 'start', victim.node.name, `${victim.target}, ${pauseMs} ms`);
-        ctx.pause(victim.node);
-        await ctx.sleep(pauseMs);
-        ctx.resume(victim.node);
-        ctx.fault('pause', 'end', victim.node.name);
-        await ctx.sleep(ctx.random.int(800, 1600));
-      }
+    rounds: {
+      gap: { ms: [300, 1200] },
+      target: { kind: 'replica', weights: MOSTLY_MID_WRITE, during: 'begin' },
+      fault: { kind: 'pause' },
+      hold: { ttls: [1.5, 2.5] },
+      settle: { ms: [800, 1600] },
+      whileTtlsLeft: 3,
     },
   },
 
@@ -84,18 +77,13 @@ export const scenarios: Record<ScenarioName, Scenario> = {
     name: 'crash',
     summary: 'SIGKILL and restart: a leader dies between its commit and its record, and the fire is dispatched again',
     redis: 'single',
-    async run(ctx) {
-      while (ctx.remainingMs > ctx.ttlMs * 3) {
-        await ctx.sleep(ctx.random.int(300, 1200));
-        const victim = await pickTarget(ctx, 'committed');
-        if (victim === undefined) continue;
-        ctx.fault('crash', 'start', victim.node.name, victim.target);
-        await ctx.kill(victim.node);
-        await ctx.sleep(ctx.random.int(200, 800));
-        ctx.restart(victim.node);
-        ctx.fault('crash', 'end', victim.node.name);
-        await ctx.sleep(ctx.random.int(ctx.ttlMs, ctx.ttlMs * 2));
-      }
+    rounds: {
+      gap: { ms: [300, 1200] },
+      target: { kind: 'replica', weights: MOSTLY_MID_WRITE, during: 'committed' },
+      fault: { kind: 'crash' },
+      hold: { ms: [200, 800] },
+      settle: { ttls: [1, 2] },
+      whileTtlsLeft: 3,
     },
   },
 
@@ -103,23 +91,13 @@ export const scenarios: Record<ScenarioName, Scenario> = {
     name: 'partition',
     summary: 'the leader loses Redis while its write to PostgreSQL is held in the network, then delivered late',
     redis: 'single',
-    async run(ctx) {
-      while (ctx.remainingMs > ctx.ttlMs * 4) {
-        await ctx.sleep(ctx.random.int(300, 1200));
-        const victim = await pickTarget(ctx, 'begin');
-        if (victim === undefined) continue;
-        const redisMode = ctx.random.pick([{ kind: 'cut' }, { kind: 'drop' }] as const);
-        const holdMs = Math.round(ctx.ttlMs * (2 + ctx.random.next()));
-        ctx.fault('partition', 'start', victim.node.name, `${victim.target}: redis ${redisMode.kind}, postgres stalled ${holdMs} ms`);
-        ctx.setProxies(victim.node, { redis: redisMode, pg: { kind: 'stall' } });
-        await ctx.sleep(holdMs);
-        ctx.setProxies(victim.node, { pg: { kind: 'pass' } }); // the held write arrives now, late
-        await ctx.sleep(ctx.random.int(200, 600));
-        ctx.setProxies(victim.node, { redis: { kind: 'pass' } });
-        if (redisMode.kind === 'drop') victim.node.redisProxy.resetConnections();
-        ctx.fault('partition', 'end', victim.node.name);
-        await ctx.sleep(ctx.random.int(800, 1600));
-      }
+    rounds: {
+      gap: { ms: [300, 1200] },
+      target: { kind: 'replica', weights: MOSTLY_MID_WRITE, during: 'begin' },
+      fault: { kind: 'partition', redis: [{ kind: 'cut' }, { kind: 'drop' }], redisHealsAfter: { ms: [200, 600] } },
+      hold: { ttls: [2, 3] },
+      settle: { ms: [800, 1600] },
+      whileTtlsLeft: 4,
     },
   },
 
@@ -127,7 +105,7 @@ export const scenarios: Record<ScenarioName, Scenario> = {
     name: 'redis-failover',
     summary: 'replication held back, a new election on the primary, then the replica is promoted: the counter goes back',
     redis: 'failover',
-    async run(ctx) {
+    async choreography(ctx) {
       // Each round: hold replication, let an election happen on the primary only, promote the
       // replica and repoint every client, then bring the deposed primary back as the new replica.
       // The first round runs whatever the duration: it is the scenario.
@@ -160,15 +138,13 @@ export const scenarios: Record<ScenarioName, Scenario> = {
     name: 'redis-restart',
     summary: 'Redis restarts without persistence: the lease and the token counter are gone',
     redis: 'single',
-    async run(ctx) {
-      while (ctx.remainingMs > ctx.ttlMs * 3) {
-        await ctx.sleep(ctx.random.int(1500, 3000));
-        const downMs = ctx.random.int(800, 1500);
-        ctx.fault('redis restart', 'start', undefined, `down ${downMs} ms, data lost`);
-        await ctx.redis.restartActive(downMs);
-        ctx.fault('redis restart', 'end');
-        await ctx.sleep(ctx.random.int(ctx.ttlMs, ctx.ttlMs * 2));
-      }
+    rounds: {
+      gap: { ms: [1500, 3000] },
+      target: { kind: 'redis' },
+      fault: { kind: 'redis-restart' },
+      hold: { ms: [800, 1500] },
+      settle: { ttls: [1, 2] },
+      whileTtlsLeft: 3,
     },
   },
 
@@ -178,7 +154,7 @@ export const scenarios: Record<ScenarioName, Scenario> = {
     redis: 'single',
     clockFault: { kind: 'offset', offsetMs: 5000 },
     controlClock: 'local',
-    async run(ctx) {
+    async choreography(ctx) {
       const skewed = ctx.nodes[0]!;
       while (ctx.remainingMs > ctx.ttlMs * 4) {
         await makeLeader(ctx, skewed);
@@ -202,7 +178,7 @@ export const scenarios: Record<ScenarioName, Scenario> = {
     summary: "one replica's clocks run at a quarter speed (libfaketime): it keeps believing it leads after its lease ended",
     redis: 'single',
     clockFault: { kind: 'rate', rate: 0.25 },
-    async run(ctx) {
+    async choreography(ctx) {
       const slow = ctx.nodes[0]!;
       while (ctx.remainingMs > ctx.ttlMs * 4) {
         // A fresh start: its clock begins on time and falls behind from there (as a replica that just
