@@ -88,14 +88,16 @@ export function createGuard(input: CreateGuardOptions<object>): Guard<unknown> {
     const resource = writeOptions?.resource === undefined ? options.resource : parseResource(writeOptions.resource);
     // A refusal here is final; an acceptance, or no answer, still goes to PostgreSQL.
     await fastPath?.check(resource, token);
-    return writeInPostgres(token, fn, { ...writeOptions, resource });
+    return writeInPostgres(token, fn, resource, { ...writeOptions, resource });
   }
 
-  /** The authoritative write, with the mark kept in step with what PostgreSQL decided. */
-  async function writeInPostgres<T>(token: Token, fn: (trx: unknown, ctx: GuardedWriteContext) => Promise<T>, writeOptions: GuardedWriteOptions & { resource: string }): Promise<T> {
-    const resource = writeOptions.resource;
+  /**
+   * The authoritative write, with the mark kept in step with what PostgreSQL decided. `pgOptions`
+   * go to the PostgreSQL guard as they are (without a resource it fences its own, validated once).
+   */
+  async function writeInPostgres<T>(token: Token, fn: (trx: unknown, ctx: GuardedWriteContext) => Promise<T>, resource: string, pgOptions: GuardedWriteOptions | undefined): Promise<T> {
     try {
-      const result = await postgres.guardedWrite(token, fn, writeOptions);
+      const result = await postgres.guardedWrite(token, fn, pgOptions);
       await raiseMark(resource, token);
       return result;
     } catch (err) {
@@ -124,7 +126,7 @@ export function createGuard(input: CreateGuardOptions<object>): Guard<unknown> {
     resource: options.resource,
     precheck: (token: TokenInput) => precheck(options.resource, parseToken(token)),
     guardedWrite: <T>(token: TokenInput, fn: (trx: unknown, ctx: GuardedWriteContext) => Promise<T>, writeOptions?: GuardedWriteOptions) =>
-      writeInPostgres(parseToken(token), fn, { ...writeOptions, resource: options.resource }),
+      writeInPostgres(parseToken(token), fn, options.resource, writeOptions),
   });
 
   const guard: Guard<unknown> = Object.freeze({
