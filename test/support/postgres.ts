@@ -2,6 +2,7 @@ import { randomBytes } from 'node:crypto';
 import { Kysely, PostgresDialect } from 'kysely';
 import pg from 'pg';
 import { inject } from 'vitest';
+import { waitFor } from './redis.js';
 
 // bigint columns come back as strings (exact); tests convert with BigInt where they need numbers.
 
@@ -96,15 +97,15 @@ export function countingPool(pool: pg.Pool): { pool: pg.Pool; counts: { connects
  * than hoping a fixed sleep was long enough on a busy machine. Rejects after `timeoutMs`.
  */
 export async function waitForLockWait(pool: pg.Pool, marker: string, timeoutMs = 20_000): Promise<void> {
-  const deadline = performance.now() + timeoutMs;
-  for (;;) {
+  const blocked = async () => {
     const { rows } = await pool.query(
       `SELECT count(*)::int AS n FROM pg_stat_activity
         WHERE datname = current_database() AND wait_event_type = 'Lock' AND pid <> pg_backend_pid() AND strpos(query, $1) > 0`,
       [marker],
     );
-    if ((rows[0] as { n: number }).n > 0) return;
-    if (performance.now() > deadline) throw new Error(`no statement containing ${JSON.stringify(marker)} waited on a lock within ${timeoutMs} ms`);
-    await new Promise((r) => setTimeout(r, 5));
-  }
+    return (rows[0] as { n: number }).n > 0;
+  };
+  await waitFor(blocked, timeoutMs).catch(() => {
+    throw new Error(`no statement containing ${JSON.stringify(marker)} waited on a lock within ${timeoutMs} ms`);
+  });
 }

@@ -88,7 +88,7 @@ export function createGuard(input: CreateGuardOptions<object>): Guard<unknown> {
     const resource = writeOptions?.resource === undefined ? options.resource : parseResource(writeOptions.resource);
     // A refusal here is final; an acceptance, or no answer, still goes to PostgreSQL.
     await fastPath?.check(resource, token);
-    return writeInPostgres(token, fn, resource, { ...writeOptions, resource });
+    return writeInPostgres(token, fn, resource, writeOptions);
   }
 
   /**
@@ -120,11 +120,13 @@ export function createGuard(input: CreateGuardOptions<object>): Guard<unknown> {
     });
   };
 
+  const precheckOwn = (token: TokenInput) => precheck(options.resource, parseToken(token));
+
   // What the handler wrapper sits on. Its write skips the Redis check: the wrapper's pre-check asked
   // Redis a moment ago, and asking again would cost every fire a round trip to learn nothing new.
   const handlerGuard: HandlerGuard<unknown> = Object.freeze({
     resource: options.resource,
-    precheck: (token: TokenInput) => precheck(options.resource, parseToken(token)),
+    precheck: precheckOwn,
     guardedWrite: <T>(token: TokenInput, fn: (trx: unknown, ctx: GuardedWriteContext) => Promise<T>, writeOptions?: GuardedWriteOptions) =>
       writeInPostgres(parseToken(token), fn, options.resource, writeOptions),
   });
@@ -133,7 +135,7 @@ export function createGuard(input: CreateGuardOptions<object>): Guard<unknown> {
     resource: options.resource,
     postgres,
     migrate: () => postgres.migrate(),
-    precheck: (token: TokenInput) => precheck(options.resource, parseToken(token)),
+    precheck: precheckOwn,
     guardedWrite,
     highest: () => postgres.highest(),
     async advance(tokenInput: TokenInput) {

@@ -194,8 +194,14 @@ export function createPostgresGuard(input: GuardOptions<object>): PostgresGuard<
     emit(logger, { type: 'fence.advanced', resource, token });
   }
 
-  const admin = adminOperations({ session, names, defaultResource: options.resource, fail: unavailable, logger, onLowered: (resource, token) => lastSeen.set(resource, token) });
-  const { lowerFence, pruneAppliedFires, lastAppliedFire, lastAppliedFires } = admin;
+  const { lowerFence, pruneAppliedFires, lastAppliedFire, lastAppliedFires } = adminOperations({
+    session,
+    names,
+    defaultResource: options.resource,
+    fail: unavailable,
+    logger,
+    onLowered: (resource, token) => lastSeen.set(resource, token),
+  });
 
   const fence = (resource: string): Fence => {
     const name = parseResource(resource);
