@@ -27,7 +27,7 @@ afterEach(async () => {
 const guardFor = (resource: string) => createPostgresGuard({ db: schema.pool, resource, schema: schema.name });
 
 function coordinator(fences: ReturnType<typeof guardFor>[], logger?: (e: FencedEvent) => void): Coordinator {
-  const c = createCoordinator({ redis, name: 'billing', keyPrefix: prefix, ttlMs: 600, renewIntervalMs: 150, fences, ...(logger ? { logger } : {}) });
+  const c = createCoordinator({ redis, lease: 'billing', keyPrefix: prefix, ttlMs: 600, renewIntervalMs: 150, fences, ...(logger ? { logger } : {}) });
   coordinators.push(c);
   return c;
 }

@@ -21,7 +21,7 @@ describe('a leader stopped with SIGSTOP for longer than its TTL', () => {
     const childToken = BigInt(elected.token as string);
     await child.waitForLine((l) => l.kind === 'dispatch');
 
-    const standby = createCoordinator({ redis, name: 'paused', keyPrefix: prefix, ttlMs: TTL, renewIntervalMs: 100, acquireRetryMs: 50 });
+    const standby = createCoordinator({ redis, lease: 'paused', keyPrefix: prefix, ttlMs: TTL, renewIntervalMs: 100, acquireRetryMs: 50 });
     await standby.start();
     expect(standby.isLeader()).toBe(false);
 

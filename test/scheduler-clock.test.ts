@@ -29,7 +29,7 @@ describe('due times by the server clock', () => {
     stoppers.push(() => deleteKeys(admin, prefix));
 
     const started: Array<{ scheduledAt: number; startedAt: number }> = [];
-    const coordinator: Coordinator = createCoordinator({ redis, name: 'clock', keyPrefix: prefix, ttlMs: 3000, renewIntervalMs: 400 });
+    const coordinator: Coordinator = createCoordinator({ redis, lease: 'clock', keyPrefix: prefix, ttlMs: 3000, renewIntervalMs: 400 });
     // Several jobs, each firing less often than a delayed round trip takes, so that no fire waits
     // behind the record of the one before it: each fire goes out as soon as the leader thinks it due.
     const handler = (envelope: Envelope) => void started.push({ scheduledAt: Date.parse(envelope.scheduledAt), startedAt: Date.now() });

@@ -78,7 +78,7 @@ describe('a scheduler whose Redis lost its records', () => {
     };
     const redis = createRedis();
     stoppers.push(() => redis.disconnect());
-    const coordinator: Coordinator = createCoordinator({ redis, name: 'recover', keyPrefix: prefix, ttlMs: 500, renewIntervalMs: 100, acquireRetryMs: 50, fences: [fence] });
+    const coordinator: Coordinator = createCoordinator({ redis, lease: 'recover', keyPrefix: prefix, ttlMs: 500, renewIntervalMs: 100, acquireRetryMs: 50, fences: [fence] });
     // Ten jobs, a one-hour catch-up window: without the applied fires, each job would be owed every
     // fire of the last hour (up to maxCatchUpFires) after the loss.
     const jobs = Object.fromEntries(Array.from({ length: 10 }, (_, i) => [`job-${i}`, { everyMs: 100, handler }]));

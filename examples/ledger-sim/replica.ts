@@ -46,7 +46,7 @@ const pool = new pg.Pool({
 });
 pool.on('error', () => {});
 
-const coordinatorOptions = { redis, name: 'ledger-sim', keyPrefix: env('KEY_PREFIX'), ttlMs, renewIntervalMs: Number(env('RENEW_MS')), acquireRetryMs: 100, nodeId: node };
+const coordinatorOptions = { redis, lease: 'ledger-sim', keyPrefix: env('KEY_PREFIX'), ttlMs, renewIntervalMs: Number(env('RENEW_MS')), acquireRetryMs: 100, nodeId: node };
 
 async function writeRow(client: pg.PoolClient, fire: { fireId: string; token: bigint; scheduledAt: string }): Promise<void> {
   await client.query(INSERT_SQL, [RESOURCE, fire.fireId, fire.token.toString(), node, fire.scheduledAt]);

@@ -63,7 +63,7 @@ try {
     const redis = new Redis(server.url, { maxRetriesPerRequest: 1 });
     redis.on('error', () => {});
     await redis.flushall(); // Redis restarted without persistence: no lease, no counter, no record
-    const coordinator = createCoordinator({ redis, name: 'recovery', ttlMs: 5000, renewIntervalMs: 1000, fences: [guard] });
+    const coordinator = createCoordinator({ redis, lease: 'recovery', ttlMs: 5000, renewIntervalMs: 1000, fences: [guard] });
     let first: number | undefined;
     const jobs = Object.fromEntries(
       Array.from({ length: jobCount }, (_, i) => [

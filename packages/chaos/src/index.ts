@@ -9,7 +9,7 @@ export { History, type Effect, type HistoryEvent, type WriteOutcome } from './hi
 export { checkRun, leadershipIntervals, leadershipOverlaps, maxDispatchGap, type CheckInput, type CheckResult, type OverlapWindow } from './checker/check-run.js';
 export { INVARIANTS, noDuplicateEffect, noEarlyEffect, noMissedFire, noStaleEffect, type EffectMark, type Invariant, type InvariantResult } from './checker/invariants.js';
 export { scenarios, SCENARIO_NAMES, type Scenario, type ScenarioName } from './sim/scenarios.js';
-export { runFaultRounds, type Fault, type FaultRound, type Span, type Target } from './sim/fault-rounds.js';
+export { runFaultRounds, type FaultRound, type Hit, type LeaderTarget, type RedisFault, type ReplicaFault, type ReplicaTarget, type Setup, type Span } from './sim/fault-rounds.js';
 export { FaultContext, type SimNode } from './sim/fault-context.js';
 export { runScenario, type RunOptions, type RunResult, type RunStatus } from './sim/run-scenario.js';
 export type { NodeContext, RunContext, SimApp, SimMode } from './sim/sim-app.js';

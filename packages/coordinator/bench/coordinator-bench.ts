@@ -52,7 +52,7 @@ const client = (): Redis => {
 };
 
 function node(name: string, redis = client()): Coordinator {
-  return createCoordinator({ redis, name, ttlMs: TTL, renewIntervalMs: RENEW, acquireRetryMs: RENEW });
+  return createCoordinator({ redis, lease: name, ttlMs: TTL, renewIntervalMs: RENEW, acquireRetryMs: RENEW });
 }
 
 /** Time from the leader's end (crash or stop) until a standby reports 'elected'. */

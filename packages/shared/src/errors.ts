@@ -179,8 +179,8 @@ export class FenceAheadError extends FencedError {
 /** Leadership was required and this node does not hold it (or its local deadline passed). */
 export class NotLeaderError extends FencedError {
   override readonly name = 'NotLeaderError';
-  constructor(readonly group: string, reason: string) {
-    super(FencedErrorCode.NOT_LEADER, `not the leader of ${JSON.stringify(group)}: ${reason}`);
+  constructor(readonly lease: string, reason: string) {
+    super(FencedErrorCode.NOT_LEADER, `not the leader of ${JSON.stringify(lease)}: ${reason}`);
   }
 }
 

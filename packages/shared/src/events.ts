@@ -21,16 +21,16 @@ export type FencedEvent =
   | { type: 'envelope.refused'; resource: string; code: string; fireId?: string }
   | { type: 'fence.lowered'; resource: string; from: bigint | null; to: bigint; actor: string; reason: string }
   | { type: 'migration.applied'; schema: string; table: string; id: number }
-  | { type: 'lease.acquired'; group: string; nodeId: string; token: bigint }
-  | { type: 'lease.lost'; group: string; nodeId: string; token: bigint; reason: LeaseLossReason }
-  | { type: 'lease.released'; group: string; nodeId: string; token: bigint }
-  | { type: 'token.regression'; group: string; nodeId: string; token: bigint; fenceHighest: bigint; resource: string }
-  | { type: 'fence.unavailable'; group: string; nodeId: string; token: bigint; resource: string; error: unknown }
-  | { type: 'redis.error'; group: string; nodeId: string; operation: string; error: unknown }
-  | { type: 'redis.config'; group: string; nodeId: string; problem: string }
-  | { type: 'fire.dispatched'; group: string; nodeId: string; job: string; fireId: string; token: bigint }
-  | { type: 'fire.failed'; group: string; nodeId: string; job: string; fireId: string; token: bigint; error: unknown }
-  | { type: 'fire.skipped'; group: string; nodeId: string; job: string; missed: number; reason: string };
+  | { type: 'lease.acquired'; lease: string; nodeId: string; token: bigint }
+  | { type: 'lease.lost'; lease: string; nodeId: string; token: bigint; reason: LeaseLossReason }
+  | { type: 'lease.released'; lease: string; nodeId: string; token: bigint }
+  | { type: 'token.regression'; lease: string; nodeId: string; token: bigint; fenceHighest: bigint; resource: string }
+  | { type: 'fence.unavailable'; lease: string; nodeId: string; token: bigint; resource: string; error: unknown }
+  | { type: 'redis.error'; lease: string; nodeId: string; operation: string; error: unknown }
+  | { type: 'redis.config'; lease: string; nodeId: string; problem: string }
+  | { type: 'fire.dispatched'; lease: string; nodeId: string; job: string; fireId: string; token: bigint }
+  | { type: 'fire.failed'; lease: string; nodeId: string; job: string; fireId: string; token: bigint; error: unknown }
+  | { type: 'fire.skipped'; lease: string; nodeId: string; job: string; missed: number; reason: string };
 
 /** Why a node stopped leading. */
 export type LeaseLossReason =

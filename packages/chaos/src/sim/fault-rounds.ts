@@ -2,9 +2,10 @@ import type { ProxyMode } from '../fault-proxy.js';
 import type { FaultContext, SimNode } from './fault-context.js';
 
 /**
- * Faults as data (Jepsen's nemesis, TigerBeetle's simulator): a scenario made of rounds says what to
- * hit, with which fault, for how long, and how to heal; `runFaultRounds` is the one interpreter.
- * Randomness comes from the run's seeded source, drawn in a fixed order, so a seed replays a schedule.
+ * Faults as data (Jepsen's nemesis, TigerBeetle's simulator): a scenario is one round, repeated, that
+ * says what to prepare, what to hit, with which fault, for how long, and how to heal;
+ * `runFaultRounds` is the one interpreter. Randomness comes from the run's seeded source, drawn in a
+ * fixed order, so a seed replays a schedule.
  */
 
 /** A duration: milliseconds, or multiples of the lease TTL, drawn uniformly. */
@@ -13,33 +14,66 @@ export type Span =
   /** Whole milliseconds in [min × TTL, max × TTL]. */
   | { readonly ttls: readonly [number, number] };
 
-/** Who a round hits, by weight: the leader in the middle of a write (most harmful), the leader, a standby, or Redis. */
-export type Target =
-  | { readonly kind: 'replica'; readonly weights: { readonly midWrite: number; readonly leader: number; readonly standby: number }; readonly during: 'begin' | 'committed' }
-  | { readonly kind: 'redis' };
+/** A replica picked by weight: the leader in the middle of a write (most harmful), the leader, or a standby. */
+export interface ReplicaTarget {
+  readonly kind: 'replica';
+  readonly weights: { readonly midWrite: number; readonly leader: number; readonly standby: number };
+  /** Which report of the leader's write counts as "mid-write". */
+  readonly during: 'begin' | 'committed';
+}
 
-export type Fault =
+/** Whichever replica leads when the gap ends. */
+export interface LeaderTarget {
+  readonly kind: 'leader';
+}
+
+export type ReplicaFault =
   /** SIGSTOP, then SIGCONT after the hold. */
   | { readonly kind: 'pause' }
   /** SIGKILL, then a restart after the hold. */
   | { readonly kind: 'crash' }
   /** Redis cut or dropped (half-open) and PostgreSQL stalled; after the hold PostgreSQL delivers the held write, late; Redis heals `redisHealsAfter` later. */
-  | { readonly kind: 'partition'; readonly redis: readonly ProxyMode[]; readonly redisHealsAfter: Span }
-  /** The Redis server restarts without persistence after being down for the hold. */
-  | { readonly kind: 'redis-restart' };
+  | { readonly kind: 'partition'; readonly redis: readonly ProxyMode[]; readonly redisHealsAfter: Span };
 
-export interface FaultRound {
-  /** Quiet time before the round. */
+export type RedisFault =
+  /** The Redis server restarts without persistence after being down for the hold. */
+  | { readonly kind: 'redis-restart' }
+  /**
+   * Replication is held back, the leader is killed so that an election (a new token) happens on the
+   * primary only, then the replica is promoted and every client repointed: the counter goes back.
+   * After the hold the deposed primary rejoins, empty, as the new replica.
+   */
+  | { readonly kind: 'lossy-failover' };
+
+/** What a round does before its gap. */
+export type Setup =
+  /**
+   * Hands leadership to the replica that carries the run's clock fault (the first). With
+   * `freshStart`, a replica that does not lead is restarted first, so its faulty clock starts on time
+   * and falls behind from there (as on a host that just booted).
+   */
+  { readonly kind: 'lead-clock-faulted'; readonly freshStart: boolean };
+
+interface RoundTiming {
+  readonly setup?: Setup;
+  /** Quiet time before the hit. */
   readonly gap: Span;
-  readonly target: Target;
-  readonly fault: Fault;
-  /** How long the fault lasts. */
-  readonly hold: Span;
   /** Quiet time after healing. */
   readonly settle: Span;
   /** Rounds start only while more than this many TTLs of the fault time remain. */
   readonly whileTtlsLeft: number;
+  /** The first round runs whatever the fault time: the scenario is that round. */
+  readonly atLeastOnce?: boolean;
 }
+
+/** Who a round hits and how; the pairs that make sense are the only ones that type-check. */
+export type Hit = ReplicaHit | RedisHit | NoHit;
+interface ReplicaHit { readonly target: ReplicaTarget | LeaderTarget; readonly fault: ReplicaFault; readonly hold: Span }
+interface RedisHit { readonly target: { readonly kind: 'redis' }; readonly fault: RedisFault; readonly hold: Span }
+/** No fault of its own: the run's clock fault does the harm once the setup handed it leadership. */
+interface NoHit { readonly target: { readonly kind: 'none' }; readonly fault?: never; readonly hold?: never }
+
+export type FaultRound = RoundTiming & Hit;
 
 function draw(ctx: FaultContext, span: Span): number {
   if ('ms' in span) return ctx.random.int(span.ms[0], span.ms[1]);
@@ -49,8 +83,78 @@ function draw(ctx: FaultContext, span: Span): number {
 /** Matches a replica's report of a write with `outcome` (by `node`, when given). */
 export const isWrite = (outcome: string, node?: string) => (n: string, r: Record<string, unknown>) => r['kind'] === 'write' && r['outcome'] === outcome && (node === undefined || n === node);
 
-/** Picks the victim by the target's weights; undefined when there is none right now (the round is skipped). */
-async function pickReplica(ctx: FaultContext, target: Extract<Target, { kind: 'replica' }>): Promise<{ node: SimNode; label: string } | undefined> {
+const isElected = (_n: string, r: Record<string, unknown>) => r['kind'] === 'belief' && r['leader'] === true;
+
+/**
+ * Runs `round` again and again until the fault time runs out, then stays quiet until the deadline
+ * (so the checked window is the run's whole fault time).
+ */
+export async function runFaultRounds(ctx: FaultContext, round: FaultRound): Promise<void> {
+  for (let n = 0; (n === 0 && round.atLeastOnce === true) || ctx.remainingMs > ctx.ttlMs * round.whileTtlsLeft; n++) {
+    if (round.setup !== undefined && !(await prepare(ctx, round.setup))) continue;
+    await ctx.sleep(draw(ctx, round.gap));
+    if (!(await hit(ctx, round))) continue;
+    await ctx.sleep(draw(ctx, round.settle));
+  }
+  await ctx.sleep(ctx.remainingMs);
+}
+
+/** Carries out the setup; false when it did not take (the round is skipped). */
+async function prepare(ctx: FaultContext, setup: Setup): Promise<boolean> {
+  const faulty = ctx.nodes[0]!;
+  if (setup.freshStart && ctx.leader() !== faulty) {
+    ctx.fault('restart', 'start', faulty.name, 'restarted with its faulty clock');
+    await ctx.kill(faulty);
+    ctx.restart(faulty);
+    ctx.fault('restart', 'end', faulty.name);
+    await ctx.sleep(ctx.ttlMs);
+  }
+  await makeLeader(ctx, faulty);
+  return ctx.leader() === faulty;
+}
+
+/**
+ * Hands leadership to `wanted`: the other standbys are paused (they cannot compete), a leader other
+ * than `wanted` is killed, and once `wanted` leads everyone comes back (the killed one restarted).
+ */
+async function makeLeader(ctx: FaultContext, wanted: SimNode): Promise<void> {
+  const leader = await ctx.waitForLeader(ctx.ttlMs * 4);
+  if (leader === wanted) return;
+  ctx.fault('handover', 'start', wanted.name, `others held back until ${wanted.name} leads`);
+  const held = ctx.nodes.filter((n) => n !== wanted && n !== leader && n.process.running && !n.process.paused);
+  for (const n of held) ctx.pause(n);
+  if (leader !== undefined) await ctx.kill(leader);
+  const until = Date.now() + ctx.ttlMs * 8;
+  while (ctx.leader() !== wanted && Date.now() < until && ctx.remainingMs > 0) await ctx.sleep(20);
+  for (const n of held) ctx.resume(n);
+  if (leader !== undefined) ctx.restart(leader);
+  ctx.fault('handover', 'end', wanted.name);
+}
+
+/** Injects the round's fault and heals it; false when there was nothing to hit right now. */
+async function hit(ctx: FaultContext, round: Hit): Promise<boolean> {
+  if (hitsNothing(round)) return true;
+  if (hitsRedis(round)) {
+    await injectIntoRedis(ctx, round.fault, draw(ctx, round.hold));
+    return true;
+  }
+  const victim = round.target.kind === 'leader' ? await pickLeader(ctx) : await pickReplica(ctx, round.target);
+  if (victim === undefined) return false;
+  await injectIntoReplica(ctx, round.fault, round.hold, victim);
+  return true;
+}
+
+// TypeScript does not narrow a union by a nested discriminant (`round.target.kind`); these do.
+const hitsNothing = (round: Hit): round is NoHit => round.target.kind === 'none';
+const hitsRedis = (round: Hit): round is RedisHit => round.target.kind === 'redis';
+
+async function pickLeader(ctx: FaultContext): Promise<{ node: SimNode; label: string } | undefined> {
+  const leader = await ctx.waitForLeader(5000);
+  return leader === undefined ? undefined : { node: leader, label: 'leader' };
+}
+
+/** Picks the victim by the target's weights; undefined when there is none right now. */
+async function pickReplica(ctx: FaultContext, target: ReplicaTarget): Promise<{ node: SimNode; label: string } | undefined> {
   const { midWrite, leader: leaderWeight, standby } = target.weights;
   const kinds = [...Array<'mid-write'>(midWrite).fill('mid-write'), ...Array<'leader'>(leaderWeight).fill('leader'), ...Array<'standby'>(standby).fill('standby')];
   const kind = ctx.random.pick(kinds);
@@ -65,30 +169,11 @@ async function pickReplica(ctx: FaultContext, target: Extract<Target, { kind: 'r
   return name === undefined ? undefined : { node: ctx.node(name), label: target.during === 'begin' ? 'leader mid-write' : 'leader after commit' };
 }
 
-/** Runs `round` again and again until the fault time runs out. */
-export async function runFaultRounds(ctx: FaultContext, round: FaultRound): Promise<void> {
-  while (ctx.remainingMs > ctx.ttlMs * round.whileTtlsLeft) {
-    await ctx.sleep(draw(ctx, round.gap));
-    if (round.target.kind === 'redis') {
-      const downMs = draw(ctx, round.hold);
-      ctx.fault('redis restart', 'start', undefined, `down ${downMs} ms, data lost`);
-      await ctx.redis.restartActive(downMs);
-      ctx.fault('redis restart', 'end');
-    } else {
-      const victim = await pickReplica(ctx, round.target);
-      if (victim === undefined) continue;
-      await inject(ctx, round, victim);
-    }
-    await ctx.sleep(draw(ctx, round.settle));
-  }
-}
-
-async function inject(ctx: FaultContext, round: FaultRound, victim: { node: SimNode; label: string }): Promise<void> {
+async function injectIntoReplica(ctx: FaultContext, fault: ReplicaFault, hold: Span, victim: { node: SimNode; label: string }): Promise<void> {
   const { node, label } = victim;
-  const fault = round.fault;
   switch (fault.kind) {
     case 'pause': {
-      const holdMs = draw(ctx, round.hold);
+      const holdMs = draw(ctx, hold);
       ctx.fault('pause', 'start', node.name, `${label}, ${holdMs} ms`);
       ctx.pause(node);
       await ctx.sleep(holdMs);
@@ -99,14 +184,14 @@ async function inject(ctx: FaultContext, round: FaultRound, victim: { node: SimN
     case 'crash': {
       ctx.fault('crash', 'start', node.name, label);
       await ctx.kill(node);
-      await ctx.sleep(draw(ctx, round.hold));
+      await ctx.sleep(draw(ctx, hold));
       ctx.restart(node);
       ctx.fault('crash', 'end', node.name);
       return;
     }
     case 'partition': {
       const redisMode = ctx.random.pick(fault.redis);
-      const holdMs = draw(ctx, round.hold);
+      const holdMs = draw(ctx, hold);
       ctx.fault('partition', 'start', node.name, `${label}: redis ${redisMode.kind}, postgres stalled ${holdMs} ms`);
       ctx.setProxies(node, { redis: redisMode, pg: { kind: 'stall' } });
       await ctx.sleep(holdMs);
@@ -117,7 +202,36 @@ async function inject(ctx: FaultContext, round: FaultRound, victim: { node: SimN
       ctx.fault('partition', 'end', node.name);
       return;
     }
+  }
+}
+
+async function injectIntoRedis(ctx: FaultContext, fault: RedisFault, holdMs: number): Promise<void> {
+  switch (fault.kind) {
     case 'redis-restart':
-      throw new Error('redis-restart targets Redis, not a replica');
+      ctx.fault('redis restart', 'start', undefined, `down ${holdMs} ms, data lost`);
+      await ctx.redis.restartActive(holdMs);
+      ctx.fault('redis restart', 'end');
+      return;
+    case 'lossy-failover': {
+      ctx.fault('replication held', 'start', undefined, 'writes on the primary no longer reach the replica');
+      ctx.redis.holdReplication();
+      const leader = await ctx.waitForLeader(5000);
+      if (leader !== undefined) {
+        ctx.fault('crash', 'start', leader.name, 'leader, so that an election happens on the primary only');
+        await ctx.kill(leader);
+        const next = await ctx.waitForLine(isElected, ctx.ttlMs * 4);
+        if (next !== undefined) await ctx.waitForLine(isWrite('committed', next), 3000);
+        ctx.restart(leader);
+        ctx.fault('crash', 'end', leader.name);
+      }
+      ctx.fault('failover', 'start', undefined, 'replica promoted (REPLICAOF NO ONE), clients repointed');
+      await ctx.redis.promoteReplica();
+      for (const node of ctx.nodes) node.redisProxy.retarget(ctx.redis.activePort);
+      ctx.fault('replication held', 'end');
+      ctx.fault('failover', 'end');
+      await ctx.sleep(holdMs);
+      await ctx.redis.rejoinAsReplica();
+      return;
+    }
   }
 }

@@ -8,7 +8,8 @@ import { startFaultProxy, type FaultProxy } from '../fault-proxy.js';
 import { startRedisTopology } from '../redis/redis-topology.js';
 import { seededRandom } from '../random.js';
 import { FaultContext, type SimNode } from './fault-context.js';
-import { runScenarioFaults, type Scenario } from './scenarios.js';
+import { runFaultRounds } from './fault-rounds.js';
+import type { Scenario } from './scenarios.js';
 import type { RunContext, SimApp, SimMode } from './sim-app.js';
 
 export interface RunOptions {
@@ -165,7 +166,7 @@ export async function runScenario(app: SimApp, scenario: Scenario, mode: SimMode
     const windowStart = Date.now();
     phase = 'faults';
     ctx = new FaultContext(nodes, topology, history, random, options.ttlMs, faultsEnd(), startNode);
-    await runScenarioFaults(scenario, ctx);
+    await runFaultRounds(ctx, scenario.rounds);
     const windowEnd = Date.now();
 
     // Heal everything, then give the replicas time to elect, catch up and finish in-flight fires.

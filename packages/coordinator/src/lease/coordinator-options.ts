@@ -3,8 +3,8 @@ import { z } from 'zod';
 const isObject = (v: unknown): v is object => typeof v === 'object' && v !== null;
 const isFunction = (v: unknown): v is (...args: never[]) => unknown => typeof v === 'function';
 
-/** A coordinator group name: it becomes part of Redis keys, so only a safe set of characters. */
-export const groupNameSchema = z
+/** A lease name: it becomes part of Redis keys, so only a safe set of characters. */
+export const leaseNameSchema = z
   .string()
   .regex(/^[A-Za-z0-9_.-]{1,64}$/, 'must be 1-64 characters from A-Z a-z 0-9 _ . -');
 
@@ -18,8 +18,8 @@ export const coordinatorOptionsSchema = z
   .object({
     /** An ioredis client. The coordinator duplicates it once for its pub/sub wake-ups. */
     redis: z.custom<object>(isObject, { message: 'must be an ioredis client' }),
-    /** The group: replicas with the same name elect one leader among them. */
-    name: groupNameSchema,
+    /** The lease's name: replicas with the same lease elect one leader among them. */
+    lease: leaseNameSchema,
     /**
      * Lease time to live.
      * @defaultValue `15000`
@@ -45,7 +45,7 @@ export const coordinatorOptionsSchema = z
       .regex(/^[A-Za-z0-9_.:@-]{1,128}$/, 'must be 1-128 characters from A-Z a-z 0-9 _ . : @ -')
       .optional(),
     /**
-     * Prefix of every Redis key of the group.
+     * Prefix of every Redis key of the lease.
      * @defaultValue `'fenced'`
      */
     keyPrefix: z.string().regex(/^[A-Za-z0-9_.-]{1,64}$/, 'must be 1-64 characters from A-Z a-z 0-9 _ . -').default('fenced'),

@@ -25,7 +25,7 @@ function coordinator(overrides: Partial<CreateCoordinatorOptions> = {}): Coordin
   const redis = createRedis();
   clients.push(redis);
   prefix ??= uniquePrefix('coord');
-  const c = createCoordinator({ redis, name: 'billing', keyPrefix: prefix, ttlMs: 600, renewIntervalMs: 150, ...overrides });
+  const c = createCoordinator({ redis, lease: 'billing', keyPrefix: prefix, ttlMs: 600, renewIntervalMs: 150, ...overrides });
   started.push(c);
   return c;
 }
@@ -228,13 +228,13 @@ describe('bad options', () => {
     ['a TTL not larger than the renew interval', { ttlMs: 1000, renewIntervalMs: 1000 }, 'renewIntervalMs'],
     ['renew + drift reaching the TTL', { ttlMs: 1000, renewIntervalMs: 990 }, 'renewIntervalMs'],
     ['a drift margin under 1% of the TTL', { ttlMs: 10_000, renewIntervalMs: 1000, driftMs: 50 }, 'driftMs'],
-    ['a name with unsafe characters', { name: 'bill ing}' }, 'name'],
-    ['an empty name', { name: '' }, 'name'],
+    ['a name with unsafe characters', { lease: 'bill ing}' }, 'lease'],
+    ['an empty lease name', { lease: '' }, 'lease'],
     ['a fence without advance()', { fences: [{ highest: async () => null }] }, 'fences.0'],
   ])('%s is a ConfigError naming the option', (_label, extra, path) => {
     let caught: unknown;
     try {
-      createCoordinator({ redis, name: 'billing', ...extra } as CreateCoordinatorOptions);
+      createCoordinator({ redis, lease: 'billing', ...extra } as CreateCoordinatorOptions);
     } catch (err) {
       caught = err;
     }

@@ -60,7 +60,7 @@ type State =
  * election's; the node counts itself leader only until a local monotonic deadline.
  */
 export class Coordinator extends EventEmitter<CoordinatorEventMap> {
-  readonly name: string;
+  readonly lease: string;
   readonly nodeId: string;
   readonly keys: LeaseKeys;
   readonly ttlMs: number;
@@ -89,9 +89,9 @@ export class Coordinator extends EventEmitter<CoordinatorEventMap> {
     // An unheard 'error' event must not kill the host process.
     this.on('error', () => {});
     this.#redis = options.redis as Redis;
-    this.name = options.name;
+    this.lease = options.lease;
     this.nodeId = options.nodeId ?? `${hostname()}-${process.pid}-${randomBytes(3).toString('hex')}`;
-    this.keys = leaseKeys(options.keyPrefix, options.name);
+    this.keys = leaseKeys(options.keyPrefix, options.lease);
     this.ttlMs = options.ttlMs;
     this.renewIntervalMs = options.renewIntervalMs;
     this.driftMs = options.driftMs ?? defaultDriftMs(options.ttlMs);
@@ -188,7 +188,7 @@ export class Coordinator extends EventEmitter<CoordinatorEventMap> {
    */
   async withLeadership<T>(fn: (term: LeaderTerm) => Promise<T>): Promise<T> {
     const term = this.currentTerm();
-    if (term === null) throw new NotLeaderError(this.name, 'this node does not hold the lease');
+    if (term === null) throw new NotLeaderError(this.lease, 'this node does not hold the lease');
     return fn(term);
   }
 
@@ -273,7 +273,7 @@ export class Coordinator extends EventEmitter<CoordinatorEventMap> {
       this.#state = { kind: 'leader', term: { token, leaseValue, signal: controller.signal, regressed }, controller, deadline };
       this.#armDeadline();
       this.#scheduleRenew(this.renewIntervalMs);
-      emit(this.#logger, { type: 'lease.acquired', group: this.name, nodeId: this.nodeId, token });
+      emit(this.#logger, { type: 'lease.acquired', lease: this.lease, nodeId: this.nodeId, token });
       this.emit('elected', { token });
       return;
     }
@@ -285,11 +285,11 @@ export class Coordinator extends EventEmitter<CoordinatorEventMap> {
     const answers = judgeFenceAnswers(this.#fences, await Promise.allSettled(this.#fences.map((fence) => fence.advance(token))));
     for (const { resource, highest } of answers.ahead) {
       this.#regressions++;
-      emit(this.#logger, { type: 'token.regression', group: this.name, nodeId: this.nodeId, token, fenceHighest: highest, resource });
+      emit(this.#logger, { type: 'token.regression', lease: this.lease, nodeId: this.nodeId, token, fenceHighest: highest, resource });
       this.emit('regression', { token, fenceHighest: highest, resource, total: this.#regressions });
     }
     for (const { resource, error } of answers.unreachable) {
-      emit(this.#logger, { type: 'fence.unavailable', group: this.name, nodeId: this.nodeId, token, resource, error });
+      emit(this.#logger, { type: 'fence.unavailable', lease: this.lease, nodeId: this.nodeId, token, resource, error });
     }
     return answers.verdict;
   }
@@ -363,8 +363,8 @@ export class Coordinator extends EventEmitter<CoordinatorEventMap> {
   }
 
   #endTerm(state: Extract<State, { kind: 'leader' }>, reason: LeaseLossReason): void {
-    state.controller.abort(new NotLeaderError(this.name, `leadership ended: ${reason}`));
-    emit(this.#logger, { type: 'lease.lost', group: this.name, nodeId: this.nodeId, token: state.term.token, reason });
+    state.controller.abort(new NotLeaderError(this.lease, `leadership ended: ${reason}`));
+    emit(this.#logger, { type: 'lease.lost', lease: this.lease, nodeId: this.nodeId, token: state.term.token, reason });
     // Listeners run on the next tick: isLeader() may end a term and must not call user code inline.
     process.nextTick(() => this.emit('lost', { token: state.term.token, reason }));
   }
@@ -376,7 +376,7 @@ export class Coordinator extends EventEmitter<CoordinatorEventMap> {
         this.#commandTimeoutMs(),
         'release',
       );
-      if (released === 1 && announce) emit(this.#logger, { type: 'lease.released', group: this.name, nodeId: this.nodeId, token });
+      if (released === 1 && announce) emit(this.#logger, { type: 'lease.released', lease: this.lease, nodeId: this.nodeId, token });
     } catch (error) {
       this.#redisFailed('release', error);
     }
@@ -401,12 +401,12 @@ export class Coordinator extends EventEmitter<CoordinatorEventMap> {
   /** Reports Redis settings that make leases unsafe. */
   async #checkRedisConfig(): Promise<void> {
     const problem = await evictionProblem(this.#redis, this.#commandTimeoutMs());
-    if (problem !== null) emit(this.#logger, { type: 'redis.config', group: this.name, nodeId: this.nodeId, problem });
+    if (problem !== null) emit(this.#logger, { type: 'redis.config', lease: this.lease, nodeId: this.nodeId, problem });
   }
 
   #redisFailed(operation: string, error: unknown): void {
     this.#failures++;
-    emit(this.#logger, { type: 'redis.error', group: this.name, nodeId: this.nodeId, operation, error });
+    emit(this.#logger, { type: 'redis.error', lease: this.lease, nodeId: this.nodeId, operation, error });
     this.emit('error', error instanceof Error ? error : new Error(String(error)));
   }
 
@@ -429,7 +429,7 @@ export class Coordinator extends EventEmitter<CoordinatorEventMap> {
  * @throws {ConfigError} for bad options (names the option).
  * @example
  * ```ts
- * const coordinator = createCoordinator({ redis, name: 'billing', ttlMs: 15_000, renewIntervalMs: 5_000, fences: [guard] });
+ * const coordinator = createCoordinator({ redis, lease: 'billing', ttlMs: 15_000, renewIntervalMs: 5_000, fences: [guard] });
  * coordinator.on('elected', ({ token }) => log.info({ token }, 'leading'));
  * await coordinator.start();
  * ```

@@ -1,5 +1,5 @@
 /**
- * The Redis keys of one coordinator group. They share the hash tag `{name}`, so every script's keys
+ * The Redis keys of one lease. They share the hash tag `{lease}`, so every script's keys
  * live in one slot and the scripts run on Redis Cluster too.
  */
 export interface LeaseKeys {
@@ -9,8 +9,8 @@ export interface LeaseKeys {
   readonly fires: string;
 }
 
-export function leaseKeys(prefix: string, name: string): LeaseKeys {
-  const base = `${prefix}:{${name}}`;
+export function leaseKeys(prefix: string, lease: string): LeaseKeys {
+  const base = `${prefix}:{${lease}}`;
   return {
     lease: `${base}:lease`,
     counter: `${base}:token`,

@@ -35,7 +35,7 @@ interface Replica {
 
 function replica(jobs: CreateSchedulerOptions['jobs'], extra: Partial<CreateSchedulerOptions> = {}): Replica {
   const redis = createRedis();
-  const coordinator = createCoordinator({ redis, name: 'cron', keyPrefix: prefix, ttlMs: 500, renewIntervalMs: 100, acquireRetryMs: 50 });
+  const coordinator = createCoordinator({ redis, lease: 'cron', keyPrefix: prefix, ttlMs: 500, renewIntervalMs: 100, acquireRetryMs: 50 });
   const scheduler = createScheduler({ coordinator, jobs, tickMs: 10, ...extra });
   stoppers.push(() => redis.disconnect());
   stoppers.push(() => coordinator.stop());
@@ -152,7 +152,7 @@ describe('the scheduler', () => {
 
   it('rejects bad jobs with a ConfigError naming the field', () => {
     prefix = uniquePrefix('sched');
-    const coordinator = createCoordinator({ redis: admin, name: 'cron', keyPrefix: prefix });
+    const coordinator = createCoordinator({ redis: admin, lease: 'cron', keyPrefix: prefix });
     const bad: Array<[CreateSchedulerOptions['jobs'], string]> = [
       [{ a: { cron: '61 * * * *', handler: () => 1 } }, 'jobs.a.cron'],
       [{ a: { cron: '0 * * * *', timezone: 'Mars/Olympus', handler: () => 1 } }, 'jobs.a.timezone'],

@@ -153,7 +153,7 @@ export class Scheduler {
       recorded = await this.#coordinator.redis.hgetall(this.#coordinator.keys.fires);
     } catch (error) {
       // Without the record, catch-up would guess: give the term up to the next election instead.
-      emit(this.#logger, { type: 'redis.error', group: this.#coordinator.name, nodeId: this.#coordinator.nodeId, operation: 'load fires', error });
+      emit(this.#logger, { type: 'redis.error', lease: this.#coordinator.lease, nodeId: this.#coordinator.nodeId, operation: 'load fires', error });
       this.#term = null;
       return;
     }
@@ -174,7 +174,7 @@ export class Scheduler {
             catchUpWindowMs: this.#catchUpWindowMs,
             hook: this.#recoverLastFired,
             fences: this.#coordinator.fences,
-            onError: (error) => emit(this.#logger, { type: 'redis.error', group: this.#coordinator.name, nodeId: this.#coordinator.nodeId, operation: 'recover last fires', error }),
+            onError: (error) => emit(this.#logger, { type: 'redis.error', lease: this.#coordinator.lease, nodeId: this.#coordinator.nodeId, operation: 'recover last fires', error }),
           })
         : new Map<string, number>();
     if (this.#term !== term) return;
@@ -193,7 +193,7 @@ export class Scheduler {
       if (plan.skipped > 0 || plan.beforeWindow) {
         emit(this.#logger, {
           type: 'fire.skipped',
-          group: this.#coordinator.name,
+          lease: this.#coordinator.lease,
           nodeId: this.#coordinator.nodeId,
           job: job.name,
           missed: plan.skipped,
@@ -270,7 +270,7 @@ export class Scheduler {
           payload: typeof job.payload === 'function' ? (job.payload as (at: number) => unknown)(scheduledAt) : job.payload,
         }),
       );
-      const event = { group: this.#coordinator.name, nodeId: this.#coordinator.nodeId, job: job.name, fireId: envelope.fireId, token: term.token };
+      const event = { lease: this.#coordinator.lease, nodeId: this.#coordinator.nodeId, job: job.name, fireId: envelope.fireId, token: term.token };
       if (job.queue !== undefined) {
         try {
           await job.queue.add(job.name, envelope, { jobId: envelope.fireId });
@@ -299,7 +299,7 @@ export class Scheduler {
       try {
         recorded = await this.#scripts.recordFire(this.#coordinator.keys.lease, this.#coordinator.keys.fires, term.leaseValue, job.name, String(scheduledAt));
       } catch (error) {
-        emit(this.#logger, { type: 'redis.error', group: this.#coordinator.name, nodeId: this.#coordinator.nodeId, operation: 'record fire', error });
+        emit(this.#logger, { type: 'redis.error', lease: this.#coordinator.lease, nodeId: this.#coordinator.nodeId, operation: 'record fire', error });
         continue;
       }
       if (recorded !== 1) {
