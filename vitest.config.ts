@@ -6,6 +6,11 @@ import { configDefaults, defineConfig } from 'vitest/config';
 // src/index.ts, so no build is needed first.
 const conditions = ['@fenced/source', ...defaultServerConditions];
 
+// The SDK supports ioredis 5 and 6: the `ioredis6` project runs every test that talks to Redis again
+// with ioredis 6.0.0 in place of the workspace's ioredis 5 (installed as the `ioredis6` alias).
+const ioredis6 = fileURLToPath(new URL('./node_modules/ioredis6/built/index.js', import.meta.url));
+const redisTests = ['test/ioredis-major.test.ts', 'packages/*/src/**/*.redis.test.ts', 'test/redis-cluster.test.ts', 'test/redis-sentinel.test.ts', 'test/coordinator-*.test.ts', 'test/scheduler-*.test.ts'];
+
 export default defineConfig({
   resolve: {
     conditions,
@@ -13,10 +18,11 @@ export default defineConfig({
   },
   ssr: { resolve: { conditions } },
   test: {
-    // Two projects, run one after the other by `pnpm test`: the simulation runs real replicas with
+    // Three projects, run one after the other by `pnpm test`: the simulation runs real replicas with
     // real timing, so it gets the machine to itself.
     projects: [
-      { extends: true, test: { name: 'unit', include: ['packages/*/src/**/*.test.ts', 'test/**/*.test.ts'], exclude: [...configDefaults.exclude, 'test/sim/**'] } },
+      { extends: true, test: { name: 'unit', env: { FENCED_IOREDIS_MAJOR: '5' }, include: ['packages/*/src/**/*.test.ts', 'test/**/*.test.ts'], exclude: [...configDefaults.exclude, 'test/sim/**'] } },
+      { extends: true, resolve: { alias: [{ find: /^ioredis$/, replacement: ioredis6 }] }, test: { name: 'ioredis6', include: redisTests, env: { FENCED_IOREDIS_MAJOR: '6' } } },
       { extends: true, test: { name: 'sim', include: ['test/sim/**/*.test.ts'], exclude: [...configDefaults.exclude], fileParallelism: false, maxWorkers: 1 } },
     ],
     globalSetup: ['./test/support/global-setup.ts'],

@@ -1,8 +1,8 @@
 #!/usr/bin/env node
-// `pnpm test`: a check that the services answer, the generated-module check and the type check, the
-// packages as a consumer gets them (publint, attw), then
-// the unit/integration project and the simulation project, one after the other (the simulation runs
-// real replicas with real timing, so it gets the machine to itself).
+// `pnpm test`: a check that the services answer, the generated-module check and the type check (with
+// ioredis 5 and 6), the packages as a consumer gets them (publint, attw), then the unit/integration
+// project, the Redis tests again on ioredis 6, and the simulation project, one after the other (the
+// simulation runs real replicas with real timing, so it gets the machine to itself).
 //
 // A failing step does not hide the others: every step runs (unless the services are missing: then
 // nothing could pass), a summary names what failed, and the exit code is non-zero if any did.
@@ -33,6 +33,8 @@ if (run(process.execPath, ['--import', 'tsx', 'test/support/preflight.ts']) !== 
 
 steps.push({ name: 'generated modules', code: run(process.execPath, ['scripts/gen-assets.mjs', '--check']) });
 steps.push({ name: 'type check', code: run(bin('tsc'), ['-p', 'tsconfig.json', '--noEmit']) });
+// The SDK supports ioredis 5 and 6: the same code type-checks against ioredis 6.0.0 too.
+steps.push({ name: 'type check (ioredis 6)', code: run(bin('tsc'), ['-p', 'tsconfig.ioredis6.json', '--noEmit']) });
 
 // The packages as a consumer gets them: built, packed, their exports maps and types resolved the way
 // Node (node16) and bundlers resolve them (attw), and their package.json linted (publint).
@@ -48,7 +50,8 @@ for (const pkg of built ? packages : []) {
 steps.push({ name: 'package checks (build, publint, attw)', code: packaged ? 0 : 1 });
 
 const counts = { passed: 0, failed: 0, skipped: 0 };
-for (const project of ['unit', 'sim']) {
+// `ioredis6`: every test that talks to Redis, again on ioredis 6 (see vitest.config.ts).
+for (const project of ['unit', 'ioredis6', 'sim']) {
   const report = join(reports, `${project}.json`);
   const code = run(bin('vitest'), ['run', '--project', project, '--reporter=default', '--reporter=json', `--outputFile.json=${report}`, ...extra]);
   steps.push({ name: `${project} tests`, code });

@@ -1,6 +1,8 @@
 export { startRedisServer, freePort, waitForPort, type RedisServerProcess, type RedisServerOptions } from './redis/redis-server.js';
 export { startRedisTopology, type RedisTopology } from './redis/redis-topology.js';
 export { redisCommand } from './redis/redis-command.js';
+export { startRedisCluster, parseClusterNodes, type ClusterNodeInfo, type RedisCluster, type RedisClusterOptions } from './redis/redis-cluster.js';
+export { startRedisSentinel, type RedisSentinel, type RedisSentinelOptions } from './redis/redis-sentinel.js';
 export { startFaultProxy, type FaultProxy, type ProxyMode } from './fault-proxy.js';
 export { managedProcess, type ManagedProcess, type ProcessLine, type ProcessSpec } from './process/managed-process.js';
 export { faketimeEnv, findLibfaketime, type ClockFault } from './faketime.js';

@@ -1,4 +1,3 @@
-import type { Redis } from 'ioredis';
 import type { Kysely, Transaction } from 'kysely';
 import { isFencedError, parseResource, parseToken, StaleTokenError, type Fence, type FencedLogger, type Token, type VerificationKeys } from '@fenced/shared';
 import { emit, parseOptions } from '@fenced/shared/internal';
@@ -6,6 +5,7 @@ import { guardOptionsSchema, type GuardOptionsInput } from './guard-options.js';
 import { wrapHandler, type GuardedHandler, type HandlerGuard, type HandlerOptions, type WrappedHandler } from './handler/wrap-handler.js';
 import { createPostgresGuard, type LowerFenceRequest, type PgPoolLike, type PoolClientOf, type PostgresGuard } from './postgres/index.js';
 import { createRedisFastPath, type RedisFastPath } from './redis/fast-path.js';
+import type { RedisClient } from './redis/redis-client.js';
 import type { GuardedWriteContext, GuardedWriteOptions, TokenInput } from './write-context.js';
 
 /**
@@ -38,7 +38,8 @@ export interface Guard<Trx> extends PostgresGuard<Trx>, HandlerGuard<Trx> {
 
 type CreateGuardOptions<Db> = Omit<GuardOptionsInput, 'db' | 'redis' | 'logger' | 'keys'> & {
   db: Db;
-  redis?: Redis;
+  /** An ioredis `Redis` (single server or Sentinel) or `Cluster`, ioredis 5 or 6. */
+  redis?: RedisClient;
   logger?: FencedLogger;
   keys?: VerificationKeys;
 };

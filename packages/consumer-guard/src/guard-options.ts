@@ -1,16 +1,15 @@
 import { z } from 'zod';
+import { redisClientSchema } from '@fenced/shared/internal';
 import { DEFAULT_MAX_PAYLOAD_BYTES } from '@fenced/shared';
 import { postgresGuardOptionsSchema } from './postgres/postgres-guard-options.js';
 
-const isObject = (v: unknown): v is object => typeof v === 'object' && v !== null;
-const isFunction = (v: unknown): v is (...args: never[]) => unknown => typeof v === 'function';
-
 /** Options of `createGuard` (PostgreSQL authority, optional Redis fast path), with their defaults. */
 export const guardOptionsSchema = postgresGuardOptionsSchema.extend({
-  /** An ioredis client for the fast path. Without it the guard is PostgreSQL only. */
-  redis: z
-    .custom<object>((v) => isObject(v) && isFunction((v as { defineCommand?: unknown }).defineCommand), { message: 'must be an ioredis client' })
-    .optional(),
+  /**
+   * An ioredis client for the fast path (`Redis`, a Sentinel one with `failoverDetector: true`, or
+   * `Cluster`). Without it the guard is PostgreSQL only.
+   */
+  redis: redisClientSchema.optional(),
   /**
    * Prefix of the fast path's Redis keys.
    * @defaultValue `'fenced'`

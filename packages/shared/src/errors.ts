@@ -39,6 +39,11 @@ export const FencedErrorCode = {
    * this version refuses to touch them (deploy the newer version everywhere, or restore the schema).
    */
   SCHEMA_TOO_NEW: 'SCHEMA_TOO_NEW',
+  /**
+   * A guarded Redis write was refused before it was sent: a command that cannot run fenced, a bad key,
+   * or (on Redis Cluster) a key outside the slot of the resource's mark.
+   */
+  INVALID_MUTATION: 'INVALID_MUTATION',
 } as const;
 
 export type FencedErrorCode = (typeof FencedErrorCode)[keyof typeof FencedErrorCode];
@@ -71,6 +76,7 @@ export interface FencedErrorByCode {
   BAD_SIGNATURE: EnvelopeSignatureError;
   DUPLICATE_FIRE: DuplicateFireError;
   SCHEMA_TOO_NEW: SchemaTooNewError;
+  INVALID_MUTATION: InvalidMutationError;
 }
 
 // Every code has its class: adding a code without one fails to compile here.
@@ -207,6 +213,17 @@ export class SchemaTooNewError extends FencedError {
       FencedErrorCode.SCHEMA_TOO_NEW,
       `the fenced objects of ${installation} are at migration ${databaseRevision}, but this version of fenced knows migrations up to ${supportedRevision}: run the newer version, not this one`,
     );
+  }
+}
+
+/** A guarded Redis write that was refused before any round trip; nothing was sent, nothing applied. */
+export class InvalidMutationError extends FencedError {
+  override readonly name = 'InvalidMutationError';
+  constructor(
+    readonly reason: 'forbidden-command' | 'bad-key' | 'cross-slot',
+    detail: string,
+  ) {
+    super(FencedErrorCode.INVALID_MUTATION, `guarded Redis write refused: ${detail}`);
   }
 }
 

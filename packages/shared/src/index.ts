@@ -16,6 +16,7 @@ export {
   EnvelopeSignatureError,
   DuplicateFireError,
   SchemaTooNewError,
+  InvalidMutationError,
   type FencedErrorByCode,
   type ValidationIssue,
 } from './errors.js';

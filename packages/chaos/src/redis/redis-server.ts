@@ -1,5 +1,8 @@
 import { spawn, type ChildProcess } from 'node:child_process';
+import { mkdtempSync, rmSync } from 'node:fs';
 import net from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { trackChild } from '../process/child-registry.js';
 
 /** A private redis-server on a loopback port, without persistence unless asked. */
@@ -8,12 +11,24 @@ export interface RedisServerProcess {
   readonly url: string;
   /** The OS process, while running. */
   readonly process: ChildProcess | undefined;
-  /** Stops it (SIGTERM) and waits for the exit. */
+  /** Whether it is stopped by SIGSTOP right now. */
+  readonly paused: boolean;
+  /**
+   * Stops it (SIGTERM, after a SIGCONT if it was paused), waits for the exit and removes its working
+   * directory: the end of this server.
+   */
   stop(): Promise<void>;
-  /** Kills it at once (SIGKILL): no shutdown, no save. */
+  /** Kills it at once (SIGKILL): no shutdown, no save; its directory (a Cluster node's config) stays. */
   kill(): Promise<void>;
-  /** Starts it again on the same port, with the same arguments (and so, without persistence, empty). */
+  /**
+   * Starts it again on the same port, with the same arguments: without persistence it comes back
+   * empty, but a Cluster node keeps its identity (nodes.conf).
+   */
   start(): Promise<void>;
+  /** SIGSTOP: frozen, its connections open and silent (a GC pause, a hung VM). */
+  pause(): void;
+  /** SIGCONT. */
+  resume(): void;
 }
 
 export interface RedisServerOptions {
@@ -23,6 +38,10 @@ export interface RedisServerOptions {
   readonly args?: readonly string[];
   /** The binary. @defaultValue `'redis-server'` */
   readonly binary?: string;
+  /** A config file to start from (a Sentinel needs one it can rewrite). */
+  readonly configFile?: string;
+  /** Run as a Sentinel (`--sentinel`). */
+  readonly sentinel?: boolean;
 }
 
 /** A free TCP port on 127.0.0.1 (the OS picks it). */
@@ -60,8 +79,11 @@ export async function waitForPort(port: number, timeoutMs = 5000): Promise<void>
 /** Starts a redis-server; `stop()` it when done (tests and the simulation never leave one behind). */
 export async function startRedisServer(options: RedisServerOptions = {}): Promise<RedisServerProcess> {
   const port = options.port ?? (await freePort());
-  const args = ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no', '--dir', '/tmp', ...(options.args ?? [])];
+  // Its own working directory: a Cluster node writes nodes.conf there, a Sentinel its config.
+  const dir = mkdtempSync(join(tmpdir(), `fenced-redis-${port}-`));
+  const args = ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no', '--dir', dir, ...(options.args ?? [])];
   let child: ChildProcess | undefined;
+  let paused = false;
 
   const exited = (c: ChildProcess) => new Promise<void>((resolve) => (c.exitCode !== null || c.signalCode !== null ? resolve() : c.once('exit', () => resolve())));
   const end = async (signal: NodeJS.Signals) => {
@@ -70,6 +92,8 @@ export async function startRedisServer(options: RedisServerOptions = {}): Promis
     if (c === undefined) return;
     const done = exited(c);
     c.kill(signal);
+    if (paused) c.kill('SIGCONT'); // a stopped process acts on SIGTERM only once it runs again
+    paused = false;
     await done;
   };
 
@@ -79,11 +103,27 @@ export async function startRedisServer(options: RedisServerOptions = {}): Promis
     get process() {
       return child;
     },
-    stop: () => end('SIGTERM'),
+    get paused() {
+      return paused;
+    },
+    async stop() {
+      await end('SIGTERM');
+      rmSync(dir, { recursive: true, force: true });
+    },
     kill: () => end('SIGKILL'),
+    pause() {
+      if (child === undefined || paused) return;
+      child.kill('SIGSTOP');
+      paused = true;
+    },
+    resume() {
+      if (child === undefined || !paused) return;
+      child.kill('SIGCONT');
+      paused = false;
+    },
     async start() {
       if (child !== undefined) return;
-      const c = spawn(options.binary ?? 'redis-server', args, { stdio: 'ignore' });
+      const c = spawn(options.binary ?? 'redis-server', [...(options.configFile === undefined ? [] : [options.configFile]), ...args, ...(options.sentinel ? ['--sentinel'] : [])], { stdio: 'ignore', cwd: dir });
       child = c;
       trackChild(c);
       const failed = new Promise<never>((_, reject) => c.once('error', (err) => reject(new Error(`cannot start redis-server: ${err.message}`))));

@@ -1,8 +1,8 @@
-import type { Redis } from 'ioredis';
 import { isFencedError, type FencedLogger, type Token } from '@fenced/shared';
 import { emit, withTimeout } from '@fenced/shared/internal';
 import { BoundedMap } from '../internal/bounded-map.js';
 import { createRedisGuard, type RedisGuard } from './redis-guard.js';
+import type { RedisClient } from './redis-client.js';
 
 /**
  * The combined guard's Redis side, with its state in one place: a Redis guard per resource, the mark
@@ -25,7 +25,7 @@ export interface RedisFastPath {
 }
 
 export interface RedisFastPathOptions {
-  readonly redis: Redis;
+  readonly redis: RedisClient;
   readonly keyPrefix: string;
   /** How long a Redis call may take before PostgreSQL decides alone. */
   readonly timeoutMs: number;

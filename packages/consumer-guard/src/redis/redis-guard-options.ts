@@ -1,15 +1,13 @@
 import { z } from 'zod';
+import { redisClientSchema } from '@fenced/shared/internal';
 import { resourceSchema } from '../postgres/postgres-guard-options.js';
 
-const isObject = (v: unknown): v is object => typeof v === 'object' && v !== null;
 const isFunction = (v: unknown): v is (...args: never[]) => unknown => typeof v === 'function';
 
 /** Options of `createRedisGuard`, with their defaults. */
 export const redisGuardOptionsSchema = z.object({
-  /** An ioredis client. */
-  redis: z.custom<object>((v) => isObject(v) && isFunction((v as { defineCommand?: unknown }).defineCommand), {
-    message: 'must be an ioredis client',
-  }),
+  /** An ioredis client: `Redis` (a Sentinel one with `failoverDetector: true`) or `Cluster`. */
+  redis: redisClientSchema,
   /** The resource this guard fences. */
   resource: resourceSchema,
   /**

@@ -68,8 +68,18 @@ describe('createRedisGuard', () => {
 
   it('refuses commands that do not belong in a fenced mutation, and bad tokens, before Redis', async () => {
     const g = guard();
-    await expect(g.guardedWrite(1n, [{ command: 'FLUSHALL', keys: [] }])).rejects.toThrow(/not allowed/);
-    await expect(g.guardedWrite(1n, [{ command: 'SET x', keys: [g.key('a')] }])).rejects.toThrow(/not allowed/);
+    const refused = (reason: string) => (e: unknown) => isFencedError(e, 'INVALID_MUTATION') && e.reason === reason;
+    await expect(g.guardedWrite(1n, [{ command: 'FLUSHALL', keys: [] }])).rejects.toSatisfy(refused('forbidden-command'));
+    await expect(g.guardedWrite(1n, [{ command: 'SET x', keys: [g.key('a')] }])).rejects.toSatisfy(refused('forbidden-command'));
+    await expect(g.guardedWrite(1n, [{ command: 'SET', keys: [''], args: ['v'] }])).rejects.toSatisfy(refused('bad-key'));
+    // A single server runs a script over keys of any slot: only Cluster refuses them.
+    expect(await g.guardedWrite(1n, [{ command: 'SET', keys: [`${prefix}:free-key`], args: ['v'] }])).toEqual(['OK']);
+    expect(await g.highest()).toBe(1n);
+    await redis.del(`${prefix}:free-key`);
+  });
+
+  it('bad tokens are refused before Redis', async () => {
+    const g = guard();
     await expect(g.check('abc')).rejects.toSatisfy((e: unknown) => isFencedError(e, 'INVALID_TOKEN'));
     expect(await g.highest()).toBeNull();
   });

@@ -1,6 +1,7 @@
 import { createHash } from 'node:crypto';
-import type { Redis } from 'ioredis';
+import clusterKeySlot from 'cluster-key-slot';
 import {
+  InvalidMutationError,
   parseToken,
   StaleTokenError,
   type FencedLogger,
@@ -10,12 +11,16 @@ import { emit, parseOptions } from '@fenced/shared/internal';
 import { redisGuardOptionsSchema, type RedisGuardOptionsInput } from './redis-guard-options.js';
 import { defineScripts, sharedLuaScripts } from '@fenced/shared/internal';
 import { luaScripts } from './lua/generated-lua.js';
+import type { RedisClient } from './redis-client.js';
 
 /** A Redis command for `guardedWrite`: its keys apart from its other arguments (Redis Cluster needs them). */
 export interface RedisMutation {
   /** The command name, for example `'HSET'`. */
   readonly command: string;
-  /** The keys it touches; on Redis Cluster build them with `guard.key(...)` so they share the mark's slot. */
+  /**
+   * The keys it touches. On Redis Cluster they must share the mark's slot: build them with
+   * `guard.key(...)` (a key from another slot is refused before anything is sent).
+   */
   readonly keys: readonly string[];
   /** The other arguments, in order. */
   readonly args?: readonly (string | number)[];
@@ -42,6 +47,8 @@ export interface RedisGuard {
    * Compare, raise, apply in one atomic script: for data that lives in Redis.
    * @returns each command's reply.
    * @throws {StaleTokenError} when `token` is below the mark; nothing was applied.
+   * @throws {InvalidMutationError} for a command that cannot run fenced, an empty key, or on Redis
+   *   Cluster a key outside the mark's slot; nothing was sent.
    * @example
    * ```ts
    * await redisGuard.guardedWrite(token, [
@@ -63,7 +70,7 @@ const FORBIDDEN = new Set(['EVAL', 'EVALSHA', 'EVAL_RO', 'EVALSHA_RO', 'FCALL', 
  *
  * @throws {ConfigError} for bad options.
  */
-export function createRedisGuard(input: Omit<RedisGuardOptionsInput, 'redis' | 'logger'> & { redis: Redis; logger?: FencedLogger }): RedisGuard {
+export function createRedisGuard(input: Omit<RedisGuardOptionsInput, 'redis' | 'logger'> & { redis: RedisClient; logger?: FencedLogger }): RedisGuard {
   const options = parseOptions('redis guard', redisGuardOptionsSchema, input);
   const redis = input.redis;
   const logger = input.logger;
@@ -74,7 +81,15 @@ export function createRedisGuard(input: Omit<RedisGuardOptionsInput, 'redis' | '
   const tag = `{${createHash('sha256').update(options.resource).digest('hex').slice(0, 24)}}`;
   const key = (name: string) => `${options.keyPrefix}:guard:${tag}:${name}`;
   const markKey = key('mark');
+  const markSlot = clusterKeySlot(markKey);
   const resource = options.resource;
+  // Redis Cluster refuses a script over keys of several slots (CROSSSLOT) after a round trip; a
+  // single server runs it. Refusing here, on Cluster only, keeps the single-server behaviour.
+  const checkSlot = redis.isCluster
+    ? (k: string) => {
+        if (clusterKeySlot(k) !== markSlot) throw new InvalidMutationError('cross-slot', `key ${JSON.stringify(k)} is not in the slot of the mark of ${JSON.stringify(resource)} (build it with guard.key(...))`);
+      }
+    : () => {};
 
   const stale = (token: Token, mark: string): StaleTokenError => {
     const highest = BigInt(mark);
@@ -108,9 +123,10 @@ export function createRedisGuard(input: Omit<RedisGuardOptionsInput, 'redis' | '
       const keys: string[] = [];
       const commands = mutations.map((m) => {
         const name = String(m.command).toUpperCase();
-        if (!/^[A-Z][A-Z0-9_|.-]*$/.test(name) || FORBIDDEN.has(name)) throw new TypeError(`guardedWrite: command ${JSON.stringify(m.command)} is not allowed`);
+        if (!/^[A-Z][A-Z0-9_|.-]*$/.test(name) || FORBIDDEN.has(name)) throw new InvalidMutationError('forbidden-command', `command ${JSON.stringify(m.command)} cannot run fenced`);
         const k = m.keys.map((k) => {
-          if (typeof k !== 'string' || k.length === 0) throw new TypeError('guardedWrite: keys must be non-empty strings');
+          if (typeof k !== 'string' || k.length === 0) throw new InvalidMutationError('bad-key', 'keys must be non-empty strings');
+          checkSlot(k);
           keys.push(k);
           return keys.length;
         });

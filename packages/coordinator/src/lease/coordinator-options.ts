@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { redisClientSchema } from '@fenced/shared/internal';
 
 const isObject = (v: unknown): v is object => typeof v === 'object' && v !== null;
 const isFunction = (v: unknown): v is (...args: never[]) => unknown => typeof v === 'function';
@@ -16,8 +17,11 @@ export function defaultDriftMs(ttlMs: number): number {
 /** Options of `createCoordinator`, with their defaults. */
 export const coordinatorOptionsSchema = z
   .object({
-    /** An ioredis client. The coordinator duplicates it once for its pub/sub wake-ups. */
-    redis: z.custom<object>(isObject, { message: 'must be an ioredis client' }),
+    /**
+     * An ioredis client: `Redis`, a Sentinel `Redis` created with `failoverDetector: true` (refused
+     * without it), or `Cluster`. The coordinator duplicates it once for its pub/sub wake-ups.
+     */
+    redis: redisClientSchema,
     /** The lease's name: replicas with the same lease elect one leader among them. */
     lease: leaseNameSchema,
     /**

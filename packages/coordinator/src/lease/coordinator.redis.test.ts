@@ -223,8 +223,10 @@ describe('the two-call race', () => {
 });
 
 describe('bad options', () => {
-  const redis = {} as Redis;
+  // Shaped like an ioredis client, so only the option under test is wrong; never connected.
+  const redis = { defineCommand() {}, duplicate() {} } as unknown as Redis;
   it.each([
+    ['a redis that is not an ioredis client', { redis: { get() {} } }, 'redis'],
     ['a TTL not larger than the renew interval', { ttlMs: 1000, renewIntervalMs: 1000 }, 'renewIntervalMs'],
     ['renew + drift reaching the TTL', { ttlMs: 1000, renewIntervalMs: 990 }, 'renewIntervalMs'],
     ['a drift margin under 1% of the TTL', { ttlMs: 10_000, renewIntervalMs: 1000, driftMs: 50 }, 'driftMs'],

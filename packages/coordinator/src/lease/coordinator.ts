@@ -1,7 +1,6 @@
 import { EventEmitter } from 'node:events';
 import { hostname } from 'node:os';
 import { randomBytes } from 'node:crypto';
-import type { Redis } from 'ioredis';
 import {
   NotLeaderError,
   parseToken,
@@ -17,6 +16,7 @@ import { formatLeaseValue, parseLeaseValue } from './lease-value.js';
 import { judgeFenceAnswers, type FenceVerdict } from './fence-verdict.js';
 import { listenForReleases, type ReleaseListener } from './release-listener.js';
 import { evictionProblem } from './redis-config.js';
+import type { RedisClient } from '../redis-client.js';
 import { backoffMs, jitter } from '../internal/timing.js';
 import { monotonicClock, type Clock } from './clock.js';
 import { leaseKeys, type LeaseKeys } from './lease-keys.js';
@@ -44,7 +44,8 @@ export interface CoordinatorEventMap {
 }
 
 export type CreateCoordinatorOptions = Omit<CoordinatorOptionsInput, 'redis' | 'fences' | 'logger' | 'clock'> & {
-  redis: Redis;
+  /** An ioredis `Redis` (single server or Sentinel) or `Cluster`, ioredis 5 or 6. */
+  redis: RedisClient;
   fences?: readonly Fence[];
   logger?: FencedLogger;
   clock?: Clock;
@@ -67,7 +68,7 @@ export class Coordinator extends EventEmitter<CoordinatorEventMap> {
   readonly renewIntervalMs: number;
   readonly driftMs: number;
 
-  readonly #redis: Redis;
+  readonly #redis: RedisClient;
   readonly #scripts: LeaseScripts;
   readonly #fences: readonly Fence[];
   readonly #logger: FencedLogger | undefined;
@@ -88,7 +89,7 @@ export class Coordinator extends EventEmitter<CoordinatorEventMap> {
     const options = parseOptions('coordinator', coordinatorOptionsSchema, input);
     // An unheard 'error' event must not kill the host process.
     this.on('error', () => {});
-    this.#redis = options.redis as Redis;
+    this.#redis = input.redis; // validated as an ioredis client by the schema
     this.lease = options.lease;
     this.nodeId = options.nodeId ?? `${hostname()}-${process.pid}-${randomBytes(3).toString('hex')}`;
     this.keys = leaseKeys(options.keyPrefix, options.lease);
@@ -109,7 +110,7 @@ export class Coordinator extends EventEmitter<CoordinatorEventMap> {
   }
 
   /** The Redis client the coordinator runs its scripts on. */
-  get redis(): Redis {
+  get redis(): RedisClient {
     return this.#redis;
   }
 

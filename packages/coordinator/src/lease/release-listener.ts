@@ -1,4 +1,5 @@
-import type { Redis } from 'ioredis';
+import type { Cluster, Redis } from 'ioredis';
+import type { RedisClient } from '../redis-client.js';
 import { withTimeout } from '@fenced/shared/internal';
 
 /** A subscription to a lease's release channel, on its own connection. */
@@ -13,12 +14,12 @@ export interface ReleaseListener {
  * still start, as a standby. After a reconnect it subscribes again.
  */
 export async function listenForReleases(
-  redis: Redis,
+  redis: RedisClient,
   channel: string,
   timeoutMs: number,
   handlers: { onRelease: () => void; onError: (error: unknown) => void },
 ): Promise<ReleaseListener> {
-  const subscriber = redis.duplicate({ lazyConnect: true, maxRetriesPerRequest: null });
+  const subscriber = duplicateForSubscribing(redis);
   subscriber.on('error', handlers.onError);
   subscriber.on('message', handlers.onRelease);
   subscriber.on('ready', () => void subscriber.subscribe(channel).catch(() => undefined));
@@ -28,4 +29,14 @@ export async function listenForReleases(
   };
   await withTimeout(subscribed(), timeoutMs, 'subscribe').catch(handlers.onError);
   return { close: () => subscriber.disconnect() };
+}
+
+/**
+ * A second connection with the client's settings, connected by us (`lazyConnect`: an eager connect
+ * would race our own `connect()`) and retrying forever. The two client kinds take their overrides
+ * differently: `Cluster.duplicate(startupNodes, options)`, `Redis.duplicate(options)`.
+ */
+function duplicateForSubscribing(redis: RedisClient): RedisClient {
+  if (redis.isCluster) return (redis as Cluster).duplicate(undefined, { lazyConnect: true });
+  return (redis as Redis).duplicate({ lazyConnect: true, maxRetriesPerRequest: null });
 }

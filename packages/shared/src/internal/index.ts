@@ -8,3 +8,4 @@ export { emit } from '../events.js';
 export { canonicalJson } from '../signing.js';
 export { envelopeSchema, tokenStringSchema } from '../envelope.js';
 export { toValidationIssues } from '../validation.js';
+export { redisClientProblem, redisClientSchema } from './redis-client-check.js';

@@ -1,0 +1,121 @@
+import { redisCommand, startRedisSentinel, type RedisSentinel } from '@fenced/chaos';
+import { createGuard } from '@fenced/consumer-guard';
+import { createRedisGuard } from '@fenced/consumer-guard/redis';
+import { createCoordinator, type Coordinator } from '@fenced/coordinator';
+import { isFencedError } from '@fenced/shared';
+import { uniquePrefix, waitFor } from '#test-support';
+import { Redis } from 'ioredis';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+
+// A real Sentinel deployment (a primary, two replicas, three sentinels, down-after 1000 ms) started
+// for this file.
+let sentinel: RedisSentinel;
+const clients: Redis[] = [];
+
+beforeAll(async () => {
+  sentinel = await startRedisSentinel({ downAfterMs: 1000 });
+}, 120_000);
+afterAll(async () => {
+  for (const c of clients) c.disconnect();
+  await sentinel?.stop();
+});
+
+function sentinelClient(failoverDetector: boolean): Redis {
+  const client = new Redis({ sentinels: [...sentinel.sentinelNodes], name: sentinel.name, failoverDetector, maxRetriesPerRequest: 1, lazyConnect: !failoverDetector });
+  client.on('error', () => {});
+  clients.push(client);
+  return client;
+}
+
+describe('Sentinel clients', () => {
+  it('without failoverDetector are refused by every factory, naming the option, before anything connects', () => {
+    const redis = sentinelClient(false);
+    const attempts = [
+      () => createCoordinator({ redis, lease: 'sentinel' }),
+      () => createRedisGuard({ redis, resource: 'r' }),
+      () => createGuard({ db: { query: async () => ({ rows: [] }) } as never, redis, resource: 'r' }),
+    ];
+    for (const attempt of attempts) {
+      let caught: unknown;
+      try {
+        attempt();
+      } catch (error) {
+        caught = error;
+      }
+      expect(isFencedError(caught, 'INVALID_CONFIG') && caught.issues.some((i) => i.path === 'redis' && /failoverDetector/.test(i.message))).toBe(true);
+    }
+    expect(redis.status).toBe('wait'); // lazyConnect, never connected
+  });
+});
+
+/** One belief interval of one coordinator, on this process's monotonic clock. */
+interface Belief {
+  readonly node: string;
+  readonly token: bigint;
+  readonly from: number;
+  until: number;
+  /** The server its command connection was on when it was elected. */
+  readonly port: number | undefined;
+}
+
+describe('the coordinator when the Sentinel primary freezes (SIGSTOP past down-after, then SIGCONT)', () => {
+  it('elects no leader on the deposed primary, beliefs never overlap beyond the drift margin, and a leader exists on the new primary within TTL + one renew interval', async () => {
+    const TTL = 2000;
+    const RENEW = 400;
+    const prefix = uniquePrefix('sent');
+    const beliefs: Belief[] = [];
+    const coordinators: Coordinator[] = [];
+    for (let i = 0; i < 3; i++) {
+      const redis = sentinelClient(true);
+      const c = createCoordinator({ redis, lease: 'frozen', keyPrefix: prefix, ttlMs: TTL, renewIntervalMs: RENEW, acquireRetryMs: RENEW, nodeId: `n${i}` });
+      c.on('elected', ({ token }) => beliefs.push({ node: c.nodeId, token, from: performance.now(), until: Number.POSITIVE_INFINITY, port: redis.stream?.remotePort }));
+      c.on('lost', () => {
+        const open = [...beliefs].reverse().find((b) => b.node === c.nodeId);
+        if (open !== undefined && open.until === Number.POSITIVE_INFINITY) open.until = performance.now();
+      });
+      coordinators.push(c);
+    }
+    // When the sentinels announce the new primary.
+    let switchedAt = Number.NaN;
+    const watcher = new Redis({ ...sentinel.sentinelNodes[0]!, lazyConnect: true });
+    watcher.on('error', () => {});
+    clients.push(watcher);
+    await watcher.subscribe('+switch-master');
+    watcher.on('message', () => {
+      if (Number.isNaN(switchedAt)) switchedAt = performance.now();
+    });
+
+    try {
+      await Promise.all(coordinators.map((c) => c.start()));
+      await waitFor(() => coordinators.some((c) => c.isLeader()), 10_000);
+
+      const deposed = await sentinel.primary();
+      deposed.pause();
+      const promoted = await sentinel.waitForFailover(deposed, 60_000);
+      await waitFor(() => !Number.isNaN(switchedAt), 10_000);
+      // The deposed primary comes back believing it still is one, until the sentinels turn it into a
+      // replica: the window in which a client that stayed on it would elect leaders there.
+      deposed.resume();
+      await waitFor(async () => /role:slave/.test(String(await redisCommand(deposed.port, ['INFO', 'replication'], 1000).catch(() => ''))), 30_000, 100);
+      await waitFor(() => coordinators.some((c) => c.isLeader()), 10_000);
+
+      const afterSwitch = beliefs.filter((b) => b.from > switchedAt);
+      expect(afterSwitch.filter((b) => b.port === deposed.port), 'elected on the deposed primary').toEqual([]);
+      expect(afterSwitch.every((b) => b.port === promoted.port)).toBe(true);
+
+      const drift = coordinators[0]!.driftMs;
+      for (const a of beliefs) {
+        for (const b of beliefs) {
+          if (a === b || a.node === b.node) continue;
+          const overlap = Math.min(a.until, b.until) - Math.max(a.from, b.from);
+          expect(overlap, `${a.node} (token ${a.token}) and ${b.node} (token ${b.token}) both believed they led`).toBeLessThanOrEqual(drift);
+        }
+      }
+      const deadline = switchedAt + TTL + RENEW;
+      const ledInTime = beliefs.some((b) => b.from <= deadline && b.until > switchedAt);
+      expect(ledInTime, `no leader ${TTL + RENEW} ms after the switch; beliefs: ${beliefs.map((b) => `${b.node}/${b.token} ${Math.round(b.from - switchedAt)}..${Math.round(b.until - switchedAt)}`).join(', ')}`).toBe(true);
+    } finally {
+      await Promise.all(coordinators.map((c) => c.stop()));
+    }
+  });
+});
