@@ -2,7 +2,7 @@ import { redisCommand, startRedisCluster, type RedisCluster, type RedisServerPro
 import { createGuard } from '@fenced/consumer-guard';
 import { createRedisGuard } from '@fenced/consumer-guard/redis';
 import { createPostgresGuard } from '@fenced/consumer-guard/postgres';
-import { createCoordinator, type Coordinator } from '@fenced/coordinator';
+import { createCoordinator, createLeaseGroup, type Coordinator, type LeaseGroup } from '@fenced/coordinator';
 import { isFencedError, type FencedEvent, type Fence } from '@fenced/shared';
 import { createTestSchema, uniquePrefix, waitFor } from '#test-support';
 import { Cluster } from 'ioredis';
@@ -29,8 +29,8 @@ afterEach(async () => {
   await Promise.all(coordinators.splice(0).map((c) => c.stop()));
 });
 
-function clusterClient(): Cluster {
-  const client = new Cluster([...cluster.startupNodes], { redisOptions: { maxRetriesPerRequest: 1 } });
+function clusterClient(connectionName?: string): Cluster {
+  const client = new Cluster([...cluster.startupNodes], { redisOptions: { maxRetriesPerRequest: 1, ...(connectionName === undefined ? {} : { connectionName }) } });
   client.on('error', () => {});
   clients.push(client);
   return client;
@@ -138,6 +138,36 @@ describe('the coordinator on Redis Cluster', () => {
     // The control proves the fault bit: without a fence, a token was handed out twice.
     expect(new Set(unfenced.elected).size, `unfenced tokens: ${unfenced.elected.join(', ')}`).toBeLessThan(unfenced.elected.length);
     await restore(primary);
+  });
+});
+
+describe('a lease group on Redis Cluster', () => {
+  it('shares 90 leases over three members, each over at most 3 connections per cluster node', async () => {
+    const prefix = uniquePrefix('clg');
+    const leases = Array.from({ length: 90 }, (_, i) => `lease-${i}`);
+    const groups: LeaseGroup[] = ['m0', 'm1', 'm2'].map((name) =>
+      createLeaseGroup({ redis: clusterClient(`${prefix}-${name}`), group: 'cl', leases, keyPrefix: prefix, ttlMs: 1500, renewIntervalMs: 300, nodeId: name }),
+    );
+    try {
+      await Promise.all(groups.map((g) => g.start()));
+      await waitFor(() => {
+        const led = groups.map((g) => g.led());
+        return new Set(led.flat()).size === 90 && led.flat().length === 90 && led.every((l) => l.length === 30);
+      }, 20_000, 20);
+      const total = new Map<string, number>();
+      for (const server of cluster.servers) {
+        const clients = String(await redisCommand(server.port, ['CLIENT', 'LIST']));
+        for (const name of ['m0', 'm1', 'm2']) {
+          const connections = clients.split('\n').filter((line) => line.includes(` name=${prefix}-${name} `)).length;
+          expect(connections, `${name} on ${server.port}`).toBeLessThanOrEqual(3);
+          total.set(name, (total.get(name) ?? 0) + connections);
+        }
+      }
+      // Each member does talk to the cluster: at least one connection per primary.
+      for (const name of ['m0', 'm1', 'm2']) expect(total.get(name)).toBeGreaterThanOrEqual(3);
+    } finally {
+      await Promise.all(groups.map((g) => g.stop()));
+    }
   });
 });
 

@@ -6,6 +6,9 @@ export {
   type LeaderTerm,
 } from './lease/coordinator.js';
 export { leaseKeys, type LeaseKeys } from './lease/lease-keys.js';
+export { createLeaseGroup, LeaseGroup, type CreateLeaseGroupOptions, type LeaseGroupEventMap } from './lease-group/lease-group.js';
+export { createShardedScheduler, type CreateShardedSchedulerOptions, type ShardedScheduler } from './scheduler/sharded-scheduler.js';
+export type { RedisClient } from './redis-client.js';
 export type { Clock } from './lease/clock.js';
 export {
   createScheduler,

@@ -39,7 +39,9 @@ export type LeaseLossReason =
   /** A renew found the lease gone or held by another node. */
   | 'stolen'
   /** The local deadline passed without a successful renew (pause, partition, slow Redis). */
-  | 'deadline';
+  | 'deadline'
+  /** `handOver()` gave the lease up and stayed in the election (a lease group rebalancing). */
+  | 'handover';
 
 /** Receives events. Must not throw; if it does, the error is swallowed so it cannot break a write. */
 export type FencedLogger = (event: FencedEvent) => void;

@@ -64,6 +64,12 @@ interface RoundTiming {
   readonly whileTtlsLeft: number;
   /** The first round runs whatever the fault time: the scenario is that round. */
   readonly atLeastOnce?: boolean;
+  /**
+   * After the gap, the hit happens only while more than this many TTLs of the fault time remain;
+   * otherwise the round ends there (what the setup brought about lasts to the end of the run).
+   * @defaultValue the hit always happens
+   */
+  readonly hitWhileTtlsLeft?: number;
 }
 
 /** Who a round hits and how; the pairs that make sense are the only ones that type-check. */
@@ -93,6 +99,7 @@ export async function runFaultRounds(ctx: FaultContext, round: FaultRound): Prom
   for (let n = 0; (n === 0 && round.atLeastOnce === true) || ctx.remainingMs > ctx.ttlMs * round.whileTtlsLeft; n++) {
     if (round.setup !== undefined && !(await prepare(ctx, round.setup))) continue;
     await ctx.sleep(draw(ctx, round.gap));
+    if (round.hitWhileTtlsLeft !== undefined && ctx.remainingMs <= ctx.ttlMs * round.hitWhileTtlsLeft) continue;
     if (!(await hit(ctx, round))) continue;
     await ctx.sleep(draw(ctx, round.settle));
   }

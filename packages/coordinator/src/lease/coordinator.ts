@@ -21,6 +21,7 @@ import { backoffMs, jitter } from '../internal/timing.js';
 import { monotonicClock, type Clock } from './clock.js';
 import { leaseKeys, type LeaseKeys } from './lease-keys.js';
 import { ServerClock } from './server-clock.js';
+import type { GroupSeat } from './group-seat.js';
 
 /** One term of leadership: what a leader acts with. */
 export interface LeaderTerm {
@@ -83,8 +84,10 @@ export class Coordinator extends EventEmitter<CoordinatorEventMap> {
   #failures = 0;
   #regressions = 0;
   #attempt: Promise<void> | undefined;
+  readonly #seat: GroupSeat | undefined;
 
-  constructor(input: CreateCoordinatorOptions) {
+  /** @param seat set by a lease group, which then owns the subscription and the balance. */
+  constructor(input: CreateCoordinatorOptions, seat?: GroupSeat) {
     super();
     const options = parseOptions('coordinator', coordinatorOptionsSchema, input);
     // An unheard 'error' event must not kill the host process.
@@ -102,6 +105,7 @@ export class Coordinator extends EventEmitter<CoordinatorEventMap> {
     this.#clock = (options.clock as Clock | undefined) ?? monotonicClock;
     this.#serverClock = new ServerClock(this.#clock);
     this.#scripts = leaseScripts(this.#redis);
+    this.#seat = seat;
   }
 
   /** The fences advanced at every election (the scheduler also reads applied fires from them). */
@@ -127,8 +131,23 @@ export class Coordinator extends EventEmitter<CoordinatorEventMap> {
     if (this.#state.kind !== 'stopped') return;
     this.#state = { kind: 'standby' };
     await this.#subscribe();
-    void this.#checkRedisConfig();
+    if (this.#seat === undefined) void this.#checkRedisConfig(); // a group checks once for all
     await this.#runAttempt();
+  }
+
+  /**
+   * A leader gives the lease up and stays in the election as a standby: its term ends first, then
+   * the lease is released and the standbys woken, so the next leader never overlaps with it.
+   * Nothing happens on a node that does not lead.
+   */
+  async handOver(): Promise<void> {
+    const state = this.#state;
+    if (state.kind !== 'leader') return;
+    this.#state = { kind: 'standby' };
+    this.#clearTimers();
+    this.#endTerm(state, 'handover');
+    await this.#release(state.term.leaseValue, state.term.token);
+    this.#scheduleAttempt(jitter(this.#seat?.idleRetryMs ?? this.#acquireRetryMs));
   }
 
   /** Leaves the election; a leader releases its lease and wakes the standbys at once. */
@@ -208,6 +227,7 @@ export class Coordinator extends EventEmitter<CoordinatorEventMap> {
     let regressed = false;
     for (let round = 0; round < 5; round++) {
       if (this.#state.kind !== 'standby') return;
+      if (this.#seat !== undefined && !this.#seat.wants()) return this.#scheduleAttempt(jitter(this.#seat.idleRetryMs));
       const sentAt = this.#clock.now();
       let reply: Array<string | number>;
       try {
@@ -386,14 +406,15 @@ export class Coordinator extends EventEmitter<CoordinatorEventMap> {
   // ---- plumbing ---------------------------------------------------------------------------
 
   async #subscribe(): Promise<void> {
-    const listener = await listenForReleases(this.#redis, this.keys.released, this.#commandTimeoutMs(), {
-      onRelease: () => {
-        if (this.#state.kind !== 'standby') return;
-        clearTimeout(this.#timer);
-        void this.#runAttempt();
-      },
-      onError: (error) => this.#redisFailed('subscribe', error),
-    });
+    const onRelease = () => {
+      if (this.#state.kind !== 'standby') return;
+      clearTimeout(this.#timer);
+      void this.#runAttempt();
+    };
+    const listener: ReleaseListener =
+      this.#seat === undefined
+        ? await listenForReleases(this.#redis, this.keys.released, this.#commandTimeoutMs(), { onRelease, onError: (error) => this.#redisFailed('subscribe', error) })
+        : { close: await this.#seat.listen(this.keys.released, onRelease) };
     // stop() may have come while the subscription was being set up.
     if (this.#state.kind === 'stopped') listener.close();
     else this.#subscriber = listener;

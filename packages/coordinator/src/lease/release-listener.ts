@@ -36,7 +36,7 @@ export async function listenForReleases(
  * would race our own `connect()`) and retrying forever. The two client kinds take their overrides
  * differently: `Cluster.duplicate(startupNodes, options)`, `Redis.duplicate(options)`.
  */
-function duplicateForSubscribing(redis: RedisClient): RedisClient {
+export function duplicateForSubscribing(redis: RedisClient): RedisClient {
   if (redis.isCluster) return (redis as Cluster).duplicate(undefined, { lazyConnect: true });
   return (redis as Redis).duplicate({ lazyConnect: true, maxRetriesPerRequest: null });
 }

@@ -106,13 +106,15 @@ describe('the scheduler', () => {
     const crashedAt = await serverNow();
     a.redis.disconnect(); // crash: a keeps no lease, records nothing more; b waits out the TTL
     await waitFor(() => b.coordinator.isLeader(), 5000, 2);
+    // The new leader dispatches fires that came due after the crash (a, cut off from Redis, may
+    // still dispatch until its own deadline, so the first of them can be a's).
+    const byB = () => dispatched.filter((e) => e.issuer === b.coordinator.nodeId && Date.parse(e.scheduledAt) > crashedAt);
+    await waitFor(() => byB().length > 0, 5000);
     const to = await serverNow();
     await allDispatched(dispatched, 50, Date.parse(dispatched[0]!.scheduledAt), to);
     const times = [...new Set(dispatched.map((e) => Date.parse(e.scheduledAt)))].filter((t) => t <= to).sort((x, y) => x - y);
-    // Every fire of the election window (about a TTL of them) was dispatched by the new leader.
+    // No fire of the election window (about a TTL of them) is missing.
     expect(times).toEqual(expectedFires(50, times[0]!, to));
-    const byB = dispatched.filter((e) => e.issuer === b.coordinator.nodeId && Date.parse(e.scheduledAt) > crashedAt);
-    expect(byB.length).toBeGreaterThan(0);
   });
 
   it('never lets a stale lease advance the scheduler state', async () => {

@@ -1,0 +1,225 @@
+import { EventEmitter } from 'node:events';
+import { hostname } from 'node:os';
+import { randomBytes } from 'node:crypto';
+import { ConfigError, type Fence, type FencedLogger, type LeaseLossReason, type Token } from '@fenced/shared';
+import { defineScripts, emit, parseOptions, withTimeout } from '@fenced/shared/internal';
+import { Coordinator } from '../lease/coordinator.js';
+import type { RedisClient } from '../redis-client.js';
+import { assignLeases } from './assignment.js';
+import { leaseGroupOptionsSchema, type LeaseGroupOptionsInput } from './lease-group-options.js';
+import { openReleaseHub, type ReleaseHub } from './release-hub.js';
+import { luaScripts } from './lua/generated-lua.js';
+
+export interface LeaseGroupEventMap {
+  elected: [{ lease: string; token: Token }];
+  lost: [{ lease: string; token: Token; reason: LeaseLossReason }];
+  /** The live members changed; `members` is the new list, sorted. */
+  members: [{ members: readonly string[] }];
+  error: [Error];
+}
+
+export type CreateLeaseGroupOptions = Omit<LeaseGroupOptionsInput, 'redis' | 'fences' | 'logger'> & {
+  /** An ioredis `Redis` (a Sentinel one with `failoverDetector: true`) or `Cluster`, ioredis 5 or 6. */
+  redis: RedisClient;
+  /** The fences of each lease, advanced at each of its elections. */
+  fences?: (lease: string) => readonly Fence[];
+  logger?: FencedLogger;
+};
+
+/** A member that has not been seen for this many heartbeats in a row is not handed leases yet. */
+const STABLE_HEARTBEATS = 2;
+
+/**
+ * Many leases per process, shared out among the processes of a group.
+ *
+ * Each lease keeps the single-lease election unchanged (one acquire script that mints the token,
+ * fences advanced at each election, renew, local deadline): the group runs one `Coordinator` per
+ * lease, but over one command client and one subscriber connection for all of them.
+ *
+ * Balance: members send a heartbeat every renew interval to a sorted set scored by the Redis server's
+ * clock; a member is live until its last heartbeat + TTL. Every member computes the same assignment
+ * from the live list (`assignLeases`: rendezvous hashing with a cap of ⌈N/P⌉), competes only for
+ * its own leases, and hands a lease it leads but no longer owns to its owner (`handOver`: its term
+ * ends, then the lease is released and the owner woken), only once that owner has sent
+ * `STABLE_HEARTBEATS` heartbeats (a member that is flapping in and out gets nothing). A lease that
+ * stays free because its owner does not take it is taken by anyone after `ttlMs`.
+ * A dead member's heartbeats stop; within TTL it leaves the list, within one more renew interval the
+ * others have reassigned its leases, whose leases have expired by then too.
+ */
+export class LeaseGroup extends EventEmitter<LeaseGroupEventMap> {
+  readonly group: string;
+  readonly nodeId: string;
+  readonly leases: readonly string[];
+  readonly ttlMs: number;
+  readonly renewIntervalMs: number;
+
+  readonly #redis: RedisClient;
+  readonly #logger: FencedLogger | undefined;
+  readonly #membersKey: string;
+  readonly #heartbeat: (key: string, member: string, ttlMs: number) => Promise<string[]>;
+  readonly #coordinators = new Map<string, Coordinator>();
+  readonly #nudges = new Map<string, () => void>();
+  #hub: ReleaseHub | undefined;
+  #members: readonly string[] = [];
+  /** How many heartbeats in a row each member has been seen in. */
+  readonly #seen = new Map<string, number>();
+  #assignment = new Map<string, string>();
+  #timer: NodeJS.Timeout | undefined;
+  #running = false;
+
+  constructor(input: CreateLeaseGroupOptions) {
+    super();
+    const options = parseOptions('lease group', leaseGroupOptionsSchema, input);
+    this.on('error', () => {});
+    this.#redis = input.redis;
+    this.#logger = input.logger;
+    this.group = options.group;
+    this.nodeId = options.nodeId ?? `${hostname()}-${process.pid}-${randomBytes(3).toString('hex')}`;
+    this.leases = options.leases ?? Array.from({ length: options.shards! }, (_, i) => `${options.group}-${i}`);
+    this.ttlMs = options.ttlMs;
+    this.renewIntervalMs = options.renewIntervalMs;
+    this.#membersKey = `${options.keyPrefix}:group:{${options.group}}:members`;
+    const scripts = defineScripts(this.#redis, { heartbeat: luaScripts.heartbeat });
+    this.#heartbeat = (key, member, ttlMs) => scripts.heartbeat(key, member, ttlMs) as Promise<string[]>;
+
+    const seat = (lease: string) => ({
+      listen: async (channel: string, onRelease: () => void) => {
+        this.#nudges.set(lease, onRelease);
+        const unsubscribe = await this.#hub!.listen(channel, onRelease);
+        return () => {
+          this.#nudges.delete(lease);
+          unsubscribe();
+        };
+      },
+      wants: () => this.#assignment.size === 0 || this.#assignment.get(lease) === this.nodeId,
+      idleRetryMs: this.ttlMs,
+    });
+    for (const lease of this.leases) {
+      const coordinator = new Coordinator(
+        {
+          redis: this.#redis,
+          lease,
+          keyPrefix: options.keyPrefix,
+          ttlMs: options.ttlMs,
+          renewIntervalMs: options.renewIntervalMs,
+          ...(options.driftMs === undefined ? {} : { driftMs: options.driftMs }),
+          nodeId: this.nodeId,
+          fences: input.fences?.(lease) ?? [],
+          ...(input.logger === undefined ? {} : { logger: input.logger }),
+        },
+        seat(lease),
+      );
+      coordinator.on('elected', ({ token }) => this.emit('elected', { lease, token }));
+      coordinator.on('lost', ({ token, reason }) => this.emit('lost', { lease, token, reason }));
+      this.#coordinators.set(lease, coordinator);
+    }
+  }
+
+  /**
+   * The coordinator of one lease: `isLeader()`, `token()`, `withLeadership()`, and what the scheduler
+   * takes (`createScheduler({ coordinator: group.lease('billing-3'), … })`).
+   * @throws {ConfigError} for a lease that is not in the group.
+   */
+  lease(name: string): Coordinator {
+    const coordinator = this.#coordinators.get(name);
+    if (coordinator === undefined) throw new ConfigError('lease group', [{ path: 'lease', message: `no lease ${JSON.stringify(name)} in group ${JSON.stringify(this.group)}` }]);
+    return coordinator;
+  }
+
+  /** The leases this process leads now. */
+  led(): string[] {
+    return this.leases.filter((lease) => this.#coordinators.get(lease)!.isLeader());
+  }
+
+  /** The live members as of the last heartbeat, sorted. */
+  members(): readonly string[] {
+    return this.#members;
+  }
+
+  /** The member each lease is assigned to, as of the last heartbeat. */
+  owner(lease: string): string | undefined {
+    return this.#assignment.get(lease);
+  }
+
+  /**
+   * Joins: one heartbeat (so the assignment already counts this member), then every lease's
+   * election. Resolves after each lease's first attempt.
+   */
+  async start(): Promise<void> {
+    if (this.#running) return;
+    this.#running = true;
+    this.#hub = await openReleaseHub(this.#redis, this.#commandTimeoutMs(), (error) => this.#redisFailed('subscribe', error));
+    await this.#beat();
+    await Promise.all([...this.#coordinators.values()].map((c) => c.start()));
+    this.#schedule();
+  }
+
+  /** Leaves: every lease it leads is released (the owners-to-be are woken), then the member list. */
+  async stop(): Promise<void> {
+    if (!this.#running) return;
+    this.#running = false;
+    clearTimeout(this.#timer);
+    await Promise.all([...this.#coordinators.values()].map((c) => c.stop()));
+    await withTimeout(this.#redis.zrem(this.#membersKey, this.nodeId), this.#commandTimeoutMs(), 'leave').catch((error) => this.#redisFailed('leave', error));
+    this.#hub?.close();
+    this.#hub = undefined;
+  }
+
+  #schedule(): void {
+    if (!this.#running) return;
+    this.#timer = setTimeout(() => void this.#beat().finally(() => this.#schedule()), this.renewIntervalMs);
+  }
+
+  /** One heartbeat: refresh the member list, reassign if it changed, and act on the assignment. */
+  async #beat(): Promise<void> {
+    let members: string[];
+    try {
+      members = await withTimeout(this.#heartbeat(this.#membersKey, this.nodeId, this.ttlMs), this.#commandTimeoutMs(), 'heartbeat');
+    } catch (error) {
+      this.#redisFailed('heartbeat', error);
+      return;
+    }
+    for (const member of [...this.#seen.keys()]) if (!members.includes(member)) this.#seen.delete(member);
+    for (const member of members) this.#seen.set(member, (this.#seen.get(member) ?? 0) + 1);
+    const changed = members.length !== this.#members.length || members.some((m, i) => m !== this.#members[i]);
+    if (changed) {
+      this.#members = members;
+      this.#assignment = assignLeases(this.leases, members);
+      this.emit('members', { members });
+    }
+    if (!this.#running) return;
+    for (const [lease, coordinator] of this.#coordinators) {
+      const owner = this.#assignment.get(lease);
+      if (owner === this.nodeId) {
+        if (changed && !coordinator.isLeader()) this.#nudges.get(lease)?.();
+      } else if (owner !== undefined && coordinator.isLeader() && (this.#seen.get(owner) ?? 0) >= STABLE_HEARTBEATS) {
+        void coordinator.handOver();
+      }
+    }
+  }
+
+  #redisFailed(operation: string, error: unknown): void {
+    emit(this.#logger, { type: 'redis.error', lease: this.group, nodeId: this.nodeId, operation, error });
+    this.emit('error', error instanceof Error ? error : new Error(String(error)));
+  }
+
+  #commandTimeoutMs(): number {
+    return Math.max(50, Math.floor(this.ttlMs / 3));
+  }
+}
+
+/**
+ * Creates a lease group. Call `start()` to join it.
+ *
+ * @throws {ConfigError} for bad options (names the option).
+ * @example
+ * ```ts
+ * const group = createLeaseGroup({ redis, group: 'billing', shards: 64, ttlMs: 15_000, renewIntervalMs: 5_000,
+ *   fences: (lease) => [createGuard({ db, resource: lease })] });
+ * group.on('elected', ({ lease, token }) => log.info({ lease, token }, 'leading'));
+ * await group.start();
+ * ```
+ */
+export function createLeaseGroup(options: CreateLeaseGroupOptions): LeaseGroup {
+  return new LeaseGroup(options);
+}

@@ -1,0 +1,33 @@
+import { withTimeout } from '@fenced/shared/internal';
+import { duplicateForSubscribing } from '../lease/release-listener.js';
+import type { RedisClient } from '../redis-client.js';
+
+/**
+ * One subscriber connection for every lease of a group (a coordinator alone opens one of its own):
+ * each lease's release channel is subscribed on it, and a message is handed to that lease's listener.
+ * ioredis subscribes again by itself after a reconnect.
+ */
+export interface ReleaseHub {
+  listen(channel: string, onRelease: () => void): Promise<() => void>;
+  close(): void;
+}
+
+export async function openReleaseHub(redis: RedisClient, timeoutMs: number, onError: (error: unknown) => void): Promise<ReleaseHub> {
+  const subscriber = duplicateForSubscribing(redis);
+  const listeners = new Map<string, () => void>();
+  subscriber.on('error', onError);
+  subscriber.on('message', (channel: string) => listeners.get(channel)?.());
+  // Redis down: the group still starts (its members stay standbys until Redis answers).
+  await withTimeout(subscriber.connect(), timeoutMs, 'subscribe').catch(onError);
+  return {
+    async listen(channel, onRelease) {
+      listeners.set(channel, onRelease);
+      await withTimeout(subscriber.subscribe(channel), timeoutMs, 'subscribe').catch(onError);
+      return () => {
+        listeners.delete(channel);
+        void subscriber.unsubscribe(channel).catch(() => undefined);
+      };
+    },
+    close: () => subscriber.disconnect(),
+  };
+}
