@@ -22,6 +22,7 @@ import { monotonicClock, type Clock } from './clock.js';
 import { leaseKeys, type LeaseKeys } from './lease-keys.js';
 import { ServerClock } from './server-clock.js';
 import type { GroupSeat } from './group-seat.js';
+import { primaryConfirmer, type PrimaryConfirmer } from './sentinel-primary.js';
 
 /** One term of leadership: what a leader acts with. */
 export interface LeaderTerm {
@@ -85,6 +86,8 @@ export class Coordinator extends EventEmitter<CoordinatorEventMap> {
   #regressions = 0;
   #attempt: Promise<void> | undefined;
   readonly #seat: GroupSeat | undefined;
+  /** Sentinel clients only: is the connection on the primary the sentinels name? (sentinel-primary.ts) */
+  readonly #primary: PrimaryConfirmer | undefined;
 
   /** @param seat set by a lease group, which then owns the subscription and the balance. */
   constructor(input: CreateCoordinatorOptions, seat?: GroupSeat) {
@@ -106,6 +109,7 @@ export class Coordinator extends EventEmitter<CoordinatorEventMap> {
     this.#serverClock = new ServerClock(this.#clock);
     this.#scripts = leaseScripts(this.#redis);
     this.#seat = seat;
+    this.#primary = primaryConfirmer(this.#redis, this.#commandTimeoutMs());
   }
 
   /** The fences advanced at every election (the scheduler also reads applied fires from them). */
@@ -241,6 +245,8 @@ export class Coordinator extends EventEmitter<CoordinatorEventMap> {
         return this.#scheduleAttempt(backoffMs(this.#failures, 50, this.#acquireRetryMs));
       }
       const receivedAt = this.#clock.now();
+      const repliedAt = performance.now();
+      const repliedFrom = this.#primary?.connected();
       this.#failures = 0;
       if (this.#state.kind !== 'standby') {
         // Stopped while the request was in flight: give back what we may just have won.
@@ -269,6 +275,13 @@ export class Coordinator extends EventEmitter<CoordinatorEventMap> {
       const token = parseToken(String(tokenText));
       const leaseValue = formatLeaseValue(token, this.nodeId);
       const deadline = sentAt + this.ttlMs - this.driftMs;
+
+      // Sentinel: an election counts only on the primary the sentinels name (sentinel-primary.ts).
+      if (this.#primary !== undefined && !(await this.#primary.names(repliedFrom, repliedAt))) {
+        this.#redisFailed('acquire', new NotOnPrimaryError(repliedFrom));
+        await this.#release(leaseValue, token, false);
+        return this.#scheduleAttempt(backoffMs(this.#failures, 50, this.#acquireRetryMs));
+      }
 
       // Fence every resource before dispatching anything: this refuses the deposed leader on every
       // resource at once, and proves the token is above everything ever committed.
@@ -342,18 +355,25 @@ export class Coordinator extends EventEmitter<CoordinatorEventMap> {
     if (state.kind !== 'leader') return;
     if (this.currentTerm() === null) return; // the deadline passed while the timer waited (a pause)
     const sentAt = this.#clock.now();
+    // Waiting past the deadline is pointless: by then the term is over anyway.
+    const budget = () => Math.max(1, Math.min(this.#commandTimeoutMs(), state.deadline - this.#clock.now()));
     let reply: Array<string | number>;
+    let receivedAt: number;
     try {
-      // Waiting past the deadline is pointless: by then the term is over anyway.
-      const budget = Math.max(1, Math.min(this.#commandTimeoutMs(), state.deadline - sentAt));
-      reply = await withTimeout(this.#scripts.renew(this.keys.lease, state.term.leaseValue, this.ttlMs), budget, 'renew');
+      reply = await withTimeout(this.#scripts.renew(this.keys.lease, state.term.leaseValue, this.ttlMs), budget(), 'renew');
+      receivedAt = this.#clock.now();
+      // Sentinel: a renew counts only on the primary the sentinels name (sentinel-primary.ts).
+      const repliedAt = performance.now();
+      const repliedFrom = this.#primary?.connected();
+      if (this.#primary !== undefined && reply[0] === 1 && !(await withTimeout(this.#primary.names(repliedFrom, repliedAt), budget(), 'confirm primary'))) {
+        throw new NotOnPrimaryError(repliedFrom);
+      }
     } catch (error) {
       this.#redisFailed('renew', error);
       // Keep leading until the deadline at most, retrying sooner than usual meanwhile.
       if (this.#state === state) this.#scheduleRenew(Math.max(10, Math.floor(this.renewIntervalMs / 4)));
       return;
     }
-    const receivedAt = this.#clock.now();
     if (this.#state !== state) return;
     this.#serverClock.sample(reply[1]!, reply[2]!, receivedAt);
     if (reply[0] !== 1) {
@@ -442,6 +462,13 @@ export class Coordinator extends EventEmitter<CoordinatorEventMap> {
     clearTimeout(this.#deadlineTimer);
     this.#timer = undefined;
     this.#deadlineTimer = undefined;
+  }
+}
+
+/** A reply came from a server that the sentinels do not all name as the primary. */
+class NotOnPrimaryError extends Error {
+  constructor(server: string | undefined) {
+    super(`the reply came from ${server ?? 'a closed connection'}, not the primary every sentinel names (a failover in progress)`);
   }
 }
 
