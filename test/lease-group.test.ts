@@ -69,23 +69,25 @@ function balanced(groups: readonly LeaseGroup[], leases: readonly string[], min:
   return all.length === leases.length && new Set(all).size === leases.length && led.every((l) => l.length >= min && l.length <= max);
 }
 
+/** Members a, b and c started at the same moment, once they share the 60 leases 20 each. */
+async function threeBalancedMembers() {
+  prefix = uniquePrefix('lg');
+  const beliefs = new Beliefs();
+  const members = ['a', 'b', 'c'].map((n) => member(n, beliefs));
+  await Promise.all(members.map((m) => m.group.start()));
+  await waitFor(() => balanced(members.map((m) => m.group), LEASES, 20, 20), 20_000, 20);
+  return { beliefs, members };
+}
+
 describe('a lease group', () => {
   it('three members started at once share the leases evenly, each lease led by one member, no belief overlapping another', async () => {
-    prefix = uniquePrefix('lg');
-    const beliefs = new Beliefs();
-    const members = ['a', 'b', 'c'].map((n) => member(n, beliefs));
-    await Promise.all(members.map((m) => m.group.start()));
-    await waitFor(() => balanced(members.map((m) => m.group), LEASES, 20, 20), 20_000, 20);
+    const { beliefs, members } = await threeBalancedMembers();
     expect(members[0]!.group.members()).toEqual(['a', 'b', 'c']);
     expect(beliefs.overlaps(members[0]!.group.lease('l0').driftMs)).toEqual([]);
   });
 
   it('a member that joins gets its share through handovers, never an overlap; one that dies has its leases taken over', async () => {
-    prefix = uniquePrefix('lg');
-    const beliefs = new Beliefs();
-    const members = ['a', 'b', 'c'].map((n) => member(n, beliefs));
-    await Promise.all(members.map((m) => m.group.start()));
-    await waitFor(() => balanced(members.map((m) => m.group), LEASES, 20, 20), 20_000, 20);
+    const { beliefs, members } = await threeBalancedMembers();
 
     const d = member('d', beliefs);
     await d.group.start();
