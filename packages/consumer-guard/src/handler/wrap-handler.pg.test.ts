@@ -251,7 +251,12 @@ describe('signed envelopes', () => {
     expect(await handle(envelope({ token: '7' }))).toMatchObject({ status: 'applied' });
     const audit = await schema.pool.query(`SELECT from_token::text, to_token::text, actor, reason FROM fenced_fences_audit WHERE resource = $1`, [resource]);
     expect(audit.rows).toEqual([{ from_token: '9223372036854775807', to_token: '7', actor: 'oncall@example.com', reason: 'forged envelope, ticket OPS-1' }]);
-    await expect(guard.lowerFence({ token: 1n, actor: ' ', reason: 'x' })).rejects.toThrow(/actor/);
+    // Who and why are required (typed refusals, nothing changed): the fence stays at 7.
+    const refusedOn = (path: string) => (e: unknown) => isFencedError(e, 'INVALID_CONFIG') && e.issues.some((i) => i.path === path);
+    await expect(guard.lowerFence({ token: 1n, actor: ' ', reason: 'x' })).rejects.toSatisfy(refusedOn('actor'));
+    await expect(guard.lowerFence({ token: 1n, actor: 'oncall@example.com', reason: '' })).rejects.toSatisfy(refusedOn('reason'));
+    await expect(guard.pruneAppliedFires(-1)).rejects.toSatisfy(refusedOn('olderThanMs'));
+    expect(await guard.highest()).toBe(7n);
   });
 });
 

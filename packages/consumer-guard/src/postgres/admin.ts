@@ -1,5 +1,5 @@
 import { emit } from '@fenced/shared/internal';
-import { parseFireId, parseResource, parseToken, type FencedLogger, type GuardUnavailableError, type Token } from '@fenced/shared';
+import { ConfigError, parseFireId, parseResource, parseToken, type FencedLogger, type GuardUnavailableError, type Token } from '@fenced/shared';
 import type { GuardObjectNames } from './names.js';
 import type { GuardSession } from './session.js';
 import type { AppliedFire, LowerFenceRequest } from './postgres-guard.js';
@@ -25,7 +25,7 @@ export function adminOperations(ctx: AdminContext) {
     const resource = request.resource === undefined ? ctx.defaultResource : parseResource(request.resource);
     const token = parseToken(request.token);
     for (const [field, value] of [['actor', request.actor], ['reason', request.reason]] as const) {
-      if (typeof value !== 'string' || value.trim().length === 0) throw new TypeError(`lowerFence: ${field} is required`);
+      if (typeof value !== 'string' || value.trim().length === 0) throw new ConfigError('lowerFence', [{ path: field, message: 'is required: a lowered fence is an audited act' }]);
     }
     let rows: Record<string, unknown>[];
     try {
@@ -40,10 +40,10 @@ export function adminOperations(ctx: AdminContext) {
     ctx.onLowered(resource, token);
     emit(ctx.logger, { type: 'fence.lowered', resource, from: previous, to: token, actor: request.actor, reason: request.reason });
     return previous;
-}
+  }
 
   async function pruneAppliedFires(olderThanMs: number): Promise<number> {
-    if (!Number.isInteger(olderThanMs) || olderThanMs < 0) throw new TypeError('pruneAppliedFires: olderThanMs must be a non-negative integer');
+    if (!Number.isInteger(olderThanMs) || olderThanMs < 0) throw new ConfigError('pruneAppliedFires', [{ path: 'olderThanMs', message: 'must be a non-negative integer' }]);
     try {
       const rows = await ctx.session.query({
         text: `WITH gone AS (DELETE FROM ${ctx.names.applied} WHERE applied_at < now() - make_interval(secs => $1::double precision / 1000) RETURNING 1) SELECT count(*)::int AS n FROM gone`,
@@ -53,7 +53,7 @@ export function adminOperations(ctx: AdminContext) {
     } catch (err) {
       throw ctx.fail(ctx.defaultResource, 'prune applied fires', err);
     }
-}
+  }
 
   async function lastAppliedFire(): Promise<AppliedFire | null> {
     let rows: Record<string, unknown>[];
