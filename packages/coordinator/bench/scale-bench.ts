@@ -10,8 +10,12 @@
  * ±10 % of N/P, and overlapping beliefs (two processes believing they lead one lease at once for
  * longer than the drift margin).
  *
+ * Last, the P members left run a sharded schedule of J jobs (each every --job-every ms, over 30
+ * shards of a second group): how many fires each dispatched in one period.
+ *
  * Flags: --leases N (default 1000), --processes P (default 3), --ttl MS (default 5000),
- * --renew MS (default 1000), --topology single|cluster|both (default both), --json.
+ * --renew MS (default 1000), --jobs J (default 10000), --job-every MS (default 10000),
+ * --topology single|cluster|both (default both), --json.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { createInterface } from 'node:readline';
@@ -26,6 +30,8 @@ const { values: args } = parseArgs({
     ttl: { type: 'string', default: '5000' },
     renew: { type: 'string', default: '1000' },
     topology: { type: 'string', default: 'both' },
+    jobs: { type: 'string', default: '10000' },
+    'job-every': { type: 'string', default: '10000' },
     json: { type: 'boolean', default: false },
   },
 });
@@ -33,9 +39,11 @@ const N = Number(args.leases);
 const P = Number(args.processes);
 const TTL = Number(args.ttl);
 const RENEW = Number(args.renew);
+const JOBS = Number(args.jobs);
+const JOB_EVERY = Number(args['job-every']);
 const topologies: readonly string[] = args.topology === 'both' ? ['single', 'cluster'] : [args.topology!];
-if (!(N >= 1) || !(P >= 2) || !(TTL > RENEW) || !(RENEW >= 10) || !topologies.every((t) => t === 'single' || t === 'cluster')) {
-  process.stderr.write('usage: bench:scale [--leases N] [--processes P>=2] [--ttl MS] [--renew MS<TTL] [--topology single|cluster|both] [--json]\n');
+if (!(N >= 1) || !(P >= 2) || !(TTL > RENEW) || !(RENEW >= 10) || !(JOBS >= 0) || !(JOB_EVERY >= 100) || !topologies.every((t) => t === 'single' || t === 'cluster')) {
+  process.stderr.write('usage: bench:scale [--leases N] [--processes P>=2] [--ttl MS] [--renew MS<TTL] [--jobs J] [--job-every MS] [--topology single|cluster|both] [--json]\n');
   process.exit(2);
 }
 const DRIFT = Math.ceil(TTL * 0.01) + 5;
@@ -50,6 +58,8 @@ interface Member {
   readonly child: ChildProcess;
   alive: boolean;
   rss: number;
+  /** Fires of the sharded schedule this member dispatched so far. */
+  dispatched: number;
   ready: Promise<void>;
 }
 
@@ -121,17 +131,32 @@ async function runTopology(topology: 'single' | 'cluster') {
 
   const spawnMember = (name: string): Member => {
     const child = spawn(process.execPath, ['--import', 'tsx', '--conditions=@fenced/source', memberScript], {
-      env: { ...process.env, MEMBER: name, REDIS_PORTS: ports.join(','), TOPOLOGY: topology, LEASES: String(N), TTL_MS: String(TTL), RENEW_MS: String(RENEW), KEY_PREFIX: keyPrefix },
+      env: {
+        ...process.env,
+        MEMBER: name,
+        REDIS_PORTS: ports.join(','),
+        TOPOLOGY: topology,
+        LEASES: String(N),
+        TTL_MS: String(TTL),
+        RENEW_MS: String(RENEW),
+        KEY_PREFIX: keyPrefix,
+        JOBS: String(JOBS),
+        JOB_SHARDS: '30',
+        JOB_EVERY_MS: String(JOB_EVERY),
+      },
       stdio: ['pipe', 'pipe', 'inherit'],
     });
     let markReady: () => void = () => {};
-    const member: Member = { name, child, alive: true, rss: 0, ready: new Promise((r) => (markReady = r)) };
+    const member: Member = { name, child, alive: true, rss: 0, dispatched: 0, ready: new Promise((r) => (markReady = r)) };
     createInterface({ input: child.stdout! }).on('line', (line) => {
-      const r = JSON.parse(line) as { kind: string; lease?: string; at: number; rss?: number };
+      const r = JSON.parse(line) as { kind: string; lease?: string; at: number; rss?: number; dispatched?: number };
       if (r.kind === 'ready') markReady();
       else if (r.kind === 'elected') beliefs.elected(r.lease!, name, r.at);
       else if (r.kind === 'lost') beliefs.lost(r.lease!, name, r.at, String((r as { reason?: string }).reason));
-      else if (r.kind === 'stats') member.rss = Math.max(member.rss, r.rss!);
+      else if (r.kind === 'stats') {
+        member.rss = Math.max(member.rss, r.rss!);
+        member.dispatched = r.dispatched ?? 0;
+      }
     });
     members.push(member);
     return member;
@@ -214,6 +239,19 @@ async function runTopology(topology: 'single' | 'cluster') {
     await sleep(Math.max(0, killedAt + 2 * TTL - Date.now()));
     const afterCrash = balance();
 
+    // The members left run a sharded schedule; count one period of fires each, after a first period
+    // in which the shards are elected and balanced.
+    let firesPerProcess: number[] = [];
+    if (JOBS > 0) {
+      progress(`${topology}: a sharded schedule of ${JOBS} jobs, every ${JOB_EVERY} ms`);
+      const live = members.filter((m) => m.alive);
+      for (const m of live) m.child.stdin!.write('jobs\n');
+      await sleep(JOB_EVERY + 2000);
+      const before = live.map((m) => m.dispatched);
+      await sleep(JOB_EVERY);
+      firesPerProcess = live.map((m, i) => m.dispatched - before[i]!);
+    }
+
     return {
       topology,
       servers: ports.length,
@@ -230,6 +268,7 @@ async function runTopology(topology: 'single' | 'cluster') {
       crashBalancedMs,
       afterCrash,
       overlaps: beliefs.overlaps(),
+      firesPerProcess,
       phases: { startedAt: startedAt % 100000, joinedAt: joinedAt % 100000, killedAt: killedAt % 100000 },
     };
   } finally {
@@ -263,6 +302,7 @@ if (args.json) {
     ['balanced (±10 %) after the SIGKILL', (r) => ms(r.crashBalancedMs), `<= 2 × TTL = ${2 * TTL} ms`],
     [`most / fewest, 2 × TTL after the SIGKILL (N/P = ${Math.round(N / P)})`, (r) => bal(r.afterCrash), '±10 %'],
     ['overlapping beliefs (> drift margin)', (r) => String(r.overlaps.length), '0'],
+    [`sharded schedule, ${JOBS} jobs: fires per process in one period`, (r) => r.firesPerProcess.join(' / '), `every process > 0, sum ≈ ${JOBS}`],
   ];
   const header = ['', ...results.map((r) => r.topology), 'target'];
   const table = [header, ...rows.map(([label, value, target]) => [label, ...results.map(value), target])];

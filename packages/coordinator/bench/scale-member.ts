@@ -6,7 +6,7 @@
  */
 import { createInterface } from 'node:readline';
 import { Cluster, Redis } from 'ioredis';
-import { createLeaseGroup } from '@fenced/coordinator';
+import { createLeaseGroup, createShardedScheduler } from '@fenced/coordinator';
 
 const env = (name: string): string => {
   const value = process.env[name];
@@ -40,10 +40,31 @@ group.on('elected', ({ lease, token }) => {
   signal?.addEventListener('abort', () => write({ kind: 'lost', lease, reason: String((signal.reason as Error).message), at: Date.now() }), { once: true });
 });
 
+// A sharded schedule beside the leases: JOBS jobs, each every JOB_EVERY_MS, over JOB_SHARDS shards
+// of a second group; what this process dispatched is counted.
+const jobCount = Number(process.env['JOBS'] ?? 0);
+const jobGroup =
+  jobCount > 0
+    ? createLeaseGroup({ redis, group: 'scale-jobs', shards: Number(env('JOB_SHARDS')), ttlMs: Number(env('TTL_MS')), renewIntervalMs: Number(env('RENEW_MS')), keyPrefix: env('KEY_PREFIX'), nodeId: name })
+    : undefined;
+let dispatched = 0;
+const scheduler =
+  jobGroup === undefined
+    ? undefined
+    : createShardedScheduler({
+        group: jobGroup,
+        jobs: Object.fromEntries(Array.from({ length: jobCount }, (_, i) => [`job-${i}`, { everyMs: Number(env('JOB_EVERY_MS')), handler: () => void dispatched++ }])),
+        misfire: 'skip',
+      });
+
 const input = createInterface({ input: process.stdin });
 input.on('line', (line) => {
   if (line.trim() === 'go') void group.start().then(() => write({ kind: 'started', at: Date.now() }));
+  if (line.trim() === 'jobs') {
+    scheduler?.start();
+    void jobGroup?.start();
+  }
 });
 write({ kind: 'ready', at: Date.now() });
-setInterval(() => write({ kind: 'stats', rss: process.memoryUsage().rss, led: group.led().length, at: Date.now() }), 1000);
-process.on('SIGTERM', () => void group.stop().finally(() => process.exit(0)));
+setInterval(() => write({ kind: 'stats', rss: process.memoryUsage().rss, led: group.led().length, dispatched, at: Date.now() }), 1000);
+process.on('SIGTERM', () => void Promise.all([scheduler?.stop(), group.stop(), jobGroup?.stop()]).finally(() => process.exit(0)));
