@@ -10,7 +10,7 @@ import { createHash } from 'node:crypto';
  * moves few leases (mostly those the newcomer ranks first, or those the leaver held).
  *
  * It cannot flap: the answer changes only when the member list does, and a member stays on the list
- * as long as its heartbeats keep arriving (see membership.ts).
+ * as long as its heartbeats keep arriving (see lease-group.ts and lua/heartbeat-1.lua).
  */
 export function assignLeases(leases: readonly string[], members: readonly string[]): Map<string, string> {
   const assignment = new Map<string, string>();

@@ -1,9 +1,8 @@
 import { EventEmitter } from 'node:events';
-import { hostname } from 'node:os';
-import { randomBytes } from 'node:crypto';
 import { ConfigError, type Fence, type FencedLogger, type LeaseLossReason, type Token } from '@fenced/shared';
 import { defineScripts, emit, parseOptions, withTimeout } from '@fenced/shared/internal';
 import { Coordinator } from '../lease/coordinator.js';
+import { commandTimeoutMs, defaultNodeId } from '../lease/coordinator-options.js';
 import type { RedisClient } from '../redis-client.js';
 import { assignLeases } from './assignment.js';
 import { leaseGroupOptionsSchema, type LeaseGroupOptionsInput } from './lease-group-options.js';
@@ -38,7 +37,7 @@ const STABLE_HEARTBEATS = 2;
  *
  * Balance: members send a heartbeat every renew interval to a sorted set scored by the Redis server's
  * clock; a member is live until its last heartbeat + TTL. Every member computes the same assignment
- * from the live list (`assignLeases`: rendezvous hashing with a cap of ⌈N/P⌉), competes only for
+ * from the live list (`assignLeases`: rendezvous hashing, ⌊N/P⌋ or ⌈N/P⌉ each), competes only for
  * its own leases, and hands a lease it leads but no longer owns to its owner (`handOver`: its term
  * ends, then the lease is released and the owner woken), only once that owner has sent
  * `STABLE_HEARTBEATS` heartbeats (a member that is flapping in and out gets nothing). A lease that
@@ -74,7 +73,7 @@ export class LeaseGroup extends EventEmitter<LeaseGroupEventMap> {
     this.#redis = input.redis;
     this.#logger = input.logger;
     this.group = options.group;
-    this.nodeId = options.nodeId ?? `${hostname()}-${process.pid}-${randomBytes(3).toString('hex')}`;
+    this.nodeId = options.nodeId ?? defaultNodeId();
     this.leases = options.leases ?? Array.from({ length: options.shards! }, (_, i) => `${options.group}-${i}`);
     this.ttlMs = options.ttlMs;
     this.renewIntervalMs = options.renewIntervalMs;
@@ -204,7 +203,7 @@ export class LeaseGroup extends EventEmitter<LeaseGroupEventMap> {
   }
 
   #commandTimeoutMs(): number {
-    return Math.max(50, Math.floor(this.ttlMs / 3));
+    return commandTimeoutMs(this.ttlMs);
   }
 }
 

@@ -1,6 +1,4 @@
 import { EventEmitter } from 'node:events';
-import { hostname } from 'node:os';
-import { randomBytes } from 'node:crypto';
 import {
   NotLeaderError,
   parseToken,
@@ -10,7 +8,7 @@ import {
   type Token,
 } from '@fenced/shared';
 import { emit, parseOptions, withTimeout } from '@fenced/shared/internal';
-import { coordinatorOptionsSchema, defaultDriftMs, type CoordinatorOptionsInput } from './coordinator-options.js';
+import { commandTimeoutMs, coordinatorOptionsSchema, defaultDriftMs, defaultNodeId, type CoordinatorOptionsInput } from './coordinator-options.js';
 import { leaseScripts, type LeaseScripts } from './lease-scripts.js';
 import { formatLeaseValue, parseLeaseValue } from './lease-value.js';
 import { judgeFenceAnswers, type FenceVerdict } from './fence-verdict.js';
@@ -97,7 +95,7 @@ export class Coordinator extends EventEmitter<CoordinatorEventMap> {
     this.on('error', () => {});
     this.#redis = input.redis; // validated as an ioredis client by the schema
     this.lease = options.lease;
-    this.nodeId = options.nodeId ?? `${hostname()}-${process.pid}-${randomBytes(3).toString('hex')}`;
+    this.nodeId = options.nodeId ?? defaultNodeId();
     this.keys = leaseKeys(options.keyPrefix, options.lease);
     this.ttlMs = options.ttlMs;
     this.renewIntervalMs = options.renewIntervalMs;
@@ -452,9 +450,8 @@ export class Coordinator extends EventEmitter<CoordinatorEventMap> {
     this.emit('error', error instanceof Error ? error : new Error(String(error)));
   }
 
-  /** How long any single Redis command may take before we treat it as failed. */
   #commandTimeoutMs(): number {
-    return Math.max(50, Math.floor(this.ttlMs / 3));
+    return commandTimeoutMs(this.ttlMs);
   }
 
   #clearTimers(): void {
