@@ -5,9 +5,9 @@
 import { fileURLToPath } from 'node:url';
 import pg from 'pg';
 import type { Effect, SimApp } from '@fenced/chaos';
-import { fireId } from '@fenced/coordinator';
+import { fireId, leaseKeys } from '@fenced/coordinator';
 import { createGuard } from '@fenced/consumer-guard';
-import { JOB, LEDGER_SQL, RESOURCE } from './ledger.js';
+import { JOB, LEASE, LEDGER_SQL, RESOURCE } from './ledger.js';
 
 const root = fileURLToPath(new URL('../..', import.meta.url));
 const replicaScript = fileURLToPath(new URL('./replica.ts', import.meta.url));
@@ -45,7 +45,7 @@ export const ledgerApp: SimApp = {
       env: {
         NODE_NAME: node.name,
         MODE: run.mode,
-        REDIS_URL: node.redisUrl,
+        REDIS_ENDPOINT: JSON.stringify(node.redis),
         DATABASE_URL: node.databaseUrl,
         SIM_SCHEMA: run.id,
         KEY_PREFIX: run.id,
@@ -84,6 +84,10 @@ export const ledgerApp: SimApp = {
     const ids: string[] = [];
     for (let at = Math.ceil(from / run.everyMs) * run.everyMs; at <= to; at += run.everyMs) ids.push(fireId(JOB, at));
     return ids;
+  },
+
+  leaseKey(run) {
+    return leaseKeys(run.id, LEASE).counter;
   },
 
   async cleanup(run) {

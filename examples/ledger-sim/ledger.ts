@@ -28,3 +28,6 @@ export const RESOURCE = 'ledger';
 export const JOB = 'ledger';
 
 export const INSERT_SQL = `INSERT INTO ledger (resource, fire_id, token, node, scheduled_at) VALUES ($1, $2, $3, $4, $5)`;
+
+/** The one lease the replicas contend for. */
+export const LEASE = 'ledger-sim';

@@ -4,10 +4,10 @@
  * dedupe. Due times come from the Redis server's clock, or (`clock: 'local'`, for the wall-clock
  * scenario, whose protection is the single clock) from this process's own wall clock.
  */
-import type { Redis } from 'ioredis';
+import type { Cluster, Redis } from 'ioredis';
 
 export interface NaiveSchedulerOptions {
-  readonly redis: Redis;
+  readonly redis: Redis | Cluster;
   readonly stateKey: string;
   readonly job: string;
   readonly everyMs: number;
@@ -50,7 +50,7 @@ export function startNaiveScheduler(options: NaiveSchedulerOptions): () => void 
   return () => clearInterval(timer);
 }
 
-async function serverNow(redis: Redis): Promise<number> {
+async function serverNow(redis: Redis | Cluster): Promise<number> {
   const [seconds, micros] = await redis.time();
   return Number(seconds) * 1000 + Math.floor(Number(micros) / 1000);
 }

@@ -7,16 +7,16 @@
  * It reports on stdout, one JSON object per line: belief (elected/lost), dispatch, write (begin,
  * committed, stale, duplicate, failed). The supervisor in @fenced/chaos turns them into a history.
  *
- * Env: NODE_NAME, MODE, REDIS_URL, DATABASE_URL, SIM_SCHEMA, KEY_PREFIX, TTL_MS, RENEW_MS, EVERY_MS,
+ * Env: NODE_NAME, MODE, REDIS_ENDPOINT (JSON, see redis-endpoint.ts), DATABASE_URL, SIM_SCHEMA, KEY_PREFIX, TTL_MS, RENEW_MS, EVERY_MS,
  * WORK_MS (time between the dispatch and the write: where mid-write faults land), POST_COMMIT_MS
  * (time between the commit and the scheduler's record: where a crash re-dispatches a fire).
  */
-import { Redis } from 'ioredis';
 import pg from 'pg';
 import { createGuard } from '@fenced/consumer-guard';
 import { createCoordinator, createScheduler, fireId } from '@fenced/coordinator';
-import { INSERT_SQL, JOB, RESOURCE } from './ledger.js';
+import { INSERT_SQL, JOB, LEASE, RESOURCE } from './ledger.js';
 import { startNaiveScheduler } from './naive-scheduler.js';
+import { connectRedis, parseRedisEndpoint } from './redis-endpoint.js';
 
 const env = (name: string): string => {
   const value = process.env[name];
@@ -35,8 +35,7 @@ const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 const line = (record: Record<string, unknown>) =>
   process.stdout.write(`${JSON.stringify(record, (_k, v: unknown) => (typeof v === 'bigint' ? v.toString() : v))}\n`);
 
-// Short timeouts everywhere: a partitioned replica must notice, not hang.
-const redis = new Redis(env('REDIS_URL'), { maxRetriesPerRequest: 1, connectTimeout: 500, commandTimeout: 1000, retryStrategy: () => 100 });
+const redis = connectRedis(parseRedisEndpoint(env('REDIS_ENDPOINT')));
 redis.on('error', () => {});
 const pool = new pg.Pool({
   connectionString: env('DATABASE_URL'),
@@ -46,7 +45,7 @@ const pool = new pg.Pool({
 });
 pool.on('error', () => {});
 
-const coordinatorOptions = { redis, lease: 'ledger-sim', keyPrefix: env('KEY_PREFIX'), ttlMs, renewIntervalMs: Number(env('RENEW_MS')), acquireRetryMs: 100, nodeId: node };
+const coordinatorOptions = { redis, lease: LEASE, keyPrefix: env('KEY_PREFIX'), ttlMs, renewIntervalMs: Number(env('RENEW_MS')), acquireRetryMs: 100, nodeId: node };
 
 async function writeRow(client: pg.PoolClient, fire: { fireId: string; token: bigint; scheduledAt: string }): Promise<void> {
   await client.query(INSERT_SQL, [RESOURCE, fire.fireId, fire.token.toString(), node, fire.scheduledAt]);
@@ -99,7 +98,8 @@ if (mode === 'guarded') {
   coordinator.on('lost', ({ reason }) => line({ kind: 'belief', leader: false, reason }));
   const stop = startNaiveScheduler({
     redis,
-    stateKey: `${env('KEY_PREFIX')}:naive:last-fired`,
+    // Beside the lease (same hash tag, so the same Cluster slot), as the scheduler keeps its fires.
+    stateKey: `${env('KEY_PREFIX')}:{${LEASE}}:naive:last-fired`,
     clock: process.env['CONTROL_CLOCK'] === 'local' ? 'local' : 'server',
     job: JOB,
     everyMs,

@@ -11,10 +11,11 @@ export { History, type Effect, type HistoryEvent, type WriteOutcome } from './hi
 export { checkRun, leadershipIntervals, leadershipOverlaps, maxDispatchGap, type CheckInput, type CheckResult, type OverlapWindow } from './checker/check-run.js';
 export { INVARIANTS, noDuplicateEffect, noEarlyEffect, noMissedFire, noStaleEffect, type EffectMark, type Invariant, type InvariantResult } from './checker/invariants.js';
 export { scenarios, SCENARIO_NAMES, type Scenario, type ScenarioName } from './sim/scenarios.js';
-export { runFaultRounds, type FaultRound, type Hit, type LeaderTarget, type RedisFault, type ReplicaFault, type ReplicaTarget, type Setup, type Span } from './sim/fault-rounds.js';
+export { runFaultRounds, type FaultRound, type Hit, type LeaderTarget, type PrimaryFailoverVariant, type RedisFault, type ReplicaFault, type ReplicaTarget, type Setup, type Span } from './sim/fault-rounds.js';
 export { FaultContext, type SimNode } from './sim/fault-context.js';
 export { runScenario, type RunOptions, type RunResult, type RunStatus } from './sim/run-scenario.js';
-export type { NodeContext, RunContext, SimApp, SimMode } from './sim/sim-app.js';
+export type { NodeContext, RedisEndpoint, RunContext, SimApp, SimMode } from './sim/sim-app.js';
+export { startSimRedis, type RedisKind, type ReplicatedRedis, type SimRedis } from './sim/sim-redis.js';
 export { renderHtmlReport, resultTableRows, RESULT_COLUMNS, COLUMN_DEFINITIONS, type ReportRun } from './report/html-report.js';
 export { textTable } from './report/text-table.js';
 export { runSimCli, type CliIo } from './cli/sim-cli.js';

@@ -43,6 +43,7 @@ const defaultIo: CliIo = {
 /** `--help`: the usage, the scenarios, and what each column of the table means. */
 function helpText(): string {
   const width = Math.max(...COLUMN_DEFINITIONS.map(([c]) => c.length));
+  const nameWidth = Math.max(...SCENARIO_NAMES.map((name) => name.length));
   return [
     USAGE,
     '',
@@ -50,7 +51,7 @@ function helpText(): string {
     'Exit 0 when every guarded run is clean and every control shows damage; 1 otherwise; 2 for bad input or a missing service.',
     '',
     'scenarios:',
-    ...SCENARIO_NAMES.map((name) => `  ${name.padEnd(16)}${scenarios[name].summary}`),
+    ...SCENARIO_NAMES.map((name) => `  ${name.padEnd(nameWidth + 2)}${scenarios[name].summary}`),
     '',
     'columns of the table:',
     ...COLUMN_DEFINITIONS.map(([column, meaning]) => `  ${column.padEnd(width + 2)}${meaning}`),

@@ -2,13 +2,15 @@ import type { History, HistoryEvent } from '../history.js';
 import type { ManagedProcess, ProcessLine } from '../process/managed-process.js';
 import type { FaultProxy, ProxyMode } from '../fault-proxy.js';
 import type { RedisTopology } from '../redis/redis-topology.js';
+import type { ReplicatedRedis, SimRedis } from './sim-redis.js';
 import type { Random } from '../random.js';
 
 /** A replica as the fault schedule sees it. */
 export interface SimNode {
   readonly name: string;
   readonly process: ManagedProcess;
-  readonly redisProxy: FaultProxy;
+  /** Its proxy to Redis; none on Cluster and Sentinel, which clients reach directly (see SimRedis). */
+  readonly redisProxy: FaultProxy | undefined;
   readonly pgProxy: FaultProxy;
 }
 
@@ -18,14 +20,21 @@ export class FaultContext {
 
   constructor(
     readonly nodes: readonly SimNode[],
-    readonly redis: RedisTopology,
+    readonly redis: SimRedis,
+    /** A key in the slot of the app's lease (`SimApp.leaseKey`), if the app names one. */
+    readonly leaseKey: string | undefined,
     readonly history: History,
     readonly random: Random,
     readonly ttlMs: number,
     /** Epoch ms at which the schedule must stop injecting. */
-    readonly deadline: number,
+    private deadline: number,
     private readonly restartNode: (node: SimNode) => void,
   ) {}
+
+  /** Moves the deadline so that at least `ms` remain (a round that must run gets a round's room). */
+  ensureRemaining(ms: number): void {
+    this.deadline = Math.max(this.deadline, Date.now() + ms);
+  }
 
   /** Called by the runner for every line a replica writes. */
   observe(node: string, line: ProcessLine): void {
@@ -125,8 +134,23 @@ export class FaultContext {
     this.restartNode(node);
   }
 
+  /** The single server or failover pair, for the faults that need one server at a time. */
+  proxiedRedis(fault: string): RedisTopology {
+    if (this.redis.kind !== 'proxied') throw new Error(`the ${fault} fault needs a single Redis or a failover pair, not ${this.redis.topology}`);
+    return this.redis.topology;
+  }
+
+  /** Redis Cluster or Sentinel, for the faults that let the deployment fail over on its own. */
+  replicatedRedis(fault: string): ReplicatedRedis {
+    if (this.redis.kind !== 'replicated') throw new Error(`the ${fault} fault needs Redis Cluster or Sentinel`);
+    return this.redis;
+  }
+
   setProxies(node: SimNode, modes: { redis?: ProxyMode; pg?: ProxyMode }): void {
-    if (modes.redis) node.redisProxy.setMode(modes.redis);
+    if (modes.redis) {
+      if (node.redisProxy === undefined) throw new Error(`${node.name} reaches Redis directly: a partition from Redis needs a proxied topology`);
+      node.redisProxy.setMode(modes.redis);
+    }
     if (modes.pg) node.pgProxy.setMode(modes.pg);
   }
 }

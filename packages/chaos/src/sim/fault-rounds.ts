@@ -43,7 +43,18 @@ export type RedisFault =
    * primary only, then the replica is promoted and every client repointed: the counter goes back.
    * After the hold the deposed primary rejoins, empty, as the new replica.
    */
-  | { readonly kind: 'lossy-failover' };
+  | { readonly kind: 'lossy-failover' }
+  /**
+   * Redis Cluster or Sentinel: the primary that serves the lease is frozen (SIGSTOP) until the
+   * deployment promotes one of its replicas, stays frozen for the hold, then resumes, still believing
+   * it is the primary until it learns otherwise. Round n takes variant n (cycling):
+   * - `freeze`: frozen right after the leader committed a write, before it could record the fire;
+   * - `lossy`: replication is held back first and the leader crashed twice, so that two elections
+   *   (new tokens) and their writes happen on that primary only: the promoted replica has seen none.
+   */
+  | { readonly kind: 'primary-failover'; readonly variants: readonly [PrimaryFailoverVariant, ...PrimaryFailoverVariant[]] };
+
+export type PrimaryFailoverVariant = 'freeze' | 'lossy';
 
 /** What a round does before its gap. */
 export type Setup =
@@ -62,7 +73,10 @@ interface RoundTiming {
   readonly settle: Span;
   /** Rounds start only while more than this many TTLs of the fault time remain. */
   readonly whileTtlsLeft: number;
-  /** The first round runs whatever the fault time: the scenario is that round. */
+  /**
+   * The first round (one per variant, for a fault with variants) runs whatever the fault time: the
+   * scenario is that round.
+   */
   readonly atLeastOnce?: boolean;
   /**
    * After the gap, the hit happens only while more than this many TTLs of the fault time remain;
@@ -96,11 +110,17 @@ const isElected = (_n: string, r: Record<string, unknown>) => r['kind'] === 'bel
  * (so the checked window is the run's whole fault time).
  */
 export async function runFaultRounds(ctx: FaultContext, round: FaultRound): Promise<void> {
-  for (let n = 0; (n === 0 && round.atLeastOnce === true) || ctx.remainingMs > ctx.ttlMs * round.whileTtlsLeft; n++) {
+  const mustRun = round.atLeastOnce !== true ? 0 : round.fault?.kind === 'primary-failover' ? round.fault.variants.length : 1;
+  for (let n = 0; n < mustRun || ctx.remainingMs > ctx.ttlMs * round.whileTtlsLeft; n++) {
+    // A primary deposed by the previous round may still wait for its demotion (Sentinel takes 8 s or
+    // more): the deployment must be whole before it is hit again. That wait is not the round's time.
+    if (hitsRedis(round) && ctx.redis.kind === 'replicated') await ctx.redis.waitUntilWhole(60_000);
+    if (n < mustRun) ctx.ensureRemaining(ctx.ttlMs * round.whileTtlsLeft);
+    else if (ctx.remainingMs <= ctx.ttlMs * round.whileTtlsLeft) break;
     if (round.setup !== undefined && !(await prepare(ctx, round.setup))) continue;
     await ctx.sleep(draw(ctx, round.gap));
     if (round.hitWhileTtlsLeft !== undefined && ctx.remainingMs <= ctx.ttlMs * round.hitWhileTtlsLeft) continue;
-    if (!(await hit(ctx, round))) continue;
+    if (!(await hit(ctx, round, n))) continue;
     await ctx.sleep(draw(ctx, round.settle));
   }
   await ctx.sleep(ctx.remainingMs);
@@ -139,10 +159,10 @@ async function makeLeader(ctx: FaultContext, wanted: SimNode): Promise<void> {
 }
 
 /** Injects the round's fault and heals it; false when there was nothing to hit right now. */
-async function hit(ctx: FaultContext, round: Hit): Promise<boolean> {
+async function hit(ctx: FaultContext, round: Hit, n: number): Promise<boolean> {
   if (hitsNothing(round)) return true;
   if (hitsRedis(round)) {
-    await injectIntoRedis(ctx, round.fault, draw(ctx, round.hold));
+    await injectIntoRedis(ctx, round.fault, draw(ctx, round.hold), n);
     return true;
   }
   const victim = round.target.kind === 'leader' ? await pickLeader(ctx) : await pickReplica(ctx, round.target);
@@ -205,40 +225,85 @@ async function injectIntoReplica(ctx: FaultContext, fault: ReplicaFault, hold: S
       ctx.setProxies(node, { pg: { kind: 'pass' } }); // the held write arrives now, late
       await ctx.sleep(draw(ctx, fault.redisHealsAfter));
       ctx.setProxies(node, { redis: { kind: 'pass' } });
-      if (redisMode.kind === 'drop') node.redisProxy.resetConnections();
+      if (redisMode.kind === 'drop') node.redisProxy?.resetConnections();
       ctx.fault('partition', 'end', node.name);
       return;
     }
   }
 }
 
-async function injectIntoRedis(ctx: FaultContext, fault: RedisFault, holdMs: number): Promise<void> {
+async function injectIntoRedis(ctx: FaultContext, fault: RedisFault, holdMs: number, n: number): Promise<void> {
   switch (fault.kind) {
-    case 'redis-restart':
+    case 'redis-restart': {
+      const redis = ctx.proxiedRedis(fault.kind);
       ctx.fault('redis restart', 'start', undefined, `down ${holdMs} ms, data lost`);
-      await ctx.redis.restartActive(holdMs);
+      await redis.restartActive(holdMs);
       ctx.fault('redis restart', 'end');
       return;
+    }
     case 'lossy-failover': {
+      const redis = ctx.proxiedRedis(fault.kind);
       ctx.fault('replication held', 'start', undefined, 'writes on the primary no longer reach the replica');
-      ctx.redis.holdReplication();
-      const leader = await ctx.waitForLeader(5000);
-      if (leader !== undefined) {
-        ctx.fault('crash', 'start', leader.name, 'leader, so that an election happens on the primary only');
-        await ctx.kill(leader);
-        const next = await ctx.waitForLine(isElected, ctx.ttlMs * 4);
-        if (next !== undefined) await ctx.waitForLine(isWrite('committed', next), 3000);
-        ctx.restart(leader);
-        ctx.fault('crash', 'end', leader.name);
-      }
+      redis.holdReplication();
+      await electOnPrimaryOnly(ctx);
       ctx.fault('failover', 'start', undefined, 'replica promoted (REPLICAOF NO ONE), clients repointed');
-      await ctx.redis.promoteReplica();
-      for (const node of ctx.nodes) node.redisProxy.retarget(ctx.redis.activePort);
+      await redis.promoteReplica();
+      for (const node of ctx.nodes) node.redisProxy?.retarget(redis.activePort);
       ctx.fault('replication held', 'end');
       ctx.fault('failover', 'end');
       await ctx.sleep(holdMs);
-      await ctx.redis.rejoinAsReplica();
+      await redis.rejoinAsReplica();
+      return;
+    }
+    case 'primary-failover': {
+      const redis = ctx.replicatedRedis(fault.kind);
+      const key = ctx.leaseKey;
+      if (key === undefined) throw new Error('the primary-failover fault needs the app to name its lease key (SimApp.leaseKey)');
+      const variant = fault.variants[n % fault.variants.length]!;
+      if (variant === 'lossy') {
+        ctx.fault('replication held', 'start', undefined, "writes on the lease's primary no longer reach its replicas");
+        await redis.holdReplication(key);
+        // Two elections, so that the counter goes back past a token that was used: the first
+        // election after a failover can burn a token (an attempt replayed after a Cluster
+        // redirection, a reply from a server that not every sentinel names yet, each handed back).
+        await electOnPrimaryOnly(ctx);
+        await electOnPrimaryOnly(ctx);
+      } else {
+        // The window that matters: a write committed, its fire not yet recorded in Redis.
+        await ctx.waitForLine(isWrite('committed'), ctx.ttlMs * 4);
+      }
+      const primary = await redis.primaryFor(key);
+      const frozenAt = Date.now();
+      ctx.fault('primary frozen', 'start', undefined, `${redis.topology} primary :${primary.port} (SIGSTOP), ${variant}`);
+      primary.pause();
+      try {
+        const promoted = await redis.waitForFailover(key, primary, 30_000);
+        ctx.fault('failover', 'start', undefined, `:${promoted.port} promoted ${Date.now() - frozenAt} ms after the freeze`);
+        ctx.fault('failover', 'end');
+        await ctx.sleep(holdMs);
+      } finally {
+        if (variant === 'lossy') await redis.healReplication();
+        // It wakes up believing it still is the primary, until it learns otherwise.
+        primary.resume();
+      }
+      ctx.fault('primary frozen', 'end', undefined, 'resumed, deposed');
+      if (variant === 'lossy') ctx.fault('replication held', 'end');
       return;
     }
   }
+}
+
+/**
+ * With replication held back: kills the leader, so that the next election (a new token) and its
+ * first write happen on the primary only, then restarts it.
+ */
+async function electOnPrimaryOnly(ctx: FaultContext): Promise<void> {
+  const leader = await ctx.waitForLeader(5000);
+  if (leader === undefined) return;
+  ctx.fault('crash', 'start', leader.name, 'leader, so that an election happens on the primary only');
+  await ctx.kill(leader);
+  const next = await ctx.waitForLine(isElected, ctx.ttlMs * 4);
+  if (next !== undefined) await ctx.waitForLine(isWrite('committed', next), 3000);
+  ctx.restart(leader);
+  ctx.fault('crash', 'end', leader.name);
 }

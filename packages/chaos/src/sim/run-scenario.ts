@@ -5,12 +5,13 @@ import { History, type Effect } from '../history.js';
 import { trackCleanup } from '../process/child-registry.js';
 import { managedProcess } from '../process/managed-process.js';
 import { startFaultProxy, type FaultProxy } from '../fault-proxy.js';
-import { startRedisTopology } from '../redis/redis-topology.js';
 import { seededRandom } from '../random.js';
 import { FaultContext, type SimNode } from './fault-context.js';
 import { runFaultRounds } from './fault-rounds.js';
+import { hasSettled } from './quiescence.js';
 import type { Scenario } from './scenarios.js';
-import type { RunContext, SimApp, SimMode } from './sim-app.js';
+import { startSimRedis } from './sim-redis.js';
+import type { RedisEndpoint, RunContext, SimApp, SimMode } from './sim-app.js';
 
 export interface RunOptions {
   readonly databaseUrl: string;
@@ -67,8 +68,9 @@ function pgTarget(databaseUrl: string): { port: number; rewrite: (port: number) 
 }
 
 /**
- * One run of one scenario in one mode: starts its own Redis, a fault proxy per replica for Redis and
- * for PostgreSQL, the replicas as OS processes; injects the scenario's faults for `durationMs`; heals
+ * One run of one scenario in one mode: starts its own Redis (a server, a failover pair, a Cluster or
+ * a Sentinel deployment), a fault proxy per replica for PostgreSQL and (where the topology allows)
+ * for Redis, the replicas as OS processes; injects the scenario's faults for `durationMs`; heals
  * everything and lets the replicas catch up; then checks what took effect against the promise.
  */
 export async function runScenario(app: SimApp, scenario: Scenario, mode: SimMode, options: RunOptions): Promise<RunResult> {
@@ -85,7 +87,7 @@ export async function runScenario(app: SimApp, scenario: Scenario, mode: SimMode
   const history = new History();
   const random = seededRandom(options.seed);
   const pg = pgTarget(options.databaseUrl);
-  const topology = await startRedisTopology(scenario.redis);
+  const redis = await startSimRedis(scenario.redis);
   const proxies: FaultProxy[] = [];
   const nodes: SimNode[] = [];
   const started = Date.now();
@@ -110,11 +112,19 @@ export async function runScenario(app: SimApp, scenario: Scenario, mode: SimMode
     await app.prepare(run);
     for (let i = 1; i <= options.replicas; i++) {
       const name = `r${i}`;
-      const redisProxy = await startFaultProxy(topology.activePort);
+      let redisProxy: FaultProxy | undefined;
+      let endpoint: RedisEndpoint;
+      if (redis.kind === 'proxied') {
+        redisProxy = await startFaultProxy(redis.topology.activePort);
+        proxies.push(redisProxy);
+        endpoint = { kind: 'server', url: `redis://127.0.0.1:${redisProxy.port}` };
+      } else {
+        endpoint = redis.endpoint;
+      }
       const pgProxy = await startFaultProxy(pg.port);
-      proxies.push(redisProxy, pgProxy);
+      proxies.push(pgProxy);
       const clockFault = i === 1 ? scenario.clockFault : undefined;
-      const spec = app.replica(run, { name, redisUrl: `redis://127.0.0.1:${redisProxy.port}`, databaseUrl: pg.rewrite(pgProxy.port), clockFault });
+      const spec = app.replica(run, { name, redis: endpoint, databaseUrl: pg.rewrite(pgProxy.port), clockFault });
       const process = managedProcess(name, { ...spec, env: { ...spec.env, ...(clockFault ? faketimeEnv(clockFault) : {}) } }, () => Date.now());
       process.onLine((line) => {
         const r = line.record;
@@ -155,7 +165,7 @@ export async function runScenario(app: SimApp, scenario: Scenario, mode: SimMode
     for (const node of nodes) startNode(node);
 
     const faultsEnd = () => Date.now() + options.durationMs;
-    ctx = new FaultContext(nodes, topology, history, random, options.ttlMs, Number.POSITIVE_INFINITY, startNode);
+    ctx = new FaultContext(nodes, redis, app.leaseKey?.(run), history, random, options.ttlMs, Number.POSITIVE_INFINITY, startNode);
     const first = await ctx.waitForLeader(30_000);
     if (first === undefined) {
       throw new Error(`no replica became leader within 30 s; ${nodes.map((n) => `${n.name}: ${n.process.stderr().slice(-400)}`).join(' | ')}`);
@@ -165,21 +175,25 @@ export async function runScenario(app: SimApp, scenario: Scenario, mode: SimMode
     if (firstDispatch === undefined) throw new Error('no replica dispatched a fire within 30 s of the first election');
     const windowStart = Date.now();
     phase = 'faults';
-    ctx = new FaultContext(nodes, topology, history, random, options.ttlMs, faultsEnd(), startNode);
+    ctx = new FaultContext(nodes, redis, app.leaseKey?.(run), history, random, options.ttlMs, faultsEnd(), startNode);
     await runFaultRounds(ctx, scenario.rounds);
     const windowEnd = Date.now();
 
     // Heal everything, then give the replicas time to elect, catch up and finish in-flight fires.
     phase = 'settling';
     for (const node of nodes) {
-      node.redisProxy.setMode({ kind: 'pass' });
+      node.redisProxy?.setMode({ kind: 'pass' });
       node.pgProxy.setMode({ kind: 'pass' });
       if (node.process.paused) ctx.resume(node);
       if (!node.process.running) startNode(node);
     }
-    await new Promise((r) => setTimeout(r, options.ttlMs * 3 + 2000));
-    await ctx.waitForLeader(options.ttlMs * 4);
-    await new Promise((r) => setTimeout(r, 1500));
+    // Until the run has settled (quiescence.ts), or for as long as that can take: a slow clock
+    // stretches a deposed leader's belief fourfold, and catching up after a long outage takes a while.
+    const afterWindow = new Set(app.expectedFireIds(run, windowEnd + 1, windowEnd + 60_000));
+    const settleBy = Date.now() + options.ttlMs * 7 + 3500;
+    while (!hasSettled(history.events, afterWindow) && Date.now() < settleBy) await new Promise((r) => setTimeout(r, 50));
+    // Replies already on their way (a write's outcome line trails its commit by a few milliseconds).
+    await new Promise((r) => setTimeout(r, options.everyMs));
 
     phase = 'checking';
     await Promise.all(nodes.map((n) => n.process.stop()));
@@ -201,7 +215,7 @@ export async function runScenario(app: SimApp, scenario: Scenario, mode: SimMode
     clearInterval(progress);
     await Promise.all(nodes.map((n) => n.process.kill()));
     await Promise.all(proxies.map((p) => p.close()));
-    await topology.stop();
+    await redis.stop();
     await app.cleanup(run).catch(() => undefined);
     untrackCleanup();
   }

@@ -1,12 +1,13 @@
 import type { ClockFault } from '../faketime.js';
 import type { FaultRound } from './fault-rounds.js';
+import type { RedisKind } from './sim-redis.js';
 
 /** A fault scenario: its setting, and the round of faults that one interpreter repeats. */
 export interface Scenario {
   readonly name: ScenarioName;
   /** One line: what breaks, and which protection must hold. */
   readonly summary: string;
-  readonly redis: 'single' | 'failover';
+  readonly redis: RedisKind;
   /** A clock fault for the first replica, for the whole run. */
   readonly clockFault?: ClockFault;
   /**
@@ -23,7 +24,19 @@ export interface Scenario {
 /** The leader in the middle of a write three times in five, the leader or a standby otherwise. */
 const MOSTLY_MID_WRITE = { midWrite: 3, leader: 1, standby: 1 } as const;
 
-export const SCENARIO_NAMES = ['pause', 'crash', 'partition', 'redis-failover', 'redis-restart', 'clock-skew', 'slow-clock'] as const;
+/** Cluster and Sentinel alike: every run goes through both variants (`atLeastOnce`), whatever its fault time. */
+const PRIMARY_FAILOVER: FaultRound = {
+  gap: { ms: [500, 1000] },
+  target: { kind: 'redis' },
+  fault: { kind: 'primary-failover', variants: ['freeze', 'lossy'] },
+  // Frozen this much longer after the promotion.
+  hold: { ms: [0, 500] },
+  settle: { ms: [500, 1000] },
+  whileTtlsLeft: 8,
+  atLeastOnce: true,
+};
+
+export const SCENARIO_NAMES = ['pause', 'crash', 'partition', 'redis-failover', 'redis-restart', 'clock-skew', 'slow-clock', 'cluster-failover', 'sentinel-failover'] as const;
 export type ScenarioName = (typeof SCENARIO_NAMES)[number];
 
 export const scenarios: Record<ScenarioName, Scenario> = {
@@ -134,5 +147,19 @@ export const scenarios: Record<ScenarioName, Scenario> = {
       settle: { ms: [0, 0] },
       whileTtlsLeft: 4,
     },
+  },
+
+  'cluster-failover': {
+    name: 'cluster-failover',
+    summary: "Redis Cluster: the lease's primary freezes until a replica is promoted, then wakes up deposed; lossy too",
+    redis: 'cluster',
+    rounds: PRIMARY_FAILOVER,
+  },
+
+  'sentinel-failover': {
+    name: 'sentinel-failover',
+    summary: 'Sentinel: the primary freezes until a replica is promoted, then wakes up deposed; lossy too',
+    redis: 'sentinel',
+    rounds: PRIMARY_FAILOVER,
   },
 };

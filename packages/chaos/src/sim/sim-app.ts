@@ -21,10 +21,19 @@ export interface RunContext {
   readonly controlClock: 'server' | 'local';
 }
 
-/** One replica's view: its own name and its own (proxied) connections. */
+/** Where a replica finds Redis. */
+export type RedisEndpoint =
+  /** One server, behind this replica's own fault proxy. */
+  | { readonly kind: 'server'; readonly url: string }
+  /** A Redis Cluster: `new Cluster(nodes)`. */
+  | { readonly kind: 'cluster'; readonly nodes: readonly { readonly host: string; readonly port: number }[] }
+  /** A Sentinel deployment: `new Redis({ sentinels, name })`. */
+  | { readonly kind: 'sentinel'; readonly sentinels: readonly { readonly host: string; readonly port: number }[]; readonly name: string };
+
+/** One replica's view: its own name and its own connections (proxied where the topology allows). */
 export interface NodeContext {
   readonly name: string;
-  readonly redisUrl: string;
+  readonly redis: RedisEndpoint;
   readonly databaseUrl: string;
   /** A clock fault this replica runs under, if any (applied by the supervisor through libfaketime). */
   readonly clockFault: ClockFault | undefined;
@@ -49,6 +58,11 @@ export interface SimApp {
   effects(run: RunContext): Promise<Effect[]>;
   /** The fire ids due in [from, to] (epoch ms), which must all take effect. */
   expectedFireIds(run: RunContext, from: number, to: number): string[];
+  /**
+   * A Redis key in the slot of the app's lease. On Redis Cluster the failover scenarios hit the
+   * primary that serves it. Needed by the `cluster-failover` scenario only.
+   */
+  leaseKey?(run: RunContext): string;
   /** Removes what `prepare` created. */
   cleanup(run: RunContext): Promise<void>;
 }
