@@ -5,6 +5,7 @@
  * scenario, whose protection is the single clock) from this process's own wall clock.
  */
 import type { Cluster, Redis } from 'ioredis';
+import { failpoints } from '@fenced/shared/failpoints';
 
 export interface NaiveSchedulerOptions {
   readonly redis: Redis | Cluster;
@@ -38,6 +39,8 @@ export function startNaiveScheduler(options: NaiveSchedulerOptions): () => void 
         const token = options.token();
         if (token === null || !options.isLeader()) return;
         await options.dispatch({ fireId: options.fireId(options.job, at), scheduledAt: at, token });
+        // Where the scheduler's own failpoint stands in the guarded run: dispatched, not yet recorded.
+        if (failpoints.armed) await failpoints.hit('scheduler.dispatched-before-record');
         await options.redis.hset(options.stateKey, options.job, String(at));
       }
     } catch {

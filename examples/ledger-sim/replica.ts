@@ -14,6 +14,8 @@
 import pg from 'pg';
 import { createGuard } from '@fenced/consumer-guard';
 import { createCoordinator, createScheduler, fireId } from '@fenced/coordinator';
+import { failpoints } from '@fenced/shared/failpoints';
+import { listenForFailpointCommands } from './failpoint-commands.js';
 import { INSERT_SQL, JOB, LEASE, RESOURCE } from './ledger.js';
 import { startNaiveScheduler } from './naive-scheduler.js';
 import { connectRedis, parseRedisEndpoint } from './redis-endpoint.js';
@@ -45,6 +47,8 @@ const pool = new pg.Pool({
 });
 pool.on('error', () => {});
 
+listenForFailpointCommands(line);
+
 const coordinatorOptions = { redis, lease: LEASE, keyPrefix: env('KEY_PREFIX'), ttlMs, renewIntervalMs: Number(env('RENEW_MS')), acquireRetryMs: 100, nodeId: node };
 
 async function writeRow(client: pg.PoolClient, fire: { fireId: string; token: bigint; scheduledAt: string }): Promise<void> {
@@ -56,6 +60,7 @@ if (mode === 'guarded') {
   const coordinator = createCoordinator({ ...coordinatorOptions, fences: [guard] });
   coordinator.on('elected', ({ token }) => line({ kind: 'belief', leader: true, token }));
   coordinator.on('lost', ({ reason }) => line({ kind: 'belief', leader: false, reason }));
+  coordinator.on('regression', ({ token }) => line({ kind: 'repair', token }));
   const handle = guard.wrapHandler(
     async (_payload, ctx) => {
       line({ kind: 'write', outcome: 'begin', fireId: ctx.fireId, token: ctx.token });
@@ -107,14 +112,17 @@ if (mode === 'guarded') {
     isLeader: () => coordinator.isLeader(),
     token: () => coordinator.token(),
     fireId,
+    // The same moments as the guarded run's failpoints, so that the same faults land at the same places.
     dispatch: async ({ fireId: id, scheduledAt, token }) => {
       line({ kind: 'dispatch', fireId: id, token });
+      if (failpoints.armed) await failpoints.hit('handler.prechecked-before-write');
       line({ kind: 'write', outcome: 'begin', fireId: id, token });
       await sleep(workMs);
       const client = await pool.connect();
       try {
         await client.query('BEGIN');
         await writeRow(client, { fireId: id, token, scheduledAt: new Date(scheduledAt).toISOString() });
+        if (failpoints.armed) await failpoints.hit('guard.checked-before-commit');
         await client.query('COMMIT');
         line({ kind: 'write', outcome: 'committed', fireId: id, token });
       } catch (err) {

@@ -11,6 +11,10 @@ export type HistoryEvent =
   | { at: number; kind: 'write'; node: string; fireId: string; token: string; outcome: WriteOutcome; reason?: string }
   /** A fault injected by the supervisor, from `start` to `end`. */
   | { at: number; kind: 'fault'; fault: string; target?: string; phase: 'start' | 'end'; detail?: string }
+  /** A replica stopped at a failpoint it was armed with (see `SimApp`): the exact moment a fault aims at. */
+  | { at: number; kind: 'failpoint'; node: string; name: string }
+  /** A replica found its new token at or below what a fence had committed, and raised the counter past it. */
+  | { at: number; kind: 'repair'; node: string; token: string }
   /** A replica process started or exited. */
   | { at: number; kind: 'process'; node: string; event: 'started' | 'exited' | 'paused' | 'resumed' };
 

@@ -1,3 +1,4 @@
+import { failpoints } from '@fenced/shared/failpoints';
 import type { Kysely, Transaction } from 'kysely';
 import { isFencedError, parseResource, parseToken, StaleTokenError, type Fence, type FencedLogger, type Token, type VerificationKeys } from '@fenced/shared';
 import { emit, parseOptions } from '@fenced/shared/internal';
@@ -99,6 +100,7 @@ export function createGuard(input: CreateGuardOptions<object>): Guard<unknown> {
   async function writeInPostgres<T>(token: Token, fn: (trx: unknown, ctx: GuardedWriteContext) => Promise<T>, resource: string, pgOptions: GuardedWriteOptions | undefined): Promise<T> {
     try {
       const result = await postgres.guardedWrite(token, fn, pgOptions);
+      if (failpoints.armed) await failpoints.hit('guard.committed-before-mark');
       await raiseMark(resource, token);
       return result;
     } catch (err) {

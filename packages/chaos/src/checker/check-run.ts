@@ -34,15 +34,24 @@ export interface CheckResult {
   readonly staleApplied: number;
   /** Effects committed before their fire was due. */
   readonly early: number;
+  /**
+   * Breaks of the lease's own promise, whatever the effects: an election whose token is not above
+   * every token elected before it, a dispatch by a replica that did not lead (see lease-invariants.ts).
+   */
+  readonly lease: number;
   /** Write attempts the guard refused as stale. */
   readonly staleRefused: number;
   /** Write attempts refused as duplicates of an applied fire. */
   readonly duplicatesRefused: number;
+  /** Elections that found their token at or below a fence and raised the counter past it. */
+  readonly tokensRepaired: number;
+  /** Times a replica stopped at a failpoint: the faults that landed exactly where they were aimed. */
+  readonly failpointHits: number;
   /** Windows in which two or more replicas believed they led. */
   readonly overlaps: readonly OverlapWindow[];
   /** The longest time inside the window with no dispatch by anyone, ms. */
   readonly maxFailoverGapMs: number;
-  /** duplicates + missed + staleApplied + early. Zero is the promise. */
+  /** duplicates + missed + staleApplied + early + lease. Zero is the promise. */
   readonly anomalies: number;
   /** Human-readable descriptions of the first violations found. */
   readonly violations: readonly string[];
@@ -84,14 +93,17 @@ export function checkRun(input: CheckInput): CheckResult {
     missed: results.missed.count,
     staleApplied: results.staleApplied.count,
     early: results.early.count,
+    lease: results.electionOrder.count + results.dispatchWhileLeading.count,
     staleRefused: writes.filter((w) => w.outcome === 'stale').length,
     duplicatesRefused: writes.filter((w) => w.outcome === 'duplicate').length,
+    tokensRepaired: input.history.filter((e) => e.kind === 'repair').length,
+    failpointHits: input.history.filter((e) => e.kind === 'failpoint').length,
     overlaps,
     maxFailoverGapMs: maxDispatchGap(input.history, input.window),
     violations,
     marks,
   };
-  return { ...result, anomalies: result.duplicates + result.missed + result.staleApplied + result.early };
+  return { ...result, anomalies: result.duplicates + result.missed + result.staleApplied + result.early + result.lease };
 }
 
 /** Intervals in which two or more nodes believed they led, clipped to the window. */

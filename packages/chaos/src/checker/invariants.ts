@@ -1,5 +1,6 @@
 import type { Effect } from '../history.js';
 import type { CheckInput } from './check-run.js';
+import { dispatchOnlyWhileLeading, electionsInTokenOrder } from './lease-invariants.js';
 
 /** An effect a checker found wrong, by its place in commit order: what the report draws in red. */
 export interface EffectMark {
@@ -79,4 +80,11 @@ export const noEarlyEffect: Invariant = (input, byCommit) => {
 };
 
 /** The promise, one invariant each: a run is clean when every one of them counts 0. */
-export const INVARIANTS = { staleApplied: noStaleEffect, duplicates: noDuplicateEffect, missed: noMissedFire, early: noEarlyEffect } as const;
+export const INVARIANTS = {
+  staleApplied: noStaleEffect,
+  duplicates: noDuplicateEffect,
+  missed: noMissedFire,
+  early: noEarlyEffect,
+  electionOrder: electionsInTokenOrder,
+  dispatchWhileLeading: dispatchOnlyWhileLeading,
+} as const;

@@ -6,6 +6,7 @@ import { join, resolve } from 'node:path';
 import { findLibfaketime } from '../faketime.js';
 import { killTrackedChildren, runTrackedCleanups } from '../process/child-registry.js';
 import { COLUMN_DEFINITIONS, renderHtmlReport, RESULT_COLUMNS, resultTableRows, type ReportRun } from '../report/html-report.js';
+import { verdictOf } from '../report/verdict.js';
 import { textTable } from '../report/text-table.js';
 import { runScenario, type RunStatus } from '../sim/run-scenario.js';
 import { SCENARIO_NAMES, scenarios } from '../sim/scenarios.js';
@@ -149,11 +150,11 @@ export async function runSimCli(app: SimApp, argv: readonly string[], io: CliIo 
           onProgress: progress,
         });
         if (io.isTTY) io.err('\r\x1b[K');
-        const run: ReportRun = { ...result, events: result.history.events, summary: scenarios[name].summary };
+        const run: ReportRun = { ...result, events: result.history.events, summary: scenarios[name].summary, exercises: scenarios[name].exercises };
         runs.push(run);
         const [row] = resultTableRows([run]);
         io.err(`[${index}/${total}] ${row![0]} ${row![1]}: ${row![row!.length - 1]}\n`);
-        if (mode === 'guarded' && result.check.anomalies > 0) {
+        if (mode === 'guarded' && !verdictOf(run).ok) {
           for (const v of result.check.violations) io.err(`  ${v}\n`);
         }
       }
@@ -165,8 +166,8 @@ export async function runSimCli(app: SimApp, argv: readonly string[], io: CliIo 
 
   const reportPath = args.report === undefined ? join(mkdtempSync(join(tmpdir(), 'fenced-sim-')), 'sim-report.html') : resolve(args.report);
   writeFileSync(reportPath, renderHtmlReport(runs, { title: `fenced split-brain simulation (${app.name})`, generatedAt: new Date(), command: `pnpm sim ${argv.join(' ')}`.trim() }));
-  const guardedBad = runs.filter((r) => r.mode === 'guarded' && r.check.anomalies > 0);
-  const toothless = runs.filter((r) => r.mode === 'control' && r.check.anomalies === 0);
+  const guardedBad = runs.filter((r) => r.mode === 'guarded' && !verdictOf(r).ok);
+  const toothless = runs.filter((r) => r.mode === 'control' && !verdictOf(r).ok);
 
   if (args.json) {
     io.out(
@@ -174,7 +175,7 @@ export async function runSimCli(app: SimApp, argv: readonly string[], io: CliIo 
         {
           seed: args.seed,
           report: reportPath,
-          runs: runs.map((r) => ({ scenario: r.scenario, mode: r.mode, ...r.check, overlaps: r.check.overlaps.length, marks: r.check.marks.length })),
+          runs: runs.map((r) => ({ scenario: r.scenario, mode: r.mode, verdict: verdictOf(r).text, ...r.check, overlaps: r.check.overlaps.length, marks: r.check.marks.length })),
           ok: guardedBad.length === 0 && toothless.length === 0,
         },
         null,
@@ -184,7 +185,7 @@ export async function runSimCli(app: SimApp, argv: readonly string[], io: CliIo 
   } else {
     io.out(`${textTable(RESULT_COLUMNS, resultTableRows(runs))}\n\n`);
     io.out(`report: ${reportPath}\n`);
-    for (const r of guardedBad) io.out(`FAIL ${r.scenario}: ${r.check.anomalies} anomalies with the guard on (seed ${args.seed})\n`);
+    for (const r of guardedBad) io.out(`FAIL ${r.scenario}: ${verdictOf(r).text} with the guard on (seed ${args.seed})\n`);
     for (const r of toothless) io.out(`FAIL ${r.scenario}: the control shows no damage, so this run did not exercise what the scenario claims (seed ${args.seed})\n`);
     if (guardedBad.length === 0 && toothless.length === 0) io.out(`ok: every guarded run is clean and every control shows the damage (seed ${args.seed})\n`);
   }

@@ -1,4 +1,5 @@
 import { spawn, type ChildProcess } from 'node:child_process';
+import { readFileSync } from 'node:fs';
 import { createInterface } from 'node:readline';
 import { trackChild } from './child-registry.js';
 
@@ -26,7 +27,14 @@ export interface ManagedProcess {
   readonly paused: boolean;
   start(extraEnv?: Readonly<Record<string, string>>): void;
   pause(): void;
+  /**
+   * Notes that the process is stopping itself (SIGSTOP at a failpoint it was armed with) and resolves
+   * once the kernel shows it stopped, so that a `resume()` right after cannot arrive first and be lost.
+   */
+  pausedItself(): Promise<void>;
   resume(): void;
+  /** Writes one JSON line to its stdin (a command to the replica, for example arming a failpoint). */
+  send(record: Record<string, unknown>): void;
   kill(): Promise<void>;
   /** SIGTERM, then SIGKILL after `graceMs`. */
   stop(graceMs?: number): Promise<void>;
@@ -62,10 +70,12 @@ export function managedProcess(name: string, spec: ProcessSpec, clock: () => num
       const c = spawn(spec.command, [...spec.args], {
         cwd: spec.cwd,
         env: { ...process.env, ...spec.env, ...extraEnv },
-        stdio: ['ignore', 'pipe', 'pipe'],
+        stdio: ['pipe', 'pipe', 'pipe'],
       });
       child = c;
       trackChild(c);
+      // A replica that exits while a command is on its way must not take the supervisor down.
+      c.stdin!.on('error', () => {});
       createInterface({ input: c.stdout! }).on('line', (text) => {
         let record: Record<string, unknown>;
         try {
@@ -87,6 +97,16 @@ export function managedProcess(name: string, spec: ProcessSpec, clock: () => num
       if (!handle.running || paused) return;
       child!.kill('SIGSTOP');
       paused = true;
+    },
+    async pausedItself() {
+      if (!handle.running) return;
+      paused = true;
+      const pid = child!.pid!;
+      const deadline = Date.now() + 5000;
+      while (handle.running && !isStopped(pid) && Date.now() < deadline) await new Promise((r) => setTimeout(r, 1));
+    },
+    send(record) {
+      if (handle.running) child!.stdin!.write(`${JSON.stringify(record)}\n`);
     },
     resume() {
       if (!handle.running || !paused) return;
@@ -117,4 +137,16 @@ export function managedProcess(name: string, spec: ProcessSpec, clock: () => num
     stderr: () => errors,
   };
   return handle;
+}
+
+/** Whether the kernel shows `pid` stopped (state T in /proc/<pid>/stat; Linux). */
+function isStopped(pid: number): boolean {
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+    // The state follows the command name, which is in parentheses and may itself hold spaces.
+    const state = stat.slice(stat.lastIndexOf(')') + 2, stat.lastIndexOf(')') + 3);
+    return state === 'T' || state === 't';
+  } catch {
+    return false; // gone
+  }
 }

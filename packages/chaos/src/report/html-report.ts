@@ -1,3 +1,5 @@
+import type { Protection } from '../sim/scenarios.js';
+import { verdictOf } from './verdict.js';
 import { leadershipIntervals } from '../checker/check-run.js';
 import type { HistoryEvent } from '../history.js';
 import type { RunResult } from '../sim/run-scenario.js';
@@ -6,6 +8,8 @@ import type { RunResult } from '../sim/run-scenario.js';
 export type ReportRun = Pick<RunResult, 'scenario' | 'mode' | 'seed' | 'window' | 'check' | 'effects' | 'nodes'> & {
   readonly events: readonly HistoryEvent[];
   readonly summary?: string;
+  /** The protections its scenario must show at work in a guarded run (see `Scenario.exercises`). */
+  readonly exercises?: readonly Protection[];
 };
 
 const esc = (text: string) => text.replace(/[&<>"']/g, (c) => `&#${c.charCodeAt(0)};`);
@@ -31,6 +35,7 @@ const LEGEND: ReadonlyArray<{ key: string; label: string; swatch: string }> = [
   { key: 'refused', label: 'stale write refused', swatch: '<path class="mark refused" d="M2,2 L12,12 M12,2 L2,12"/>' },
   { key: 'duplicate', label: 'duplicate fire refused', swatch: '<path class="mark duplicate" d="M7,1 L13,12 L1,12 Z"/>' },
   { key: 'failed', label: 'write failed (guard unreachable, error)', swatch: '<circle class="mark failed" cx="7" cy="7" r="3"/>' },
+  { key: 'failpoint', label: 'stopped at a failpoint (where the fault was aimed)', swatch: '<path class="mark failpoint" d="M7,1 L13,7 L7,13 L1,7 Z"/>' },
 ];
 
 function legend(): string {
@@ -100,6 +105,13 @@ function timeline(run: ReportRun): string {
       }
     }
   }
+  // Failpoint hits: a diamond on the lane's line, named in its title.
+  for (const e of events) {
+    if (e.kind !== 'failpoint') continue;
+    const cx = x(e.at);
+    const cy = lane(e.node) + 13;
+    parts.push(`<path class="mark failpoint" data-legend="failpoint" d="M${cx},${cy - 6} L${cx + 6},${cy} L${cx},${cy + 6} L${cx - 6},${cy} Z"><title>${esc(`${e.node} stopped at ${e.name}`)}</title></path>`);
+  }
   // Write outcomes as marks: refused stale (✕), refused duplicate (triangle), failed (grey dot).
   for (const e of events) {
     if (e.kind !== 'write' || e.outcome === 'begin' || e.outcome === 'committed') continue;
@@ -132,14 +144,6 @@ function timeline(run: ReportRun): string {
   return `<svg class="timeline" viewBox="0 0 ${width} ${height}" width="100%" role="img" aria-label="timeline of ${esc(run.scenario)} ${run.mode}">${parts.join('')}</svg>`;
 }
 
-const verdictOf = (run: ReportRun): { ok: boolean; text: string } =>
-  run.mode === 'guarded'
-    ? run.check.anomalies === 0
-      ? { ok: true, text: 'no anomaly' }
-      : { ok: false, text: `${run.check.anomalies} anomalies` }
-    : run.check.anomalies > 0
-      ? { ok: true, text: `damage shown: ${run.check.anomalies}` }
-      : { ok: false, text: 'no damage: the scenario did not bite' };
 
 export function resultTableRows(runs: readonly ReportRun[]): string[][] {
   return runs.map((r) => [
@@ -151,14 +155,17 @@ export function resultTableRows(runs: readonly ReportRun[]): string[][] {
     String(r.check.missed),
     String(r.check.staleApplied),
     String(r.check.early),
+    String(r.check.lease),
     String(r.check.staleRefused),
+    String(r.check.duplicatesRefused),
+    String(r.check.tokensRepaired),
     String(r.check.overlaps.length),
     String(r.check.maxFailoverGapMs),
     verdictOf(r).text,
   ]);
 }
 
-export const RESULT_COLUMNS = ['scenario', 'mode', 'fires', 'effects', 'duplicates', 'missed', 'stale applied', 'early', 'stale refused', 'overlaps', 'max gap ms', 'verdict'];
+export const RESULT_COLUMNS = ['scenario', 'mode', 'fires', 'effects', 'duplicates', 'missed', 'stale applied', 'early', 'lease', 'stale refused', 'dups dropped', 'repaired', 'overlaps', 'max gap ms', 'verdict'];
 
 /** What each column of the table means: printed by `--help`, under the report's table, and in the README. */
 export const COLUMN_DEFINITIONS: ReadonlyArray<readonly [column: string, meaning: string]> = [
@@ -170,10 +177,13 @@ export const COLUMN_DEFINITIONS: ReadonlyArray<readonly [column: string, meaning
   ['missed', 'fires due in the window that never took effect'],
   ['stale applied', 'effects committed with a token lower than one already committed on the same resource'],
   ['early', 'effects committed before their fire was due by the server clock'],
+  ['lease', "breaks of the lease's own promise, whatever the effects: an election whose token is not above every one elected before it, a dispatch by a replica that did not lead"],
   ['stale refused', 'write attempts the guard refused as stale: the protection at work (0 in a control)'],
+  ['dups dropped', 'deliveries of a fire that had already taken effect, dropped by the dedupe (0 in a control)'],
+  ['repaired', 'elections that found their token at or below a fence and raised the counter past it (0 in a control)'],
   ['overlaps', 'stretches in which two or more replicas believed they led; expected under pauses, harmless when no stale write took effect'],
   ['max gap ms', 'the longest stretch inside the window with no dispatch by anyone: failover time plus up to one interval'],
-  ['verdict', 'guarded: no anomaly (duplicates + missed + stale applied + early = 0); control: the damage the faults did without protection'],
+  ['verdict', 'guarded: no anomaly (duplicates + missed + stale applied + early + lease = 0), or toothless when a protection the scenario exercises never came into play; control: the damage the faults did without protection'],
 ];
 
 /** A self-contained HTML page: a timeline per run and the table of all runs. */
@@ -210,7 +220,7 @@ th:nth-child(-n+2),td:nth-child(-n+2),td:last-child{text-align:left}tr.bad td{ba
 .fault{fill:#6366f1;opacity:.16}.fault-label{font:9px sans-serif;fill:#3730a3}
 .overlap{fill:#facc15;opacity:.45}.overlap.harmful{fill:#ef4444;opacity:.45}.paused{fill:#6b7280}
 .mark.applied{fill:#15803d}.mark.harm{fill:#dc2626;stroke:#7f1d1d;stroke-width:1.5}.mark.refused{stroke:#dc2626;stroke-width:2.2;fill:none}
-.mark.duplicate{fill:#f97316}.mark.failed{fill:#9ca3af}.tick{stroke:#999}.tick-label{font:10px sans-serif;fill:#666}
+.mark.duplicate{fill:#f97316}.mark.failed{fill:#9ca3af}.mark.failpoint{fill:#7c3aed;stroke:#fff;stroke-width:1}.tick{stroke:#999}.tick-label{font:10px sans-serif;fill:#666}
 .legend{display:flex;flex-wrap:wrap;gap:4px 16px}.legend svg{margin-right:4px;vertical-align:-2px;overflow:visible}
 details.violations li{color:#991b1b}
 dl.columns{display:grid;grid-template-columns:max-content 1fr;gap:2px 12px;color:#444;font-size:12px;margin:-14px 0 20px}dl.columns dt{font-weight:600}dl.columns dd{margin:0}

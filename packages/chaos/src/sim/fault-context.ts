@@ -36,8 +36,15 @@ export class FaultContext {
     this.deadline = Math.max(this.deadline, Date.now() + ms);
   }
 
+  readonly #stopping = new Map<string, Promise<void>>();
+
   /** Called by the runner for every line a replica writes. */
   observe(node: string, line: ProcessLine): void {
+    // A replica that reports a failpoint is stopping itself there (SIGSTOP), whoever armed it.
+    if (line.record['kind'] === 'failpoint') {
+      this.#stopping.set(node, this.node(node).process.pausedItself());
+      this.history.record({ at: line.at, kind: 'process', node, event: 'paused' });
+    }
     for (const waiter of [...this.#waiters]) {
       if (waiter.match(node, line.record)) {
         this.#waiters.delete(waiter);
@@ -116,7 +123,23 @@ export class FaultContext {
     this.history.record(event);
   }
 
+  /**
+   * Arms `failpoint` in `node` (a `{"kind":"arm"}` line on its stdin) and waits until the replica
+   * reports that it stopped itself there. False when it did not within `timeoutMs` (it is disarmed).
+   */
+  async stopAt(node: SimNode, failpoint: string, timeoutMs: number): Promise<boolean> {
+    node.process.send({ kind: 'arm', failpoint, action: 'stop' });
+    const hit = await this.waitForLine((n, r) => n === node.name && r['kind'] === 'failpoint' && r['name'] === failpoint, timeoutMs);
+    if (hit !== undefined) {
+      await this.#stopping.get(node.name);
+      return true;
+    }
+    node.process.send({ kind: 'disarm', failpoint });
+    return false;
+  }
+
   pause(node: SimNode): void {
+    if (node.process.paused) return;
     node.process.pause();
     this.history.record({ at: Date.now(), kind: 'process', node: node.name, event: 'paused' });
   }

@@ -14,12 +14,15 @@ export type Span =
   /** Whole milliseconds in [min × TTL, max × TTL]. */
   | { readonly ttls: readonly [number, number] };
 
-/** A replica picked by weight: the leader in the middle of a write (most harmful), the leader, or a standby. */
+/**
+ * A replica picked by weight: the leader stopped at a failpoint (the exact moment that hurts most),
+ * the leader wherever it is, or a standby.
+ */
 export interface ReplicaTarget {
   readonly kind: 'replica';
-  readonly weights: { readonly midWrite: number; readonly leader: number; readonly standby: number };
-  /** Which report of the leader's write counts as "mid-write". */
-  readonly during: 'begin' | 'committed';
+  readonly weights: { readonly atFailpoint: number; readonly leader: number; readonly standby: number };
+  /** The failpoint the leader is stopped at (the app's name for it, see `SimApp`). */
+  readonly failpoint: string;
 }
 
 /** Whichever replica leads when the gap ends. */
@@ -39,8 +42,8 @@ export type RedisFault =
   /** The Redis server restarts without persistence after being down for the hold. */
   | { readonly kind: 'redis-restart' }
   /**
-   * Replication is held back, the leader is killed so that an election (a new token) happens on the
-   * primary only, then the replica is promoted and every client repointed: the counter goes back.
+   * Replication is held back, the leader is killed twice so that two elections (new tokens) happen on
+   * the primary only, then the replica is promoted and every client repointed: the counter goes back.
    * After the hold the deposed primary rejoins, empty, as the new replica.
    */
   | { readonly kind: 'lossy-failover' }
@@ -48,11 +51,17 @@ export type RedisFault =
    * Redis Cluster or Sentinel: the primary that serves the lease is frozen (SIGSTOP) until the
    * deployment promotes one of its replicas, stays frozen for the hold, then resumes, still believing
    * it is the primary until it learns otherwise. Round n takes variant n (cycling):
-   * - `freeze`: frozen right after the leader committed a write, before it could record the fire;
+   * - `freeze`: frozen while the leader stands at `failpoint` (its write committed, the fire not yet
+   *   recorded);
    * - `lossy`: replication is held back first and the leader crashed twice, so that two elections
    *   (new tokens) and their writes happen on that primary only: the promoted replica has seen none.
    */
-  | { readonly kind: 'primary-failover'; readonly variants: readonly [PrimaryFailoverVariant, ...PrimaryFailoverVariant[]] };
+  | {
+      readonly kind: 'primary-failover';
+      readonly variants: readonly [PrimaryFailoverVariant, ...PrimaryFailoverVariant[]];
+      /** Where the leader is when the freeze starts: the app's failpoint between a fire's write and its record. */
+      readonly failpoint: string;
+    };
 
 export type PrimaryFailoverVariant = 'freeze' | 'lossy';
 
@@ -111,6 +120,9 @@ const isElected = (_n: string, r: Record<string, unknown>) => r['kind'] === 'bel
  */
 export async function runFaultRounds(ctx: FaultContext, round: FaultRound): Promise<void> {
   const mustRun = round.atLeastOnce !== true ? 0 : round.fault?.kind === 'primary-failover' ? round.fault.variants.length : 1;
+  // Until one fault has landed at the target's failpoint, every round aims there: a run that never
+  // did would not test what its scenario claims (and fails as toothless).
+  const aim = { landed: false };
   for (let n = 0; n < mustRun || ctx.remainingMs > ctx.ttlMs * round.whileTtlsLeft; n++) {
     // A primary deposed by the previous round may still wait for its demotion (Sentinel takes 8 s or
     // more): the deployment must be whole before it is hit again. That wait is not the round's time.
@@ -120,7 +132,7 @@ export async function runFaultRounds(ctx: FaultContext, round: FaultRound): Prom
     if (round.setup !== undefined && !(await prepare(ctx, round.setup))) continue;
     await ctx.sleep(draw(ctx, round.gap));
     if (round.hitWhileTtlsLeft !== undefined && ctx.remainingMs <= ctx.ttlMs * round.hitWhileTtlsLeft) continue;
-    if (!(await hit(ctx, round, n))) continue;
+    if (!(await hit(ctx, round, n, aim))) continue;
     await ctx.sleep(draw(ctx, round.settle));
   }
   await ctx.sleep(ctx.remainingMs);
@@ -159,14 +171,15 @@ async function makeLeader(ctx: FaultContext, wanted: SimNode): Promise<void> {
 }
 
 /** Injects the round's fault and heals it; false when there was nothing to hit right now. */
-async function hit(ctx: FaultContext, round: Hit, n: number): Promise<boolean> {
+async function hit(ctx: FaultContext, round: Hit, n: number, aim: { landed: boolean }): Promise<boolean> {
   if (hitsNothing(round)) return true;
   if (hitsRedis(round)) {
     await injectIntoRedis(ctx, round.fault, draw(ctx, round.hold), n);
     return true;
   }
-  const victim = round.target.kind === 'leader' ? await pickLeader(ctx) : await pickReplica(ctx, round.target);
+  const victim = round.target.kind === 'leader' ? await pickLeader(ctx) : await pickReplica(ctx, round.target, !aim.landed);
   if (victim === undefined) return false;
+  if (victim.atFailpoint) aim.landed = true;
   await injectIntoReplica(ctx, round.fault, round.hold, victim);
   return true;
 }
@@ -175,16 +188,24 @@ async function hit(ctx: FaultContext, round: Hit, n: number): Promise<boolean> {
 const hitsNothing = (round: Hit): round is NoHit => round.target.kind === 'none';
 const hitsRedis = (round: Hit): round is RedisHit => round.target.kind === 'redis';
 
-async function pickLeader(ctx: FaultContext): Promise<{ node: SimNode; label: string } | undefined> {
+/** Who a round hits, how the timeline labels it, and whether it stands at its failpoint. */
+interface Victim {
+  readonly node: SimNode;
+  readonly label: string;
+  readonly atFailpoint?: boolean;
+}
+
+async function pickLeader(ctx: FaultContext): Promise<Victim | undefined> {
   const leader = await ctx.waitForLeader(5000);
   return leader === undefined ? undefined : { node: leader, label: 'leader' };
 }
 
 /** Picks the victim by the target's weights; undefined when there is none right now. */
-async function pickReplica(ctx: FaultContext, target: ReplicaTarget): Promise<{ node: SimNode; label: string } | undefined> {
-  const { midWrite, leader: leaderWeight, standby } = target.weights;
-  const kinds = [...Array<'mid-write'>(midWrite).fill('mid-write'), ...Array<'leader'>(leaderWeight).fill('leader'), ...Array<'standby'>(standby).fill('standby')];
-  const kind = ctx.random.pick(kinds);
+async function pickReplica(ctx: FaultContext, target: ReplicaTarget, mustAim: boolean): Promise<Victim | undefined> {
+  const { atFailpoint, leader: leaderWeight, standby } = target.weights;
+  const kinds = [...Array<'failpoint'>(atFailpoint).fill('failpoint'), ...Array<'leader'>(leaderWeight).fill('leader'), ...Array<'standby'>(standby).fill('standby')];
+  const drawn = ctx.random.pick(kinds);
+  const kind = mustAim ? 'failpoint' : drawn;
   const leader = await ctx.waitForLeader(5000);
   if (kind === 'standby') {
     const standbys = ctx.standbys();
@@ -192,17 +213,17 @@ async function pickReplica(ctx: FaultContext, target: ReplicaTarget): Promise<{ 
   }
   if (leader === undefined) return undefined;
   if (kind === 'leader') return { node: leader, label: 'leader' };
-  const name = await ctx.waitForLine(isWrite(target.during, leader.name), 5000);
-  return name === undefined ? undefined : { node: ctx.node(name), label: target.during === 'begin' ? 'leader mid-write' : 'leader after commit' };
+  // Stopped by its own failpoint, it waits there (SIGSTOP) for the fault.
+  return (await ctx.stopAt(leader, target.failpoint, 5000)) ? { node: leader, label: `leader at ${target.failpoint}`, atFailpoint: true } : undefined;
 }
 
-async function injectIntoReplica(ctx: FaultContext, fault: ReplicaFault, hold: Span, victim: { node: SimNode; label: string }): Promise<void> {
+async function injectIntoReplica(ctx: FaultContext, fault: ReplicaFault, hold: Span, victim: Victim): Promise<void> {
   const { node, label } = victim;
   switch (fault.kind) {
     case 'pause': {
       const holdMs = draw(ctx, hold);
       ctx.fault('pause', 'start', node.name, `${label}, ${holdMs} ms`);
-      ctx.pause(node);
+      ctx.pause(node); // a no-op for a replica stopped at its failpoint
       await ctx.sleep(holdMs);
       ctx.resume(node);
       ctx.fault('pause', 'end', node.name);
@@ -221,6 +242,8 @@ async function injectIntoReplica(ctx: FaultContext, fault: ReplicaFault, hold: S
       const holdMs = draw(ctx, hold);
       ctx.fault('partition', 'start', node.name, `${label}: redis ${redisMode.kind}, postgres stalled ${holdMs} ms`);
       ctx.setProxies(node, { redis: redisMode, pg: { kind: 'stall' } });
+      // Stopped at its failpoint, it goes on now, into the partition.
+      if (node.process.paused) ctx.resume(node);
       await ctx.sleep(holdMs);
       ctx.setProxies(node, { pg: { kind: 'pass' } }); // the held write arrives now, late
       await ctx.sleep(draw(ctx, fault.redisHealsAfter));
@@ -245,6 +268,8 @@ async function injectIntoRedis(ctx: FaultContext, fault: RedisFault, holdMs: num
       const redis = ctx.proxiedRedis(fault.kind);
       ctx.fault('replication held', 'start', undefined, 'writes on the primary no longer reach the replica');
       redis.holdReplication();
+      // Two elections: one token burned after the failover (see primary-failover) cannot hide the repeat.
+      await electOnPrimaryOnly(ctx);
       await electOnPrimaryOnly(ctx);
       ctx.fault('failover', 'start', undefined, 'replica promoted (REPLICAOF NO ONE), clients repointed');
       await redis.promoteReplica();
@@ -268,14 +293,16 @@ async function injectIntoRedis(ctx: FaultContext, fault: RedisFault, holdMs: num
         // redirection, a reply from a server that not every sentinel names yet, each handed back).
         await electOnPrimaryOnly(ctx);
         await electOnPrimaryOnly(ctx);
-      } else {
-        // The window that matters: a write committed, its fire not yet recorded in Redis.
-        await ctx.waitForLine(isWrite('committed'), ctx.ttlMs * 4);
       }
+      // The window that matters: the leader's write committed, its fire not yet recorded in Redis.
+      const leader = variant === 'freeze' ? await ctx.waitForLeader(5000) : undefined;
+      const stopped = leader !== undefined && (await ctx.stopAt(leader, fault.failpoint, ctx.ttlMs * 4));
       const primary = await redis.primaryFor(key);
       const frozenAt = Date.now();
       ctx.fault('primary frozen', 'start', undefined, `${redis.topology} primary :${primary.port} (SIGSTOP), ${variant}`);
       primary.pause();
+      // The leader goes on: its record goes to the frozen primary.
+      if (stopped) ctx.resume(leader);
       try {
         const promoted = await redis.waitForFailover(key, primary, 30_000);
         ctx.fault('failover', 'start', undefined, `:${promoted.port} promoted ${Date.now() - frozenAt} ms after the freeze`);

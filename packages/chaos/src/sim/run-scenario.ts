@@ -144,6 +144,10 @@ export async function runScenario(app: SimApp, scenario: Scenario, mode: SimMode
             outcome: r['outcome'] as 'begin',
             ...(r['reason'] ? { reason: String(r['reason']) } : {}),
           });
+        } else if (r['kind'] === 'failpoint') {
+          history.record({ at, kind: 'failpoint', node: name, name: String(r['name']) });
+        } else if (r['kind'] === 'repair') {
+          history.record({ at, kind: 'repair', node: name, token: token ?? '' });
         }
         ctx?.observe(name, line);
       });

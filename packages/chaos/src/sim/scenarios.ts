@@ -19,16 +19,24 @@ export interface Scenario {
    */
   readonly controlClock?: 'server' | 'local';
   readonly rounds: FaultRound;
+  /**
+   * The protections a guarded run must be seen at work (each counted more than zero), or the run
+   * fails as toothless: its faults missed what the scenario claims to test.
+   */
+  readonly exercises: readonly Protection[];
 }
 
-/** The leader in the middle of a write three times in five, the leader or a standby otherwise. */
-const MOSTLY_MID_WRITE = { midWrite: 3, leader: 1, standby: 1 } as const;
+/** A protection the history shows at work. */
+export type Protection = 'stale refused' | 'duplicate dropped' | 'token repaired';
+
+/** The leader stopped at the scenario's failpoint three times in five, the leader or a standby otherwise. */
+const MOSTLY_AT_FAILPOINT = { atFailpoint: 3, leader: 1, standby: 1 } as const;
 
 /** Cluster and Sentinel alike: every run goes through both variants (`atLeastOnce`), whatever its fault time. */
 const PRIMARY_FAILOVER: FaultRound = {
   gap: { ms: [500, 1000] },
   target: { kind: 'redis' },
-  fault: { kind: 'primary-failover', variants: ['freeze', 'lossy'] },
+  fault: { kind: 'primary-failover', variants: ['freeze', 'lossy'], failpoint: 'scheduler.dispatched-before-record' },
   // Frozen this much longer after the promotion.
   hold: { ms: [0, 500] },
   settle: { ms: [500, 1000] },
@@ -44,9 +52,11 @@ export const scenarios: Record<ScenarioName, Scenario> = {
     name: 'pause',
     summary: 'SIGSTOP past the lease (GC, throttling): the leader wakes up mid-write after a new leader took over',
     redis: 'single',
+    exercises: ['stale refused'],
     rounds: {
       gap: { ms: [300, 1200] },
-      target: { kind: 'replica', weights: MOSTLY_MID_WRITE, during: 'begin' },
+      // Its pre-check passed, its write not started: it writes when it wakes, with the old token.
+      target: { kind: 'replica', weights: MOSTLY_AT_FAILPOINT, failpoint: 'handler.prechecked-before-write' },
       fault: { kind: 'pause' },
       hold: { ttls: [1.5, 2.5] },
       settle: { ms: [800, 1600] },
@@ -58,9 +68,11 @@ export const scenarios: Record<ScenarioName, Scenario> = {
     name: 'crash',
     summary: 'SIGKILL and restart: a leader dies between its commit and its record, and the fire is dispatched again',
     redis: 'single',
+    exercises: ['duplicate dropped'],
     rounds: {
       gap: { ms: [300, 1200] },
-      target: { kind: 'replica', weights: MOSTLY_MID_WRITE, during: 'committed' },
+      // Its write committed, the fire not yet recorded: the next leader dispatches it again.
+      target: { kind: 'replica', weights: MOSTLY_AT_FAILPOINT, failpoint: 'scheduler.dispatched-before-record' },
       fault: { kind: 'crash' },
       hold: { ms: [200, 800] },
       settle: { ttls: [1, 2] },
@@ -72,9 +84,11 @@ export const scenarios: Record<ScenarioName, Scenario> = {
     name: 'partition',
     summary: 'the leader loses Redis while its write to PostgreSQL is held in the network, then delivered late',
     redis: 'single',
+    exercises: ['stale refused'],
     rounds: {
       gap: { ms: [300, 1200] },
-      target: { kind: 'replica', weights: MOSTLY_MID_WRITE, during: 'begin' },
+      // Partitioned as its write starts: the write is held in the network and delivered late.
+      target: { kind: 'replica', weights: MOSTLY_AT_FAILPOINT, failpoint: 'handler.prechecked-before-write' },
       fault: { kind: 'partition', redis: [{ kind: 'cut' }, { kind: 'drop' }], redisHealsAfter: { ms: [200, 600] } },
       hold: { ttls: [2, 3] },
       settle: { ms: [800, 1600] },
@@ -84,8 +98,9 @@ export const scenarios: Record<ScenarioName, Scenario> = {
 
   'redis-failover': {
     name: 'redis-failover',
-    summary: 'replication held back, a new election on the primary, then the replica is promoted: the counter goes back',
+    summary: 'replication held back, new elections on the primary only, then the replica is promoted: the counter goes back',
     redis: 'failover',
+    exercises: ['token repaired'],
     rounds: {
       gap: { ms: [800, 1500] },
       target: { kind: 'redis' },
@@ -102,6 +117,10 @@ export const scenarios: Record<ScenarioName, Scenario> = {
     name: 'redis-restart',
     summary: 'Redis restarts without persistence: the lease and the token counter are gone',
     redis: 'single',
+    // Not required: the first election after the restart mints from an empty counter, but an acquire
+    // the client replayed on reconnecting can burn a token first, and with a single term before the
+    // restart that is enough to land above the fence, which is then right not to repair anything.
+    exercises: [],
     rounds: {
       gap: { ms: [1500, 3000] },
       target: { kind: 'redis' },
@@ -116,6 +135,9 @@ export const scenarios: Record<ScenarioName, Scenario> = {
     name: 'clock-skew',
     summary: "one replica's wall clock runs 5 s ahead (libfaketime); leadership moves to it and away",
     redis: 'single',
+    // Its protection is the single clock: nothing in the history counts it at work. The control's
+    // early effects show what it prevents.
+    exercises: [],
     clockFault: { kind: 'offset', offsetMs: 5000 },
     controlClock: 'local',
     rounds: {
@@ -136,6 +158,9 @@ export const scenarios: Record<ScenarioName, Scenario> = {
     name: 'slow-clock',
     summary: "one replica's clocks run at a quarter speed (libfaketime): it keeps believing it leads after its lease ended",
     redis: 'single',
+    // The slow replica's late writes are refused when it gets to write at all, which its timing does
+    // not guarantee in a short run.
+    exercises: [],
     clockFault: { kind: 'rate', rate: 0.25 },
     rounds: {
       // A fresh start: its clock begins on time and falls behind from there, so it does act while it
@@ -153,6 +178,7 @@ export const scenarios: Record<ScenarioName, Scenario> = {
     name: 'cluster-failover',
     summary: "Redis Cluster: the lease's primary freezes until a replica is promoted, then wakes up deposed; lossy too",
     redis: 'cluster',
+    exercises: ['duplicate dropped', 'token repaired'],
     rounds: PRIMARY_FAILOVER,
   },
 
@@ -160,6 +186,7 @@ export const scenarios: Record<ScenarioName, Scenario> = {
     name: 'sentinel-failover',
     summary: 'Sentinel: the primary freezes until a replica is promoted, then wakes up deposed; lossy too',
     redis: 'sentinel',
+    exercises: ['duplicate dropped', 'token repaired'],
     rounds: PRIMARY_FAILOVER,
   },
 };

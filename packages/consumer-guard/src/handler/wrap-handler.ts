@@ -1,3 +1,4 @@
+import { failpoints } from '@fenced/shared/failpoints';
 import { createHash } from 'node:crypto';
 import {
   isFencedError,
@@ -124,6 +125,7 @@ export function wrapHandler<Trx, T>(
       if (isFencedError(err, 'STALE_TOKEN')) return staleOutcome(err);
       throw err;
     }
+    if (failpoints.armed) await failpoints.hit('handler.prechecked-before-write');
 
     let wrote = false;
     // The signal and the key are built on first use: most handlers never touch them, and on the

@@ -1,4 +1,5 @@
-/** How the guard talks to PostgreSQL, whatever the caller handed it (a Kysely instance or a pg pool). */
+// How the guard talks to PostgreSQL, whatever the caller handed it (a Kysely instance or a pg pool).
+import { failpoints } from '@fenced/shared/failpoints';
 import { quoteLiteral } from './sql-text.js';
 
 export type IsolationLevel = 'read committed' | 'repeatable read' | 'serializable';
@@ -65,6 +66,7 @@ export async function runGuardedTransaction<Trx, T>(
     phase = 'body';
     const result = await body(trx);
     phase = 'commit';
+    if (failpoints.armed) await failpoints.hit('guard.checked-before-commit');
     const commit = await connection.exec('COMMIT');
     if (commit.command === 'ROLLBACK') throw new CommitRolledBackError();
     return result;

@@ -7,6 +7,7 @@ import {
   type LeaseLossReason,
   type Token,
 } from '@fenced/shared';
+import { failpoints } from '@fenced/shared/failpoints';
 import { emit, parseOptions, withTimeout } from '@fenced/shared/internal';
 import { commandTimeoutMs, coordinatorOptionsSchema, defaultDriftMs, defaultNodeId, type CoordinatorOptionsInput } from './coordinator-options.js';
 import { leaseScripts, type LeaseScripts } from './lease-scripts.js';
@@ -273,6 +274,7 @@ export class Coordinator extends EventEmitter<CoordinatorEventMap> {
       const token = parseToken(String(tokenText));
       const leaseValue = formatLeaseValue(token, this.nodeId);
       const deadline = sentAt + this.ttlMs - this.driftMs;
+      if (failpoints.armed) await failpoints.hit('lease.acquired-before-dispatch');
 
       // Sentinel: an election counts only on the primary the sentinels name (sentinel-primary.ts).
       if (this.#primary !== undefined && !(await this.#primary.names(repliedFrom, repliedAt))) {
@@ -358,7 +360,12 @@ export class Coordinator extends EventEmitter<CoordinatorEventMap> {
     let reply: Array<string | number>;
     let receivedAt: number;
     try {
-      reply = await withTimeout(this.#scripts.renew(this.keys.lease, state.term.leaseValue, this.ttlMs), budget(), 'renew');
+      const sent = withTimeout(this.#scripts.renew(this.keys.lease, state.term.leaseValue, this.ttlMs), budget(), 'renew');
+      if (failpoints.armed) {
+        sent.catch(() => undefined); // awaited below; a rejection meanwhile is not unhandled
+        await failpoints.hit('lease.renew-sent-before-reply');
+      }
+      reply = await sent;
       receivedAt = this.#clock.now();
       // Sentinel: a renew counts only on the primary the sentinels name (sentinel-primary.ts).
       const repliedAt = performance.now();

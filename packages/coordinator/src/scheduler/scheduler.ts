@@ -1,3 +1,4 @@
+import { failpoints } from '@fenced/shared/failpoints';
 import {
   ConfigError,
   createEnvelope,
@@ -257,7 +258,9 @@ export class Scheduler {
 
   /** Dispatches a job's pending fires in order, then records each one; stops when the term ends. */
   async #drain(job: Job, term: LeaderTerm): Promise<void> {
-    while (job.pending.length > 0) {
+    for (let n = 0; job.pending.length > 0; n++) {
+      // More than one fire in one drain is a catch-up batch.
+      if (n > 0 && failpoints.armed) await failpoints.hit('scheduler.mid-catch-up');
       // Self-fence before every dispatch: the term must still be current by our own deadline.
       if (this.#coordinator.currentTerm() !== term) return;
       const scheduledAt = job.pending[0]!;
@@ -293,6 +296,7 @@ export class Scheduler {
       // ours to touch any more, nor is the record.
       if (this.#term !== term) return;
       job.pending.shift();
+      if (failpoints.armed) await failpoints.hit('scheduler.dispatched-before-record');
       // Recorded after dispatch: a crash in between dispatches the fire again (at-least-once), which
       // the guard's dedupe on fireId makes harmless. The script refuses a stale lease.
       let recorded: number;

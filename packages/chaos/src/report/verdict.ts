@@ -1,0 +1,35 @@
+import type { CheckResult } from '../checker/check-run.js';
+import type { Protection } from '../sim/scenarios.js';
+import type { SimMode } from '../sim/sim-app.js';
+
+/** What a verdict is drawn from: the run's mode, its check, and what its scenario must exercise. */
+export interface JudgedRun {
+  readonly mode: SimMode;
+  readonly check: CheckResult;
+  readonly exercises?: readonly Protection[];
+}
+
+/** How many times the history shows `protection` at work. */
+export function timesExercised(check: CheckResult, protection: Protection): number {
+  switch (protection) {
+    case 'stale refused':
+      return check.staleRefused;
+    case 'duplicate dropped':
+      return check.duplicatesRefused;
+    case 'token repaired':
+      return check.tokensRepaired;
+  }
+}
+
+/**
+ * A guarded run passes when it has no anomaly and shows every protection its scenario exercises at
+ * work (else it is toothless: the faults missed); a control passes when it shows damage.
+ */
+export function verdictOf(run: JudgedRun): { ok: boolean; text: string } {
+  if (run.mode === 'control') {
+    return run.check.anomalies > 0 ? { ok: true, text: `damage shown: ${run.check.anomalies}` } : { ok: false, text: 'no damage: the scenario did not bite' };
+  }
+  if (run.check.anomalies > 0) return { ok: false, text: `${run.check.anomalies} anomalies` };
+  const missing = (run.exercises ?? []).filter((p) => timesExercised(run.check, p) === 0);
+  return missing.length === 0 ? { ok: true, text: 'no anomaly' } : { ok: false, text: `toothless: no ${missing.join(', no ')}` };
+}
