@@ -19,8 +19,13 @@ export function listenForFailpointCommands(report: (record: Record<string, unkno
       return report({ kind: 'text', text: `not a command: ${text}` });
     }
     try {
-      if (command.kind === 'arm') failpoints.arm(command.failpoint as FailpointName, ACTIONS[String(command.action)] ?? { kind: 'stop' });
-      else if (command.kind === 'disarm') failpoints.disarm(command.failpoint as FailpointName);
+      if (command.kind === 'arm') {
+        const action = ACTIONS[String(command.action)];
+        if (action === undefined) throw new TypeError(`the action is stop or kill, not ${JSON.stringify(command.action)}`);
+        failpoints.arm(command.failpoint as FailpointName, action);
+      } else if (command.kind === 'disarm') {
+        failpoints.disarm(command.failpoint as FailpointName);
+      }
     } catch (err) {
       report({ kind: 'text', text: `bad command ${text}: ${(err as Error).message}` });
     }
