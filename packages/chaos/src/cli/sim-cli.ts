@@ -9,7 +9,7 @@ import { COLUMN_DEFINITIONS, renderHtmlReport, RESULT_COLUMNS, resultTableRows, 
 import { verdictOf } from '../report/verdict.js';
 import { textTable } from '../report/text-table.js';
 import { runScenario, type RunStatus } from '../sim/run-scenario.js';
-import { SCENARIO_NAMES, scenarios } from '../sim/scenarios.js';
+import { SCENARIO_NAMES, scenarios, type ScenarioName } from '../sim/scenarios.js';
 import type { SimApp, SimMode } from '../sim/sim-app.js';
 import { resolvePostgres, ServiceUnavailableError } from '../postgres-url.js';
 import { parseSimArgs, USAGE, UsageError } from './parse-args.js';
@@ -121,9 +121,13 @@ export async function runSimCli(app: SimApp, argv: readonly string[], io: CliIo 
   });
 
   const total = args.scenarios.length * 2;
+  // Start-up and settling around the fault time, per run, as measured on two cores: a Cluster or
+  // Sentinel run also waits for its deployment, its failovers and a deposed primary's demotion.
+  const overheadMs = (name: ScenarioName) => (scenarios[name].redis === 'cluster' || scenarios[name].redis === 'sentinel' ? 25_000 : 7_000);
+  const estimateMs = args.scenarios.reduce((sum, name) => sum + 2 * (args.durationMs + overheadMs(name)), 0);
   io.err(
     `sim: ${args.scenarios.join(', ')}; ${args.replicas} replicas; ${Math.round(args.durationMs / 1000)} s of faults per run, guarded and control; seed ${args.seed}\n` +
-      `sim: replay with --seed ${args.seed}; about ${Math.ceil((total * (args.durationMs + 14_000)) / 60_000)} min\n`,
+      `sim: replay with --seed ${args.seed}; about ${Math.ceil(estimateMs / 60_000)} min\n`,
   );
   const runs: ReportRun[] = [];
   let index = 0;

@@ -16,6 +16,8 @@ export interface SimNode {
 
 /** What a fault schedule can do, and see, during one run. */
 export class FaultContext {
+  /** Replicas that reported a failpoint, until the kernel shows them stopped (see `stopAt`). */
+  readonly #stopping = new Map<string, Promise<void>>();
   readonly #waiters = new Set<{ match: (node: string, record: Record<string, unknown>) => boolean; resolve: (node: string) => void }>();
 
   constructor(
@@ -35,8 +37,6 @@ export class FaultContext {
   ensureRemaining(ms: number): void {
     this.deadline = Math.max(this.deadline, Date.now() + ms);
   }
-
-  readonly #stopping = new Map<string, Promise<void>>();
 
   /** Called by the runner for every line a replica writes. */
   observe(node: string, line: ProcessLine): void {
