@@ -66,6 +66,15 @@ describe('createRedisGuard', () => {
     expect(await redis.get(counter)).toBe('2');
   });
 
+  it('compares tokens as numbers, not text: token 9 is stale under a mark of 10 (found by pnpm mutants)', async () => {
+    const g = guard();
+    const invoice = g.key('invoice:9');
+    await g.raise(10n);
+    expect(await stale(g.guardedWrite(9n, [{ command: 'SET', keys: [invoice], args: ['void'] }]))).toBe('stale');
+    expect(await redis.exists(invoice)).toBe(0);
+    expect(await g.highest()).toBe(10n);
+  });
+
   it('refuses commands that do not belong in a fenced mutation, and bad tokens, before Redis', async () => {
     const g = guard();
     const refused = (reason: string) => (e: unknown) => isFencedError(e, 'INVALID_MUTATION') && e.reason === reason;

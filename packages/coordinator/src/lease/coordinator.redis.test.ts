@@ -109,6 +109,30 @@ describe('the lease', () => {
     expect(lost).toEqual(['deadline']);
   });
 
+  it('loses the lease when another term holds it: a renew extends only its own term (found by pnpm mutants)', async () => {
+    prefix = uniquePrefix('coord');
+    const a = coordinator();
+    const lost: string[] = [];
+    a.on('lost', ({ reason }) => lost.push(reason));
+    await a.start();
+    expect(a.isLeader()).toBe(true);
+    // Another node's term in the key (as after a lapse a's clock did not see): a's renews must fail.
+    await admin.set(a.keys.lease, '999:other', 'PX', 60_000);
+    await waitFor(() => lost.length > 0, 10_000);
+    expect(lost).toEqual(['stolen']);
+    expect(await admin.pttl(a.keys.lease)).toBeGreaterThan(50_000);
+  });
+
+  it('gives back only its own term: stopping never deletes a lease another node holds (found by pnpm mutants)', async () => {
+    prefix = uniquePrefix('coord');
+    const a = coordinator();
+    await a.start();
+    expect(a.isLeader()).toBe(true);
+    await admin.set(a.keys.lease, '999:other', 'PX', 60_000);
+    await a.stop();
+    expect(await admin.get(a.keys.lease)).toBe('999:other');
+  });
+
   it('withLeadership hands fn a signal that aborts on loss, and refuses non-leaders', async () => {
     prefix = uniquePrefix('coord');
     const a = coordinator();

@@ -1,4 +1,5 @@
 import { isFencedError, type Envelope, type FencedEvent } from '@fenced/shared';
+import { failpoints } from '@fenced/shared/failpoints';
 import { createRedis, deleteKeys, uniquePrefix, waitFor } from '#test-support';
 import type { Redis } from 'ioredis';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
@@ -115,6 +116,46 @@ describe('the scheduler', () => {
     const times = [...new Set(dispatched.map((e) => Date.parse(e.scheduledAt)))].filter((t) => t <= to).sort((x, y) => x - y);
     // No fire of the election window (about a TTL of them) is missing.
     expect(times).toEqual(expectedFires(50, times[0]!, to));
+  });
+
+  it('dispatches nothing after its term ended, even in the middle of a catch-up batch (found by pnpm mutants)', async () => {
+    prefix = uniquePrefix('sched');
+    let skewMs = 0;
+    const redis = createRedis();
+    const coordinator = createCoordinator({ redis, lease: 'cron', keyPrefix: prefix, ttlMs: 500, renewIntervalMs: 100, acquireRetryMs: 50, clock: { now: () => performance.now() + skewMs } });
+    const leadingAtDispatch: boolean[] = [];
+    let open!: () => void;
+    const gate = new Promise<void>((r) => (open = r));
+    let firstAt = 0;
+    const scheduler = createScheduler({
+      coordinator,
+      tickMs: 10,
+      jobs: {
+        tick: {
+          everyMs: 50,
+          handler: async (e) => {
+            leadingAtDispatch.push(coordinator.isLeader());
+            // The first fire holds the drain, so that the fires coming due meanwhile form a batch.
+            if (firstAt === 0) {
+              firstAt = Date.parse(e.scheduledAt);
+              await gate;
+            }
+          },
+        },
+      },
+    });
+    stoppers.push(() => redis.disconnect(), () => coordinator.stop(), () => scheduler.stop(), () => failpoints.disarm());
+    // In the middle of the batch, this process's own clock says the term is over (a pause, a slow clock).
+    let hit = false;
+    failpoints.arm('scheduler.mid-catch-up', { kind: 'call', run: () => void ((hit = true), (skewMs += 10_000)) });
+    scheduler.start();
+    await coordinator.start();
+    await waitFor(() => firstAt > 0, 5000);
+    await waitFor(async () => (await serverNow()) >= firstAt + 150, 5000);
+    open();
+    await waitFor(() => hit, 5000);
+    await waitFor(() => coordinator.isLeader(), 5000);
+    expect(leadingAtDispatch.every(Boolean), `dispatched while not leading: ${leadingAtDispatch.join(', ')}`).toBe(true);
   });
 
   it('never lets a stale lease advance the scheduler state', async () => {

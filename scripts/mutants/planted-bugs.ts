@@ -1,0 +1,133 @@
+/**
+ * Our planted-bug suite: each bug is a small patch of the kind real lease and fencing code has shipped
+ * with, and the tests that must catch it. `pnpm mutants` applies each one to a scratch copy of the
+ * repository and runs those tests there (see run-mutants.ts). docs/planted-bugs.md lists them.
+ */
+export interface PlantedBug {
+  /** Short, stable: the table's first column. */
+  readonly id: string;
+  /** The layer whose promise it breaks. */
+  readonly layer: 'lease' | 'scheduler' | 'guard' | 'handler';
+  /** What goes wrong, in one line. */
+  readonly bug: string;
+  /** The file patched, from the repository root. */
+  readonly file: string;
+  /** The exact text replaced: it must occur exactly once in the file, or the bug no longer applies. */
+  readonly find: string;
+  readonly replace: string;
+  /** The test files that must catch it (vitest `unit` project filters). */
+  readonly tests: readonly string[];
+}
+
+const MIGRATIONS = 'packages/consumer-guard/src/postgres/migrations';
+
+export const PLANTED_BUGS: readonly PlantedBug[] = [
+  {
+    id: 'acquire-no-expiry',
+    layer: 'lease',
+    bug: 'the acquire script sets the lease without PX: a crashed leader holds it forever',
+    file: 'packages/coordinator/src/lease/lua/acquire-2.lua',
+    find: "redis.call('SET', KEYS[1], token .. ':' .. ARGV[1], 'PX', ARGV[2])",
+    replace: "redis.call('SET', KEYS[1], token .. ':' .. ARGV[1])",
+    tests: ['packages/coordinator/src/lease/coordinator.redis.test.ts'],
+  },
+  {
+    id: 'renew-any-holder',
+    layer: 'lease',
+    bug: "the renew script extends whoever holds the lease, not only its caller's term",
+    file: 'packages/coordinator/src/lease/lua/renew-1.lua',
+    find: "if redis.call('GET', KEYS[1]) == ARGV[1] then",
+    replace: "if redis.call('GET', KEYS[1]) then",
+    tests: ['packages/coordinator/src/lease/coordinator.redis.test.ts'],
+  },
+  {
+    id: 'release-any-holder',
+    layer: 'lease',
+    bug: 'the release script deletes the lease without checking that the caller holds it',
+    file: 'packages/coordinator/src/lease/lua/release-2.lua',
+    find: "if redis.call('GET', KEYS[1]) == ARGV[1] then",
+    replace: "if redis.call('EXISTS', KEYS[1]) == 1 then",
+    tests: ['packages/coordinator/src/lease/coordinator.redis.test.ts'],
+  },
+  {
+    id: 'elect-after-deadline',
+    layer: 'lease',
+    bug: 'an acquire reply that arrives after the lease ended still makes its caller the leader',
+    file: 'packages/coordinator/src/lease/coordinator.ts',
+    find: "if (this.#state.kind !== 'standby' || this.#clock.now() >= deadline) {",
+    replace: "if (this.#state.kind !== 'standby') {",
+    tests: ['test/failpoints.test.ts', 'packages/coordinator/src/lease/coordinator.redis.test.ts'],
+  },
+  {
+    id: 'regression-misread',
+    layer: 'lease',
+    bug: "a fence's \"ahead\" answer is read as unreachable: a repeated token is never repaired, the lease never elects again",
+    file: 'packages/coordinator/src/lease/fence-verdict.ts',
+    find: "isFencedError(answer.reason, 'FENCE_AHEAD')",
+    replace: "isFencedError(answer.reason, 'STALE_TOKEN')",
+    tests: ['packages/coordinator/src/lease/fence-verdict.test.ts', 'test/coordinator-fences.test.ts'],
+  },
+  {
+    id: 'dispatch-without-self-fence',
+    layer: 'scheduler',
+    bug: 'the scheduler dispatches pending fires without checking that its term is still current',
+    file: 'packages/coordinator/src/scheduler/scheduler.ts',
+    find: 'if (this.#coordinator.currentTerm() !== term) return;',
+    replace: '',
+    tests: ['packages/coordinator/src/scheduler/scheduler.redis.test.ts', 'test/scheduler-recovery.test.ts', 'test/scheduler-clock.test.ts', 'test/coordinator-pause.test.ts'],
+  },
+  {
+    id: 'record-any-lease',
+    layer: 'scheduler',
+    bug: "the record script checks that a lease exists, not that it is the caller's: a deposed leader moves the schedule",
+    file: 'packages/coordinator/src/scheduler/lua/record-fire-2.lua',
+    find: "if redis.call('GET', KEYS[1]) ~= ARGV[1] then",
+    replace: "if redis.call('EXISTS', KEYS[1]) == 0 then",
+    tests: ['packages/coordinator/src/scheduler/scheduler.redis.test.ts', 'test/scheduler-recovery.test.ts'],
+  },
+  {
+    id: 'check-off-by-one',
+    layer: 'guard',
+    bug: 'the SQL check lets a token one below the fence through',
+    file: `${MIGRATIONS}/000002.sql`,
+    find: 'IF cur > p_token THEN',
+    replace: 'IF cur > p_token + 1 THEN',
+    tests: ['packages/consumer-guard/src/postgres/postgres-guard.pg.test.ts'],
+  },
+  {
+    id: 'check-without-lock',
+    layer: 'guard',
+    bug: "the SQL check reads the fence without FOR SHARE: an advance can commit between a writer's check and its commit",
+    file: `${MIGRATIONS}/000002.sql`,
+    find: 'f.token >= p_token FOR SHARE;',
+    replace: 'f.token >= p_token;',
+    tests: ['packages/consumer-guard/src/postgres/concurrency.pg.test.ts'],
+  },
+  {
+    id: 'advance-not-strict',
+    layer: 'guard',
+    bug: 'an election-time advance accepts a token equal to the fence: a repeated token passes as fresh',
+    file: `${MIGRATIONS}/000001.sql`,
+    find: 'WHERE f.token < EXCLUDED.token;',
+    replace: 'WHERE f.token <= EXCLUDED.token;',
+    tests: ['packages/consumer-guard/src/postgres/postgres-guard.pg.test.ts', 'test/coordinator-fences.test.ts'],
+  },
+  {
+    id: 'mark-before-commit',
+    layer: 'guard',
+    bug: 'the Redis mark is raised before the PostgreSQL write commits: a write that rolls back leaves the mark ahead',
+    file: 'packages/consumer-guard/src/combined-guard.ts',
+    find: "      const result = await postgres.guardedWrite(token, fn, pgOptions);\n      if (failpoints.armed) await failpoints.hit('guard.committed-before-mark');\n      await raiseMark(resource, token);",
+    replace: "      await raiseMark(resource, token);\n      const result = await postgres.guardedWrite(token, fn, pgOptions);\n      if (failpoints.armed) await failpoints.hit('guard.committed-before-mark');",
+    tests: ['test/failpoints.test.ts'],
+  },
+  {
+    id: 'mark-compared-as-text',
+    layer: 'guard',
+    bug: "the Redis guard compares tokens as strings: token 9 passes a mark of 10",
+    file: 'packages/consumer-guard/src/redis/lua/guarded-write.lua',
+    find: 'if mark and less(ARGV[1], mark) then',
+    replace: 'if mark and ARGV[1] < mark then',
+    tests: ['packages/consumer-guard/src/redis/redis-guard.redis.test.ts'],
+  },
+];

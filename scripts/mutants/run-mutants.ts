@@ -1,0 +1,97 @@
+/**
+ * `pnpm mutants`: applies each planted bug (planted-bugs.ts) to its own scratch copy of the
+ * repository, runs the tests that must catch it there, and prints a table: the bug, its layer, and
+ * the test that failed on it, or MISSED. Exits 1 when a bug survived or no longer applies.
+ *
+ * `pnpm mutants --only id,id` runs some of them. Not part of `pnpm test`: each bug runs its tests
+ * on their own (about half a minute to a minute each on two cores).
+ */
+import { spawnSync } from 'node:child_process';
+import { cpSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join, relative } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { parseArgs } from 'node:util';
+import { PLANTED_BUGS, type PlantedBug } from './planted-bugs.js';
+
+const root = fileURLToPath(new URL('../..', import.meta.url));
+
+interface Outcome {
+  readonly bug: PlantedBug;
+  readonly verdict: 'caught' | 'MISSED' | 'does not apply';
+  /** The first test that failed on it (file › name), or why it did not apply. */
+  readonly by: string;
+  readonly seconds: number;
+}
+
+function runOne(bug: PlantedBug): Outcome {
+  const started = performance.now();
+  const scratch = mkdtempSync(join(tmpdir(), `fenced-mutant-${bug.id}-`));
+  const seconds = () => Math.round((performance.now() - started) / 1000);
+  try {
+    // Everything but git history: node_modules links are relative, so the copy resolves on its own.
+    cpSync(root, scratch, { recursive: true, verbatimSymlinks: true, filter: (src) => !src.startsWith(join(root, '.git')) });
+    const path = join(scratch, bug.file);
+    const source = readFileSync(path, 'utf8');
+    const count = source.split(bug.find).length - 1;
+    if (count !== 1) return { bug, verdict: 'does not apply', by: `the text to replace occurs ${count} times in ${bug.file}`, seconds: seconds() };
+    writeFileSync(path, source.replace(bug.find, bug.replace));
+    // Lua and SQL reach the code through generated modules.
+    if (/\.(lua|sql)$/.test(bug.file)) {
+      const gen = spawnSync(process.execPath, ['scripts/gen-assets.mjs'], { cwd: scratch, encoding: 'utf8' });
+      if (gen.status !== 0) return { bug, verdict: 'does not apply', by: `gen-assets failed: ${gen.stderr.slice(-300)}`, seconds: seconds() };
+    }
+    const report = join(scratch, 'mutant-report.json');
+    spawnSync(join(scratch, 'node_modules', '.bin', 'vitest'), ['run', '--project', 'unit', '--reporter=json', `--outputFile=${report}`, ...bug.tests], {
+      cwd: scratch,
+      env: { ...process.env, CI: 'true' },
+      encoding: 'utf8',
+      timeout: 10 * 60_000,
+    });
+    return { bug, ...firstFailure(report, scratch), seconds: seconds() };
+  } finally {
+    rmSync(scratch, { recursive: true, force: true });
+  }
+}
+
+/** The first failed test in vitest's JSON report; a run that wrote no report counts as a failure to look at, not a catch. */
+function firstFailure(report: string, scratch: string): { verdict: Outcome['verdict']; by: string } {
+  let json: { testResults: Array<{ name: string; status: string; message?: string; assertionResults: Array<{ status: string; fullName: string }> }> };
+  try {
+    json = JSON.parse(readFileSync(report, 'utf8'));
+  } catch {
+    return { verdict: 'MISSED', by: 'vitest wrote no report (see its output by running the tests by hand)' };
+  }
+  for (const file of json.testResults) {
+    const failed = file.assertionResults.find((a) => a.status === 'failed');
+    if (failed !== undefined) return { verdict: 'caught', by: `${relative(scratch, file.name)} › ${failed.fullName}` };
+    if (file.status === 'failed') return { verdict: 'caught', by: `${relative(scratch, file.name)} (failed to load: ${(file.message ?? '').split('\n')[0]})` };
+  }
+  return { verdict: 'MISSED', by: 'every test passed' };
+}
+
+const { values } = parseArgs({ options: { only: { type: 'string' } } });
+const only = values.only?.split(',').map((s) => s.trim());
+const unknown = (only ?? []).filter((id) => !PLANTED_BUGS.some((b) => b.id === id));
+if (unknown.length > 0) {
+  process.stderr.write(`mutants: no planted bug ${unknown.join(', ')}; choose from ${PLANTED_BUGS.map((b) => b.id).join(', ')}\n`);
+  process.exit(2);
+}
+const bugs = PLANTED_BUGS.filter((b) => only === undefined || only.includes(b.id));
+const outcomes: Outcome[] = [];
+const started = performance.now();
+for (const [i, bug] of bugs.entries()) {
+  process.stderr.write(`[${i + 1}/${bugs.length}] ${bug.id} …\n`);
+  const outcome = runOne(bug);
+  outcomes.push(outcome);
+  process.stderr.write(`[${i + 1}/${bugs.length}] ${bug.id}: ${outcome.verdict} (${outcome.seconds} s)\n`);
+}
+
+const rows = outcomes.map((o) => [o.bug.id, o.bug.layer, o.verdict, o.by]);
+const header = ['bug', 'layer', 'verdict', 'caught by'];
+const widths = header.map((h, c) => Math.max(h.length, ...rows.map((r) => r[c]!.length)));
+const line = (cells: string[]) => cells.map((cell, c) => (c === cells.length - 1 ? cell : cell.padEnd(widths[c]!))).join('  ');
+process.stdout.write(`${[line(header), line(widths.map((w) => '-'.repeat(w))), ...rows.map(line)].join('\n')}\n\n`);
+const caught = outcomes.filter((o) => o.verdict === 'caught').length;
+process.stdout.write(`${caught} of ${outcomes.length} planted bugs caught (${Math.round((performance.now() - started) / 1000)} s)\n`);
+process.exit(caught === outcomes.length ? 0 : 1);
