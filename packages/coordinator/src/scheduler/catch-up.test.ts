@@ -15,6 +15,11 @@ describe('planCatchUp', () => {
     expect(planCatchUp(every100, 700, 1050, 'all', 10_000, 100)).toEqual({ fires: [800, 900, 1000], skipped: 0, beforeWindow: false, next: 1100 });
   });
 
+  it('counts a fire due exactly now among the missed: under once, one fire stands for them all (found by pnpm mutants)', () => {
+    // Left out, the catch-up would send 900 for the lot and the regular schedule 1000 right after: two.
+    expect(planCatchUp(every100, 700, 1000, 'once', 10_000, 100)).toEqual({ fires: [1000], skipped: 2, beforeWindow: false, next: 1100 });
+  });
+
   it('once: the latest missed fire stands for the lot', () => {
     expect(planCatchUp(every100, 700, 1050, 'once', 10_000, 100)).toEqual({ fires: [1000], skipped: 2, beforeWindow: false, next: 1100 });
   });
