@@ -2,6 +2,7 @@ import { spawn } from 'node:child_process';
 import { redisCommand } from './redis-command.js';
 import { startRedisServer, type RedisServerProcess } from './redis-server.js';
 import { breakReplication, restoreReplication } from './replication-fault.js';
+import { replicaInSync } from './replica-sync.js';
 
 /** One node of a Redis Cluster, as `CLUSTER NODES` reports it. */
 export interface ClusterNodeInfo {
@@ -126,10 +127,9 @@ export async function startRedisCluster(options: RedisClusterOptions = {}): Prom
     await cluster.waitUntilHealthy();
     // `cluster_state:ok` comes as soon as the primaries cover the slots; the replicas attach after.
     const deadline = Date.now() + 30_000;
-    const inSync = async (n: ClusterNodeInfo) => /master_link_status:up/.test(String(await redisCommand(n.port, ['INFO', 'replication'], 1000).catch(() => '')));
     for (;;) {
       const replicas = (await cluster.nodes()).filter((n) => n.role === 'replica');
-      if (replicas.length === 3 && (await Promise.all(replicas.map(inSync))).every(Boolean)) break;
+      if (replicas.length === 3 && (await Promise.all(replicas.map((n) => replicaInSync(n.port)))).every(Boolean)) break;
       if (Date.now() > deadline) throw new Error('the cluster replicas did not attach and sync within 30 s');
       await new Promise((r) => setTimeout(r, 100));
     }

@@ -4,6 +4,7 @@ import { join } from 'node:path';
 import { redisCommand } from './redis-command.js';
 import { freePort, startRedisServer, type RedisServerProcess } from './redis-server.js';
 import { breakReplication, restoreReplication } from './replication-fault.js';
+import { waitForReplicaSync } from './replica-sync.js';
 
 /**
  * A real Sentinel deployment on loopback: a primary, two replicas and three sentinels
@@ -54,7 +55,7 @@ export async function startRedisSentinel(options: RedisSentinelOptions = {}): Pr
     for (let i = 0; i < 2; i++) {
       servers.push(await startRedisServer({ args: ['--replicaof', '127.0.0.1', String(primary.port), '--repl-diskless-load', 'disabled'] }));
     }
-    for (const replica of servers.slice(1)) await waitForSync(replica.port);
+    for (const replica of servers.slice(1)) await waitForReplicaSync(replica.port, 10_000);
     for (let i = 0; i < 3; i++) {
       const port = await freePort();
       // Sentinels rewrite their config file (what they learn of replicas and peers), so each has one.
@@ -119,14 +120,6 @@ export async function startRedisSentinel(options: RedisSentinelOptions = {}): Pr
     stop: stopAll,
   };
   return topology;
-}
-
-async function waitForSync(port: number): Promise<void> {
-  const deadline = Date.now() + 10_000;
-  while (!/master_link_status:up/.test(String(await redisCommand(port, ['INFO', 'replication'])))) {
-    if (Date.now() > deadline) throw new Error(`the replica on ${port} did not sync within 10 s`);
-    await new Promise((r) => setTimeout(r, 50));
-  }
 }
 
 /** The port of the primary a sentinel names (`SENTINEL get-master-addr-by-name` answers an array). */

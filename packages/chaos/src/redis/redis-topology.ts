@@ -1,6 +1,7 @@
 import { startFaultProxy, type FaultProxy } from '../fault-proxy.js';
 import { startRedisServer, type RedisServerProcess } from './redis-server.js';
 import { redisCommand } from './redis-command.js';
+import { waitForReplicaSync } from './replica-sync.js';
 
 /**
  * The Redis servers of one run. `single`: one primary. `failover`: a primary and a replica that
@@ -34,22 +35,12 @@ export async function startRedisTopology(kind: 'single' | 'failover'): Promise<R
   let replica: RedisServerProcess | undefined;
   let replicationProxy: FaultProxy | undefined;
 
-  const waitForSync = async (server: RedisServerProcess) => {
-    const deadline = Date.now() + 10_000;
-    for (;;) {
-      const info = await redisCommand(server.port, ['INFO', 'replication']);
-      if (/master_link_status:up/.test(String(info))) return;
-      if (Date.now() > deadline) throw new Error('the Redis replica did not sync with its primary');
-      await new Promise((r) => setTimeout(r, 50));
-    }
-  };
-
   if (kind === 'failover') {
     replicationProxy = await startFaultProxy(primary.port);
     replica = await startRedisServer({ args: ['--repl-diskless-load', 'disabled'] });
     await redisCommand(replica.port, ['REPLICAOF', '127.0.0.1', String(replicationProxy.port)]);
     // Wait until the replica is in sync, or the run would start with replication already behind.
-    await waitForSync(replica);
+    await waitForReplicaSync(replica.port, 10_000);
   }
   return {
     get primary() {
@@ -76,7 +67,7 @@ export async function startRedisTopology(kind: 'single' | 'failover'): Promise<R
       replicationProxy.setMode({ kind: 'pass' });
       await replica.start();
       await redisCommand(replica.port, ['REPLICAOF', '127.0.0.1', String(replicationProxy.port)]);
-      await waitForSync(replica);
+      await waitForReplicaSync(replica.port, 10_000);
     },
     async restartActive(downMs) {
       await primary.kill();

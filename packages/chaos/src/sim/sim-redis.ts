@@ -1,4 +1,5 @@
 import { redisCommand } from '../redis/redis-command.js';
+import { waitForReplicaSync } from '../redis/replica-sync.js';
 import { startRedisCluster, type RedisCluster } from '../redis/redis-cluster.js';
 import type { RedisServerProcess } from '../redis/redis-server.js';
 import { startRedisSentinel, type RedisSentinel } from '../redis/redis-sentinel.js';
@@ -92,7 +93,7 @@ function clusterRedis(cluster: RedisCluster): ReplicatedRedis {
       await cluster.waitUntilHealthy(timeoutMs);
       // A deposed primary that has not learned it yet shows as a primary without slots.
       for (const node of (await cluster.nodes()).filter((n) => n.role === 'replica' || n.slots.length === 0)) {
-        await waitUntilReplicaInSync(node.port, deadline);
+        await waitForReplicaSync(node.port, Math.max(0, deadline - Date.now()));
       }
     },
     stop: () => cluster.stop(),
@@ -112,17 +113,8 @@ function sentinelRedis(sentinel: RedisSentinel): ReplicatedRedis {
     async waitUntilWhole(timeoutMs) {
       const deadline = Date.now() + timeoutMs;
       const primary = await sentinel.primary();
-      for (const server of sentinel.servers.filter((s) => s !== primary)) await waitUntilReplicaInSync(server.port, deadline);
+      for (const server of sentinel.servers.filter((s) => s !== primary)) await waitForReplicaSync(server.port, Math.max(0, deadline - Date.now()));
     },
     stop: () => sentinel.stop(),
   };
-}
-
-async function waitUntilReplicaInSync(port: number, deadline: number): Promise<void> {
-  for (;;) {
-    const info = String(await redisCommand(port, ['INFO', 'replication'], 1000).catch(() => ''));
-    if (/role:slave/.test(info) && /master_link_status:up/.test(info)) return;
-    if (Date.now() > deadline) throw new Error(`the Redis server on ${port} did not rejoin as an in-sync replica in time`);
-    await new Promise((r) => setTimeout(r, 100));
-  }
 }
