@@ -171,7 +171,9 @@ export async function runSimCli(app: SimApp, argv: readonly string[], io: CliIo 
   const reportPath = args.report === undefined ? join(mkdtempSync(join(tmpdir(), 'fenced-sim-')), 'sim-report.html') : resolve(args.report);
   writeFileSync(reportPath, renderHtmlReport(runs, { title: `fenced split-brain simulation (${app.name})`, generatedAt: new Date(), command: `pnpm sim ${argv.join(' ')}`.trim() }));
   const guardedBad = runs.filter((r) => r.mode === 'guarded' && !verdictOf(r).ok);
-  const toothless = runs.filter((r) => r.mode === 'control' && !verdictOf(r).ok);
+  // A control without damage: the faults did not bite (a guarded run that missed its protection is in guardedBad, as toothless).
+  const undamagedControls = runs.filter((r) => r.mode === 'control' && !verdictOf(r).ok);
+  const ok = guardedBad.length === 0 && undamagedControls.length === 0;
 
   if (args.json) {
     io.out(
@@ -180,7 +182,7 @@ export async function runSimCli(app: SimApp, argv: readonly string[], io: CliIo 
           seed: args.seed,
           report: reportPath,
           runs: runs.map((r) => ({ scenario: r.scenario, mode: r.mode, verdict: verdictOf(r).text, ...r.check, overlaps: r.check.overlaps.length, marks: r.check.marks.length })),
-          ok: guardedBad.length === 0 && toothless.length === 0,
+          ok,
         },
         null,
         2,
@@ -190,10 +192,10 @@ export async function runSimCli(app: SimApp, argv: readonly string[], io: CliIo 
     io.out(`${textTable(RESULT_COLUMNS, resultTableRows(runs))}\n\n`);
     io.out(`report: ${reportPath}\n`);
     for (const r of guardedBad) io.out(`FAIL ${r.scenario}: ${verdictOf(r).text} with the guard on (seed ${args.seed})\n`);
-    for (const r of toothless) io.out(`FAIL ${r.scenario}: the control shows no damage, so this run did not exercise what the scenario claims (seed ${args.seed})\n`);
-    if (guardedBad.length === 0 && toothless.length === 0) io.out(`ok: every guarded run is clean and every control shows the damage (seed ${args.seed})\n`);
+    for (const r of undamagedControls) io.out(`FAIL ${r.scenario}: the control shows no damage, so this run did not exercise what the scenario claims (seed ${args.seed})\n`);
+    if (ok) io.out(`ok: every guarded run is clean and every control shows the damage (seed ${args.seed})\n`);
   }
-  return guardedBad.length === 0 && toothless.length === 0 ? 0 : 1;
+  return ok ? 0 : 1;
 }
 
 /** Prepares and cleans up a throwaway run: undefined when the app can use the database, else why not (one line). */

@@ -268,8 +268,6 @@ async function injectIntoRedis(ctx: FaultContext, fault: RedisFault, holdMs: num
       const redis = ctx.proxiedRedis(fault.kind);
       ctx.fault('replication held', 'start', undefined, 'writes on the primary no longer reach the replica');
       redis.holdReplication();
-      // Two elections: one token burned after the failover (see primary-failover) cannot hide the repeat.
-      await electOnPrimaryOnly(ctx);
       await electOnPrimaryOnly(ctx);
       ctx.fault('failover', 'start', undefined, 'replica promoted (REPLICAOF NO ONE), clients repointed');
       await redis.promoteReplica();
@@ -288,10 +286,6 @@ async function injectIntoRedis(ctx: FaultContext, fault: RedisFault, holdMs: num
       if (variant === 'lossy') {
         ctx.fault('replication held', 'start', undefined, "writes on the lease's primary no longer reach its replicas");
         await redis.holdReplication(key);
-        // Two elections, so that the counter goes back past a token that was used: the first
-        // election after a failover can burn a token (an attempt replayed after a Cluster
-        // redirection, a reply from a server that not every sentinel names yet, each handed back).
-        await electOnPrimaryOnly(ctx);
         await electOnPrimaryOnly(ctx);
       }
       // The window that matters: the leader's write committed, its fire not yet recorded in Redis.
@@ -321,16 +315,26 @@ async function injectIntoRedis(ctx: FaultContext, fault: RedisFault, holdMs: num
 }
 
 /**
+ * Elections on the primary only, with replication held back. Two of them, so that after the failover
+ * the counter goes back past a token that was used: the first election after a failover can burn a
+ * token (an attempt replayed after a Cluster redirection, a reply from a server that not every
+ * sentinel names yet, each handed back), and one burned token would hide a single repeat.
+ */
+const PRIMARY_ONLY_ELECTIONS = 2;
+
+/**
  * With replication held back: kills the leader, so that the next election (a new token) and its
- * first write happen on the primary only, then restarts it.
+ * first write happen on the primary only, then restarts it; `PRIMARY_ONLY_ELECTIONS` times.
  */
 async function electOnPrimaryOnly(ctx: FaultContext): Promise<void> {
-  const leader = await ctx.waitForLeader(5000);
-  if (leader === undefined) return;
-  ctx.fault('crash', 'start', leader.name, 'leader, so that an election happens on the primary only');
-  await ctx.kill(leader);
-  const next = await ctx.waitForLine(isElected, ctx.ttlMs * 4);
-  if (next !== undefined) await ctx.waitForLine(isWrite('committed', next), 3000);
-  ctx.restart(leader);
-  ctx.fault('crash', 'end', leader.name);
+  for (let i = 0; i < PRIMARY_ONLY_ELECTIONS; i++) {
+    const leader = await ctx.waitForLeader(5000);
+    if (leader === undefined) return;
+    ctx.fault('crash', 'start', leader.name, 'leader, so that an election happens on the primary only');
+    await ctx.kill(leader);
+    const next = await ctx.waitForLine(isElected, ctx.ttlMs * 4);
+    if (next !== undefined) await ctx.waitForLine(isWrite('committed', next), 3000);
+    ctx.restart(leader);
+    ctx.fault('crash', 'end', leader.name);
+  }
 }

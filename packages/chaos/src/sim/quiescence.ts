@@ -1,3 +1,4 @@
+import { leadershipIntervals } from '../checker/check-run.js';
 import type { HistoryEvent } from '../history.js';
 
 /**
@@ -11,16 +12,12 @@ import type { HistoryEvent } from '../history.js';
  * `afterWindow` holds the ids of fires due after the window.
  */
 export function hasSettled(events: readonly HistoryEvent[], afterWindow: ReadonlySet<string>): boolean {
-  const believes = new Map<string, boolean>();
   const open = new Map<string, Set<string>>();
   let caughtUp = false;
   for (const e of events) {
     if (e.kind === 'process' && (e.event === 'started' || e.event === 'exited')) {
-      // A new incarnation: what the old one had open is abandoned, and it believes nothing yet.
-      believes.set(e.node, false);
+      // A new incarnation: what the old one had open is abandoned.
       open.set(e.node, new Set());
-    } else if (e.kind === 'belief') {
-      believes.set(e.node, e.leader);
     } else if (e.kind === 'dispatch') {
       if (afterWindow.has(e.fireId)) caughtUp = true;
     } else if (e.kind === 'write') {
@@ -30,7 +27,8 @@ export function hasSettled(events: readonly HistoryEvent[], afterWindow: Readonl
       else writes.delete(e.fireId);
     }
   }
-  const leaders = [...believes.values()].filter(Boolean).length;
+  // Believers now: leadership epochs still open (an exit ends one, as a lost belief does).
+  const leaders = leadershipIntervals(events, Number.POSITIVE_INFINITY).filter((epoch) => epoch.end === Number.POSITIVE_INFINITY).length;
   const inFlight = [...open.values()].reduce((n, writes) => n + writes.size, 0);
   return leaders === 1 && caughtUp && inFlight === 0;
 }
