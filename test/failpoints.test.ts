@@ -1,6 +1,6 @@
 // Each layer against its own promise, at the exact moment that matters (failpoints), so that a bug
 // the outer layers would absorb still fails a test here.
-import { createCoordinator } from '@fenced/coordinator';
+import { createCoordinator, type Coordinator } from '@fenced/coordinator';
 import { createGuard } from '@fenced/consumer-guard';
 import { createRedisGuard } from '@fenced/consumer-guard/redis';
 import { failpoints } from '@fenced/shared/failpoints';
@@ -46,6 +46,71 @@ describe('the lease, at the moment its acquire reply arrives', () => {
     } finally {
       await c.stop();
     }
+  });
+});
+
+describe('the lease, while a reply is on its way', () => {
+  // A clock that moves only when the test moves it: "the reply took 600 ms" is then exact, however
+  // loaded the machine is. Real timers still drive the renewals.
+  function manualClock() {
+    let now = 1_000_000;
+    return { now: () => now, advance: (ms: number) => void (now += ms), set: (at: number) => void (now = at) };
+  }
+  const coordinatorOn = (clock: ReturnType<typeof manualClock>) =>
+    createCoordinator({ redis, lease: `slow-reply-${++n}`, keyPrefix: prefix, ttlMs: 1000, renewIntervalMs: 100, acquireRetryMs: 50, clock });
+  /** Runs `c` until the test has read whether it leads at the deadline (`verdict()` set), and stops it. */
+  async function leadingAtDeadline(c: Coordinator, verdict: () => boolean | undefined): Promise<boolean | undefined> {
+    try {
+      await c.start();
+      await waitFor(() => verdict() !== undefined, 10_000);
+      return verdict();
+    } finally {
+      await c.stop();
+    }
+  }
+
+  it('counts an election from when the acquire was sent, not from its late reply', async () => {
+    const clock = manualClock();
+    const c = coordinatorOn(clock);
+    const sentAt = clock.now();
+    failpoints.arm('lease.acquire-sent-before-reply', { kind: 'call', run: () => clock.advance(600) });
+    // At the first renewal, move to the deadline the acquire's send time allows: the term is over there.
+    let leading: boolean | undefined;
+    failpoints.arm('lease.renew-sent-before-reply', {
+      kind: 'call',
+      run: () => {
+        clock.set(sentAt + c.ttlMs - c.driftMs);
+        leading = c.isLeader();
+      },
+    });
+    expect(await leadingAtDeadline(c, () => leading)).toBe(false);
+  });
+
+  it('counts a renewal from when the renew was sent, not from its late reply', async () => {
+    const clock = manualClock();
+    const c = coordinatorOn(clock);
+    let firstSentAt = 0;
+    let hits = 0;
+    let leading: boolean | undefined;
+    failpoints.arm(
+      'lease.renew-sent-before-reply',
+      {
+        kind: 'call',
+        run: () => {
+          // The first renewal's reply takes 600 ms; at the second, move to the deadline the first
+          // one's send time allows.
+          if (++hits === 1) {
+            firstSentAt = clock.now();
+            clock.advance(600);
+            return;
+          }
+          clock.set(firstSentAt + c.ttlMs - c.driftMs);
+          leading = c.isLeader();
+        },
+      },
+      2,
+    );
+    expect(await leadingAtDeadline(c, () => leading)).toBe(false);
   });
 });
 

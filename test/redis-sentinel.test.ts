@@ -1,8 +1,8 @@
-import { redisCommand, startRedisSentinel, type RedisSentinel } from '@fenced/chaos';
+import { redisCommand, startRedisSentinel, startRedisServer, type RedisSentinel } from '@fenced/chaos';
 import { createGuard } from '@fenced/consumer-guard';
 import { createRedisGuard } from '@fenced/consumer-guard/redis';
 import { createCoordinator, type Coordinator } from '@fenced/coordinator';
-import { isFencedError } from '@fenced/shared';
+import { isFencedError, type FencedEvent } from '@fenced/shared';
 import { uniquePrefix, waitFor } from '#test-support';
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -45,6 +45,48 @@ describe('Sentinel clients', () => {
       expect(isFencedError(caught, 'INVALID_CONFIG') && caught.issues.some((i) => i.path === 'redis' && /failoverDetector/.test(i.message))).toBe(true);
     }
     expect(redis.status).toBe('wait'); // lazyConnect, never connected
+  });
+});
+
+describe('the coordinator on a server the sentinels do not name', () => {
+  // A client left on a deposed primary that still takes writes: here a standalone server that ioredis
+  // reaches through natMap when the sentinels name the real primary. Winning the lease there must
+  // not make a leader: the election is confirmed with the sentinels, who name another server.
+  it('wins the lease there but never leads, and hands it back', async () => {
+    const rogue = await startRedisServer();
+    const primary = await sentinel.primary();
+    const redis = new Redis({
+      sentinels: [...sentinel.sentinelNodes],
+      name: sentinel.name,
+      failoverDetector: true,
+      maxRetriesPerRequest: 1,
+      natMap: { [`127.0.0.1:${primary.port}`]: { host: '127.0.0.1', port: rogue.port } },
+    });
+    redis.on('error', () => {});
+    clients.push(redis);
+    const refused: FencedEvent[] = [];
+    const c = createCoordinator({
+      redis,
+      lease: 'rogue',
+      keyPrefix: uniquePrefix('rogue'),
+      ttlMs: 2000,
+      renewIntervalMs: 400,
+      acquireRetryMs: 100,
+      logger: (e) => void (e.type === 'redis.error' && e.operation === 'acquire' && refused.push(e)),
+    });
+    const elected: bigint[] = [];
+    c.on('elected', ({ token }) => elected.push(token));
+    try {
+      await c.start();
+      expect(redis.stream?.remotePort).toBe(rogue.port);
+      await waitFor(() => refused.length >= 3 || elected.length > 0, 20_000);
+      expect(elected).toEqual([]);
+      expect(String((refused[0] as { error: unknown }).error)).toMatch(/not the primary every sentinel names/);
+    } finally {
+      await c.stop();
+      redis.disconnect();
+      await rogue.stop();
+    }
   });
 });
 

@@ -3,7 +3,7 @@ import { createCoordinator, createScheduler, type Coordinator, type Scheduler } 
 import type { Envelope } from '@fenced/shared';
 import { createRedis, deleteKeys, testRedisUrl, uniquePrefix, waitFor } from '#test-support';
 import type { Redis } from 'ioredis';
-import { afterEach, describe, expect, it } from 'vitest';
+import { afterEach, describe, expect, it, vi } from 'vitest';
 
 const stoppers: Array<() => Promise<unknown> | unknown> = [];
 afterEach(async () => {
@@ -43,6 +43,32 @@ describe('due times by the server clock', () => {
     await waitFor(() => started.length >= 40, 30_000);
 
     const early = started.filter((f) => f.startedAt < f.scheduledAt).map((f) => `${f.scheduledAt - f.startedAt} ms early`);
+    expect(early).toEqual([]);
+  });
+
+  // This process's wall clock runs a minute ahead of the server's (Date alone is faked: timers and the
+  // monotonic clock run true, as on a host whose NTP stepped the clock). Due times are read off the
+  // server's clock, so nothing starts early; the real time comes from performance, which is unfaked.
+  it("never starts a fire early when this process's wall clock runs ahead of the server's", async () => {
+    const realNow = () => performance.timeOrigin + performance.now();
+    vi.useFakeTimers({ toFake: ['Date'], now: realNow() + 60_000 });
+    stoppers.push(() => vi.useRealTimers());
+    const prefix = uniquePrefix('clock-ahead');
+    const redis: Redis = createRedis();
+    stoppers.push(() => redis.disconnect());
+    stoppers.push(() => deleteKeys(redis, prefix));
+    const started: Array<{ scheduledAt: number; startedAt: number }> = [];
+    const coordinator: Coordinator = createCoordinator({ redis, lease: 'clock-ahead', keyPrefix: prefix, ttlMs: 3000, renewIntervalMs: 400 });
+    const handler = (envelope: Envelope) => void started.push({ scheduledAt: Date.parse(envelope.scheduledAt), startedAt: realNow() });
+    const scheduler: Scheduler = createScheduler({ coordinator, tickMs: 5, jobs: { ahead: { everyMs: 200, handler } } });
+    stoppers.push(() => coordinator.stop());
+    stoppers.push(() => scheduler.stop());
+    scheduler.start();
+    await coordinator.start();
+    await waitFor(() => started.length >= 5, 30_000);
+
+    // performance.timeOrigin drifts from the wall clock by a few ms at most; the bug is a minute.
+    const early = started.filter((f) => f.startedAt < f.scheduledAt - 50).map((f) => `${Math.round(f.scheduledAt - f.startedAt)} ms early`);
     expect(early).toEqual([]);
   });
 });

@@ -7,7 +7,7 @@ export interface PlantedBug {
   /** Short, stable: the table's first column. */
   readonly id: string;
   /** The layer whose promise it breaks. */
-  readonly layer: 'lease' | 'scheduler' | 'guard' | 'handler';
+  readonly layer: 'lease' | 'scheduler' | 'guard' | 'dedupe' | 'handler';
   /** What goes wrong, in one line. */
   readonly bug: string;
   /** The file patched, from the repository root. */
@@ -17,6 +17,11 @@ export interface PlantedBug {
   readonly replace: string;
   /** The test files that must catch it (vitest `unit` project filters). */
   readonly tests: readonly string[];
+  /**
+   * The simulation scenario that must catch it too, in one short guarded run (targeted-sim.ts): the
+   * second net, for bugs whose harm the simulation's checks can see.
+   */
+  readonly sim?: string;
 }
 
 const MIGRATIONS = 'packages/consumer-guard/src/postgres/migrations';
@@ -66,6 +71,7 @@ export const PLANTED_BUGS: readonly PlantedBug[] = [
     find: "isFencedError(answer.reason, 'FENCE_AHEAD')",
     replace: "isFencedError(answer.reason, 'STALE_TOKEN')",
     tests: ['packages/coordinator/src/lease/fence-verdict.test.ts', 'test/coordinator-fences.test.ts'],
+    sim: 'redis-failover',
   },
   {
     id: 'dispatch-without-self-fence',
@@ -75,6 +81,7 @@ export const PLANTED_BUGS: readonly PlantedBug[] = [
     find: 'if (this.#coordinator.currentTerm() !== term) return;',
     replace: '',
     tests: ['packages/coordinator/src/scheduler/scheduler.redis.test.ts', 'test/scheduler-recovery.test.ts', 'test/scheduler-clock.test.ts', 'test/coordinator-pause.test.ts'],
+    sim: 'catch-up-failover',
   },
   {
     id: 'record-any-lease',
@@ -93,6 +100,7 @@ export const PLANTED_BUGS: readonly PlantedBug[] = [
     find: 'IF cur > p_token THEN',
     replace: 'IF cur > p_token + 1 THEN',
     tests: ['packages/consumer-guard/src/postgres/postgres-guard.pg.test.ts'],
+    sim: 'pause',
   },
   {
     id: 'check-without-lock',
@@ -173,6 +181,108 @@ export const PLANTED_BUGS: readonly PlantedBug[] = [
     file: 'packages/consumer-guard/src/handler/wrap-handler.ts',
     find: '      if (settings.keys !== undefined) verifyEnvelope(envelope, settings.keys);',
     replace: '',
+    tests: ['packages/consumer-guard/src/handler/wrap-handler.pg.test.ts'],
+  },
+  {
+    id: 'acquire-deadline-from-reply',
+    layer: 'lease',
+    bug: 'an election counts its lease from the reply, not from the send: a slow reply makes the node lead past the lease Redis holds',
+    file: 'packages/coordinator/src/lease/coordinator.ts',
+    find: 'const deadline = sentAt + this.ttlMs - this.driftMs;',
+    replace: 'const deadline = receivedAt + this.ttlMs - this.driftMs;',
+    tests: ['test/failpoints.test.ts', 'packages/coordinator/src/lease/coordinator.redis.test.ts'],
+  },
+  {
+    id: 'renew-deadline-from-reply',
+    layer: 'lease',
+    bug: 'a renewal extends the lease from its reply, not from its send: a slow reply makes the node lead past the lease Redis holds',
+    file: 'packages/coordinator/src/lease/coordinator.ts',
+    find: 'state.deadline = Math.max(state.deadline, sentAt + this.ttlMs - this.driftMs);',
+    replace: 'state.deadline = Math.max(state.deadline, receivedAt + this.ttlMs - this.driftMs);',
+    tests: ['test/failpoints.test.ts', 'packages/coordinator/src/lease/coordinator.redis.test.ts'],
+  },
+  {
+    id: 'renew-refusal-ignored',
+    layer: 'lease',
+    bug: 'a renew that Redis refuses (another term holds the lease) is retried instead of ending the term: two leaders until the deadline',
+    file: 'packages/coordinator/src/lease/coordinator.ts',
+    find: "    if (reply[0] !== 1) {\n      this.#loseLeadership(state, 'stolen');\n      return;\n    }",
+    replace: '    if (reply[0] !== 1) {\n      this.#scheduleRenew(this.renewIntervalMs);\n      return;\n    }',
+    tests: ['packages/coordinator/src/lease/coordinator.redis.test.ts', 'test/coordinator-pause.test.ts'],
+  },
+  {
+    id: 'sentinel-unconfirmed',
+    layer: 'lease',
+    bug: 'on Sentinel, an election checks only that its connection is up, not that the sentinels name that server: a deposed primary that still answers elects a second leader',
+    file: 'packages/coordinator/src/lease/coordinator.ts',
+    find: 'if (this.#primary !== undefined && !(await this.#primary.names(repliedFrom, repliedAt))) {',
+    replace: 'if (this.#primary !== undefined && repliedFrom === undefined && repliedAt >= 0) {',
+    tests: ['test/redis-sentinel.test.ts'],
+  },
+  {
+    id: 'due-by-local-clock',
+    layer: 'scheduler',
+    bug: "the scheduler reads due fires off the node's own wall clock, not the Redis server's: a node whose clock runs ahead fires early",
+    file: 'packages/coordinator/src/scheduler/scheduler.ts',
+    find: 'if (this.#coordinator.currentTerm() !== term) return this.#standDown();\n    const now = this.#coordinator.serverNow();',
+    replace: 'if (this.#coordinator.currentTerm() !== term) return this.#standDown();\n    const now = Date.now();',
+    tests: ['test/scheduler-clock.test.ts', 'packages/coordinator/src/scheduler/scheduler.redis.test.ts'],
+    sim: 'clock-skew',
+  },
+  {
+    id: 'recovered-from-future',
+    layer: 'scheduler',
+    bug: 'a new term trusts a last-applied fire dated in the future (a writer whose clock ran ahead) and skips the fires due until then',
+    file: 'packages/coordinator/src/scheduler/resume.ts',
+    find: "typeof at === 'number' && Number.isFinite(at) && at <= now && ",
+    replace: "typeof at === 'number' && Number.isFinite(at) && ",
+    tests: ['packages/coordinator/src/scheduler/resume.test.ts', 'test/scheduler-recovery.test.ts'],
+  },
+  {
+    id: 'fire-id-per-second',
+    layer: 'dedupe',
+    bug: 'fire ids are cut to the second: two fires of a sub-second job share an id, and the second is dropped as a duplicate',
+    file: 'packages/shared/src/fire-id.ts',
+    find: 'const iso = new Date(scheduledAtMs).toISOString();',
+    replace: 'const iso = new Date(Math.floor(scheduledAtMs / 1000) * 1000).toISOString();',
+    tests: ['packages/shared/src/fire-id.test.ts', 'packages/coordinator/src/scheduler/scheduler.redis.test.ts'],
+    sim: 'pause',
+  },
+  {
+    id: 'check-before-begin',
+    layer: 'dedupe',
+    bug: 'the fence check and fire claim run before BEGIN, in their own transaction: a write that rolls back leaves its fire claimed, so the retry is dropped',
+    file: 'packages/consumer-guard/src/postgres/session.ts',
+    find: 'await connection.exec(`BEGIN ISOLATION LEVEL ${isolation.toUpperCase()}; ${inlineStatement(check)}`);',
+    replace: 'await connection.exec(inlineStatement(check));\n    await connection.exec(`BEGIN ISOLATION LEVEL ${isolation.toUpperCase()}`);',
+    tests: ['packages/consumer-guard/src/postgres/postgres-guard.pg.test.ts', 'packages/consumer-guard/src/handler/wrap-handler.pg.test.ts'],
+  },
+  {
+    id: 'prune-newest-fires',
+    layer: 'dedupe',
+    bug: 'pruning deletes applied fires newer than the retention instead of older: a redelivered fire applies twice',
+    file: 'packages/consumer-guard/src/postgres/admin.ts',
+    find: 'WHERE applied_at < now() - make_interval',
+    replace: 'WHERE applied_at > now() - make_interval',
+    tests: ['packages/consumer-guard/src/handler/wrap-handler.pg.test.ts'],
+  },
+  {
+    id: 'mark-equal-is-stale',
+    layer: 'guard',
+    bug: "the Redis fast path refuses a token equal to the mark: the leader's own second write is refused as stale",
+    file: 'packages/consumer-guard/src/redis/redis-guard.ts',
+    find: 'if (token < highest) throw stale(token, mark);',
+    replace: 'if (token <= highest) throw stale(token, mark);',
+    tests: ['packages/consumer-guard/src/redis/redis-guard.redis.test.ts', 'packages/consumer-guard/src/handler/wrap-handler.pg.test.ts'],
+    sim: 'pause',
+  },
+  {
+    id: 'precheck-fails-open',
+    layer: 'handler',
+    bug: "the handler's pre-check passes when Redis does not answer, without asking PostgreSQL: a stale fire starts its handler while Redis is down",
+    file: 'packages/consumer-guard/src/combined-guard.ts',
+    find: 'if (fastPath !== undefined && (await fastPath.check(resource, token))) return;',
+    replace: 'if (fastPath !== undefined) {\n      await fastPath.check(resource, token);\n      return;\n    }',
     tests: ['packages/consumer-guard/src/handler/wrap-handler.pg.test.ts'],
   },
 ];

@@ -1,7 +1,9 @@
 /**
  * `pnpm mutants`: applies each planted bug (planted-bugs.ts) to its own scratch copy of the
- * repository, runs the tests that must catch it there, and prints a table: the bug, its layer, and
- * the test that failed on it, or MISSED. Exits 1 when a bug survived or no longer applies.
+ * repository, runs the tests that must catch it there, and, for a bug that names a scenario, one short
+ * guarded simulation run of it (targeted-sim.ts), which must not come out clean. Prints a table: the
+ * bug, its layer, the test that failed on it (or MISSED) and the simulation's verdict. Exits 1 when a
+ * bug survived either net, or no longer applies.
  *
  * `pnpm mutants --only id,id` runs some of them. Not part of `pnpm test`: each bug runs its tests
  * on their own (about half a minute to a minute each on two cores).
@@ -21,6 +23,8 @@ interface Outcome {
   readonly verdict: 'caught' | 'MISSED' | 'does not apply';
   /** The first test that failed on it (file › name), or why it did not apply. */
   readonly by: string;
+  /** The targeted simulation's verdict on it: caught (its guarded run not clean), MISSED, or none asked. */
+  readonly sim: string;
   readonly seconds: number;
 }
 
@@ -34,12 +38,12 @@ function runOne(bug: PlantedBug): Outcome {
     const path = join(scratch, bug.file);
     const source = readFileSync(path, 'utf8');
     const count = source.split(bug.find).length - 1;
-    if (count !== 1) return { bug, verdict: 'does not apply', by: `the text to replace occurs ${count} times in ${bug.file}`, seconds: seconds() };
+    if (count !== 1) return { bug, verdict: 'does not apply', by: `the text to replace occurs ${count} times in ${bug.file}`, sim: '', seconds: seconds() };
     writeFileSync(path, source.replace(bug.find, bug.replace));
     // Lua and SQL reach the code through generated modules.
     if (/\.(lua|sql)$/.test(bug.file)) {
       const gen = spawnSync(process.execPath, ['scripts/gen-assets.mjs'], { cwd: scratch, encoding: 'utf8' });
-      if (gen.status !== 0) return { bug, verdict: 'does not apply', by: `gen-assets failed: ${gen.stderr.slice(-300)}`, seconds: seconds() };
+      if (gen.status !== 0) return { bug, verdict: 'does not apply', by: `gen-assets failed: ${gen.stderr.slice(-300)}`, sim: '', seconds: seconds() };
     }
     const report = join(scratch, 'mutant-report.json');
     spawnSync(join(scratch, 'node_modules', '.bin', 'vitest'), ['run', '--project', 'unit', '--reporter=json', `--outputFile=${report}`, ...bug.tests], {
@@ -48,9 +52,26 @@ function runOne(bug: PlantedBug): Outcome {
       encoding: 'utf8',
       timeout: 10 * 60_000,
     });
-    return { bug, ...firstFailure(report, scratch), seconds: seconds() };
+    return { bug, ...firstFailure(report, scratch), sim: bug.sim === undefined ? '-' : targetedSim(scratch, bug.sim), seconds: seconds() };
   } finally {
     rmSync(scratch, { recursive: true, force: true });
+  }
+}
+
+/** Runs the bug's scenario once, guarded, in the scratch copy: caught when the run is not clean. */
+function targetedSim(scratch: string, scenario: string): string {
+  const run = spawnSync(process.execPath, ['--import', 'tsx', '--conditions=@fenced/source', 'scripts/mutants/targeted-sim.ts', scenario], {
+    cwd: scratch,
+    env: process.env,
+    encoding: 'utf8',
+    timeout: 5 * 60_000,
+  });
+  const line = run.stdout.trim().split('\n').at(-1) ?? '';
+  try {
+    const { clean, verdict } = JSON.parse(line) as { clean: boolean; verdict: string };
+    return clean ? `MISSED (${scenario}: clean)` : `caught (${scenario}: ${verdict})`;
+  } catch {
+    return `MISSED (${scenario} did not run: ${(run.stderr || run.stdout).trim().split('\n').at(-1) ?? ''})`;
   }
 }
 
@@ -84,14 +105,15 @@ for (const [i, bug] of bugs.entries()) {
   process.stderr.write(`[${i + 1}/${bugs.length}] ${bug.id} …\n`);
   const outcome = runOne(bug);
   outcomes.push(outcome);
-  process.stderr.write(`[${i + 1}/${bugs.length}] ${bug.id}: ${outcome.verdict} (${outcome.seconds} s)\n`);
+  process.stderr.write(`[${i + 1}/${bugs.length}] ${bug.id}: ${outcome.verdict}${outcome.sim === '-' ? '' : `, sim ${outcome.sim}`} (${outcome.seconds} s)\n`);
 }
 
-const rows = outcomes.map((o) => [o.bug.id, o.bug.layer, o.verdict, o.by]);
-const header = ['bug', 'layer', 'verdict', 'caught by'];
+const rows = outcomes.map((o) => [o.bug.id, o.bug.layer, o.verdict, o.sim, o.by]);
+const header = ['bug', 'layer', 'verdict', 'targeted sim', 'caught by'];
 const widths = header.map((h, c) => Math.max(h.length, ...rows.map((r) => r[c]!.length)));
 const line = (cells: string[]) => cells.map((cell, c) => (c === cells.length - 1 ? cell : cell.padEnd(widths[c]!))).join('  ');
 process.stdout.write(`${[line(header), line(widths.map((w) => '-'.repeat(w))), ...rows.map(line)].join('\n')}\n\n`);
-const caught = outcomes.filter((o) => o.verdict === 'caught').length;
+// Caught by its tests, and by its targeted simulation when it names one.
+const caught = outcomes.filter((o) => o.verdict === 'caught' && !o.sim.startsWith('MISSED')).length;
 process.stdout.write(`${caught} of ${outcomes.length} planted bugs caught (${Math.round((performance.now() - started) / 1000)} s)\n`);
 process.exit(caught === outcomes.length ? 0 : 1);

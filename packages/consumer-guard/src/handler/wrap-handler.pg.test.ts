@@ -86,6 +86,23 @@ describe('wrapHandler', () => {
     expect(await ledgerRows(resource)).toHaveLength(1);
   });
 
+  it('applies a fire whose write rolled back on its next delivery: a failed attempt claims nothing', async () => {
+    const { guard, resource } = setup();
+    let attempts = 0;
+    const handle = guard.wrapHandler<string>((_payload, ctx) =>
+      ctx.guardedWrite(async (client: pg.PoolClient) => {
+        await client.query(`INSERT INTO ledger (resource, fire_id, token, amount) VALUES ($1, $2, $3, 1)`, [resource, ctx.fireId, ctx.token.toString()]);
+        if (++attempts === 1) throw new Error('the first delivery fails after its insert');
+        return 'written';
+      }),
+    );
+    const e = envelope();
+    await expect(handle(e)).rejects.toThrow('the first delivery fails after its insert');
+    expect(await ledgerRows(resource)).toEqual([]);
+    expect(await handle(structuredClone(e))).toMatchObject({ status: 'applied' });
+    expect(await ledgerRows(resource)).toEqual([{ fire_id: e.fireId, token: '5' }]);
+  });
+
   it('asks Redis once per fire in steady state: the pre-check, not again before the write', async () => {
     const counted = createRedis();
     let commands = 0;
@@ -266,18 +283,26 @@ describe('Redis stopped in the middle of a run', () => {
     const flaky = createRedis(server.url, { maxRetriesPerRequest: 0, enableOfflineQueue: false });
     const events: FencedEvent[] = [];
     const { guard, resource } = setup({ redis: flaky, logger: (e) => events.push(e) });
-    const handle = guard.wrapHandler(insertLedger(resource), { onStale: 'return' });
+    const started = new Set<string>();
+    const write = insertLedger(resource);
+    const handle = guard.wrapHandler<string>((payload, ctx) => (started.add(ctx.fireId), write(payload, ctx)), { onStale: 'return' });
     try {
       const outcomes: string[] = [];
+      const staleFires: string[] = [];
       for (let i = 0; i < 30; i++) {
         if (i === 10) await server.kill();
         const token = i < 20 ? 5 : 6; // a new leader appears while Redis is down
         outcomes.push((await handle(envelope({ token: String(token) }))).status);
         // A stale envelope (token 4, then 5 after the new leader) is refused every time.
-        outcomes.push((await handle(envelope({ token: String(token - 1) }))).status);
+        const stale = envelope({ token: String(token - 1) });
+        staleFires.push(stale.fireId);
+        outcomes.push((await handle(stale)).status);
       }
       expect(outcomes.filter((_, i) => i % 2 === 0).every((s) => s === 'applied')).toBe(true);
       expect(outcomes.filter((_, i) => i % 2 === 1).every((s) => s === 'stale')).toBe(true);
+      // Refused before the handler started, with Redis down too: the pre-check asks PostgreSQL then,
+      // so no effect outside the database happens for a stale fire either.
+      expect(staleFires.filter((id) => started.has(id))).toEqual([]);
       expect(events.some((e) => e.type === 'guard.degraded')).toBe(true);
       const tokens = (await ledgerRows(resource)).map((r) => Number(r.token));
       expect(tokens).toHaveLength(30);

@@ -234,11 +234,12 @@ export class Coordinator extends EventEmitter<CoordinatorEventMap> {
       const sentAt = this.#clock.now();
       let reply: Array<string | number>;
       try {
-        reply = await withTimeout(
-          this.#scripts.acquire(this.keys.lease, this.keys.counter, this.nodeId, this.ttlMs),
-          this.#commandTimeoutMs(),
-          'acquire',
-        );
+        const sent = withTimeout(this.#scripts.acquire(this.keys.lease, this.keys.counter, this.nodeId, this.ttlMs), this.#commandTimeoutMs(), 'acquire');
+        if (failpoints.armed) {
+          sent.catch(() => undefined); // awaited below; a rejection meanwhile is not unhandled
+          await failpoints.hit('lease.acquire-sent-before-reply');
+        }
+        reply = await sent;
       } catch (error) {
         this.#redisFailed('acquire', error);
         return this.#scheduleAttempt(backoffMs(this.#failures, 50, this.#acquireRetryMs));

@@ -43,10 +43,24 @@ describe('failpoints', () => {
     expect(passed).toBe(true);
   });
 
+  it('stall the whole thread, timers included, rather than yield', async () => {
+    failpoints.arm('scheduler.mid-catch-up', { kind: 'stall', ms: 60 });
+    let timerRanAt: number | undefined;
+    const before = performance.now();
+    setTimeout(() => (timerRanAt = performance.now()), 0);
+    await failpoints.hit('scheduler.mid-catch-up');
+    // Back from the stall, before anything else could run: the timer due at once has not fired.
+    expect(timerRanAt).toBeUndefined();
+    expect(performance.now() - before).toBeGreaterThanOrEqual(60);
+    await new Promise((r) => setTimeout(r, 0));
+    expect(timerRanAt! - before).toBeGreaterThanOrEqual(60);
+  });
+
   it('refuse an unknown name, a bad count and a bad delay with a TypeError, and arm nothing', () => {
-    expect(() => failpoints.arm('lease.nowhere' as never, { kind: 'kill' })).toThrow(/unknown failpoint "lease.nowhere": choose from lease.acquired-before-dispatch/);
+    expect(() => failpoints.arm('lease.nowhere' as never, { kind: 'kill' })).toThrow(/unknown failpoint "lease.nowhere": choose from lease.acquire-sent-before-reply, lease.acquired-before-dispatch/);
     expect(() => failpoints.arm('guard.committed-before-mark', { kind: 'kill' }, 0)).toThrow(TypeError);
     expect(() => failpoints.arm('guard.committed-before-mark', { kind: 'delay', ms: -1 })).toThrow(TypeError);
+    expect(() => failpoints.arm('guard.committed-before-mark', { kind: 'stall', ms: Number.NaN })).toThrow(/a failpoint stall is a number of ms >= 0/);
     expect(failpoints.armed).toBe(false);
   });
 });

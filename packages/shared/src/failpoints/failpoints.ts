@@ -11,6 +11,8 @@
 
 /** Where the SDK can be stopped. Each name says what has happened and what has not yet. */
 export const FAILPOINT_NAMES = [
+  /** An acquire was sent; its reply not yet read. */
+  'lease.acquire-sent-before-reply',
   /** The acquire reply said "elected"; nothing dispatched yet (the fences not advanced either). */
   'lease.acquired-before-dispatch',
   /** A renew was sent; its reply not yet read. */
@@ -36,6 +38,11 @@ export type FailpointAction =
   | { readonly kind: 'kill' }
   /** Waits this long, the rest of the process running on. */
   | { readonly kind: 'delay'; readonly ms: number }
+  /**
+   * Blocks the event loop this long (a busy loop): nothing else in the process runs, timers included,
+   * as under CPU starvation or a long garbage collection, while the process stays runnable.
+   */
+  | { readonly kind: 'stall'; readonly ms: number }
   /** Awaits a callback (an in-process test holds the moment open while it acts). */
   | { readonly kind: 'call'; readonly run: () => Promise<void> | void };
 
@@ -64,7 +71,9 @@ class Failpoints {
   arm(name: FailpointName, action: FailpointAction, times = 1): void {
     if (!(FAILPOINT_NAMES as readonly string[]).includes(name)) throw new TypeError(`unknown failpoint ${JSON.stringify(name)}: choose from ${FAILPOINT_NAMES.join(', ')}`);
     if (!Number.isSafeInteger(times) || times < 1) throw new TypeError(`a failpoint fires a whole number of times, at least once, not ${String(times)}`);
-    if (action.kind === 'delay' && !(Number.isFinite(action.ms) && action.ms >= 0)) throw new TypeError(`a failpoint delay is a number of ms >= 0, not ${String(action.ms)}`);
+    if ((action.kind === 'delay' || action.kind === 'stall') && !(Number.isFinite(action.ms) && action.ms >= 0)) {
+      throw new TypeError(`a failpoint ${action.kind} is a number of ms >= 0, not ${String(action.ms)}`);
+    }
     this.#armed.set(name, { action, remaining: times });
     this.armed = true;
   }
@@ -99,10 +108,21 @@ class Failpoints {
       case 'delay':
         await new Promise((r) => setTimeout(r, action.ms));
         return;
+      case 'stall':
+        stall(action.ms);
+        return;
       case 'call':
         await action.run();
         return;
     }
+  }
+}
+
+/** Keeps this thread busy for `ms` (monotonic), running nothing else: a starved event loop. */
+export function stall(ms: number): void {
+  const until = performance.now() + ms;
+  while (performance.now() < until) {
+    // busy: that is the fault
   }
 }
 
