@@ -5,11 +5,22 @@
 import { fileURLToPath } from 'node:url';
 import pg from 'pg';
 import type { Effect, SimApp } from '@fenced/chaos';
-import { fireId, leaseKeys } from '@fenced/coordinator';
+import { leaseKeys } from '@fenced/coordinator';
 import { createGuard } from '@fenced/consumer-guard';
+import { createRedisGuard } from '@fenced/consumer-guard/redis';
 import { JOB, LEASE, LEDGER_SQL, RESOURCE } from './ledger.js';
+import { connectRedis } from './redis-endpoint.js';
 
 const root = fileURLToPath(new URL('../..', import.meta.url));
+
+/**
+ * A fire's id as the wire contract spells it (`<job>@<basic ISO-8601 UTC, ms>`), written out here
+ * rather than taken from the SDK's `fireId`: the checker's expectations must not come from the code
+ * under test, or a fire id that loses precision would expect exactly the fires it merged.
+ */
+function expectedFireId(job: string, at: number): string {
+  return `${job}@${new Date(at).toISOString().replace(/[-:]/g, '')}`;
+}
 const replicaScript = fileURLToPath(new URL('./replica.ts', import.meta.url));
 
 /** Time between dispatch and write (where mid-write faults land), and between commit and record. */
@@ -82,8 +93,21 @@ export const ledgerApp: SimApp = {
 
   expectedFireIds(run, from, to) {
     const ids: string[] = [];
-    for (let at = Math.ceil(from / run.everyMs) * run.everyMs; at <= to; at += run.everyMs) ids.push(fireId(JOB, at));
+    for (let at = Math.ceil(from / run.everyMs) * run.everyMs; at <= to; at += run.everyMs) ids.push(expectedFireId(JOB, at));
     return ids;
+  },
+
+  async fenceStates(run, endpoint) {
+    if (run.mode === 'control') return [];
+    const fence = await withPool(run.databaseUrl, (pool) => createGuard({ db: pool, resource: RESOURCE, schema: run.id }).highest());
+    const redis = connectRedis(endpoint);
+    redis.on('error', () => {});
+    try {
+      const mark = await createRedisGuard({ redis, resource: RESOURCE, keyPrefix: run.id }).highest();
+      return [{ resource: RESOURCE, fence: fence?.toString() ?? null, mark: mark?.toString() ?? null }];
+    } finally {
+      redis.disconnect();
+    }
   },
 
   leaseKey(run) {

@@ -1,18 +1,31 @@
 /**
- * The simulation's way into a replica's failpoints: it writes `{"kind":"arm","failpoint":…,"action":"stop"}`
- * or `{"kind":"disarm","failpoint":…}` lines to the replica's stdin, and the replica reports every hit
- * as `{"kind":"failpoint","name":…}` on stdout, before the action runs (a stopped process cannot report
- * after). Failpoints are armed here, by the simulation's replica, and nowhere else.
+ * The simulation's way into a replica's failpoints: it writes `{"kind":"arm","failpoint":…,"action":…}`
+ * (action `stop`, `kill`, or `stall` with `"ms"`) or `{"kind":"disarm","failpoint":…}` lines to the
+ * replica's stdin, and the replica reports every hit as `{"kind":"failpoint","name":…,"action":…}` on
+ * stdout, before the action runs (a stopped process cannot report after). `{"kind":"stall","ms":…}`
+ * blocks the event loop at once, wherever the replica is. Failpoints are armed here, by the
+ * simulation's replica, and nowhere else.
  */
 import { createInterface } from 'node:readline';
-import { failpoints, type FailpointAction, type FailpointName } from '@fenced/shared/failpoints';
+import { failpoints, stall, type FailpointAction, type FailpointName } from '@fenced/shared/failpoints';
 
-const ACTIONS: Record<string, FailpointAction> = { stop: { kind: 'stop' }, kill: { kind: 'kill' } };
+function actionOf(command: { action?: unknown; ms?: unknown }): FailpointAction {
+  switch (command.action) {
+    case 'stop':
+      return { kind: 'stop' };
+    case 'kill':
+      return { kind: 'kill' };
+    case 'stall':
+      return { kind: 'stall', ms: Number(command.ms) };
+    default:
+      throw new TypeError(`the action is stop, kill or stall, not ${JSON.stringify(command.action)}`);
+  }
+}
 
 export function listenForFailpointCommands(report: (record: Record<string, unknown>) => void): void {
-  failpoints.onHit((hit) => report({ kind: 'failpoint', name: hit.name }));
+  failpoints.onHit((hit) => report({ kind: 'failpoint', name: hit.name, action: hit.action }));
   createInterface({ input: process.stdin }).on('line', (text) => {
-    let command: { kind?: unknown; failpoint?: unknown; action?: unknown };
+    let command: { kind?: unknown; failpoint?: unknown; action?: unknown; ms?: unknown };
     try {
       command = JSON.parse(text) as typeof command;
     } catch {
@@ -20,11 +33,14 @@ export function listenForFailpointCommands(report: (record: Record<string, unkno
     }
     try {
       if (command.kind === 'arm') {
-        const action = ACTIONS[String(command.action)];
-        if (action === undefined) throw new TypeError(`the action is stop or kill, not ${JSON.stringify(command.action)}`);
-        failpoints.arm(command.failpoint as FailpointName, action);
+        failpoints.arm(command.failpoint as FailpointName, actionOf(command));
       } else if (command.kind === 'disarm') {
         failpoints.disarm(command.failpoint as FailpointName);
+      } else if (command.kind === 'stall') {
+        const ms = Number(command.ms);
+        if (!(Number.isFinite(ms) && ms >= 0)) throw new TypeError(`a stall is a number of ms >= 0, not ${JSON.stringify(command.ms)}`);
+        report({ kind: 'stalling', ms });
+        stall(ms);
       }
     } catch (err) {
       report({ kind: 'text', text: `bad command ${text}: ${(err as Error).message}` });

@@ -35,10 +35,15 @@ export function startNaiveScheduler(options: NaiveSchedulerOptions): () => void 
       }
       let at = Number(recorded) + options.everyMs;
       at = Math.max(at, Math.ceil((now - options.catchUpWindowMs) / options.everyMs) * options.everyMs);
-      for (; at <= now; at += options.everyMs) {
-        const token = options.token();
-        if (token === null || !options.isLeader()) return;
-        await options.dispatch({ fireId: options.fireId(options.job, at), scheduledAt: at, token });
+      // Leadership checked once per tick, as it usually is: a batch, once begun, goes out whole.
+      const token = options.token();
+      if (token === null || !options.isLeader()) return;
+      for (let n = 0; at <= now; at += options.everyMs, n++) {
+        // Where the guarded scheduler's failpoint stands: a catch-up batch begun, the rest to go.
+        if (n > 0 && failpoints.armed) await failpoints.hit('scheduler.mid-catch-up');
+        // A handler's failure is the handler's business (the guarded scheduler says the same), and
+        // this one does not retry: the fire is recorded as dispatched either way.
+        await options.dispatch({ fireId: options.fireId(options.job, at), scheduledAt: at, token }).catch(() => undefined);
         // Where the scheduler's own failpoint stands in the guarded run: dispatched, not yet recorded.
         if (failpoints.armed) await failpoints.hit('scheduler.dispatched-before-record');
         await options.redis.hset(options.stateKey, options.job, String(at));

@@ -13,7 +13,9 @@
  */
 import pg from 'pg';
 import { createGuard } from '@fenced/consumer-guard';
+import { createRedisGuard } from '@fenced/consumer-guard/redis';
 import { createCoordinator, createScheduler, fireId } from '@fenced/coordinator';
+import { isFencedError } from '@fenced/shared';
 import { failpoints } from '@fenced/shared/failpoints';
 import { listenForFailpointCommands } from './failpoint-commands.js';
 import { INSERT_SQL, JOB, LEASE, RESOURCE } from './ledger.js';
@@ -33,6 +35,9 @@ const everyMs = Number(env('EVERY_MS'));
 const workMs = Number(env('WORK_MS'));
 const postCommitMs = Number(env('POST_COMMIT_MS'));
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+/** `promise`, or a rejection after `ms`. */
+const withinMs = <T>(ms: number, promise: Promise<T>): Promise<T> =>
+  Promise.race([promise, new Promise<never>((_, reject) => setTimeout(() => reject(new Error(`no answer in ${ms} ms`)), ms).unref())]);
 
 const line = (record: Record<string, unknown>) =>
   process.stdout.write(`${JSON.stringify(record, (_k, v: unknown) => (typeof v === 'bigint' ? v.toString() : v))}\n`);
@@ -58,12 +63,17 @@ async function writeRow(client: pg.PoolClient, fire: { fireId: string; token: bi
 if (mode === 'guarded') {
   const guard = createGuard({ db: pool, redis, resource: RESOURCE, schema, keyPrefix: env('KEY_PREFIX'), redisTimeoutMs: 200 });
   const coordinator = createCoordinator({ ...coordinatorOptions, fences: [guard] });
+  const mark = createRedisGuard({ redis, resource: RESOURCE, keyPrefix: env('KEY_PREFIX') });
+  // Per fire in flight: the highest token the guard's mark held just before the handler was called.
+  const knownBefore = new Map<string, bigint>();
   coordinator.on('elected', ({ token }) => line({ kind: 'belief', leader: true, token }));
   coordinator.on('lost', ({ reason }) => line({ kind: 'belief', leader: false, reason }));
   coordinator.on('regression', ({ token }) => line({ kind: 'repair', token }));
   const handle = guard.wrapHandler(
     async (_payload, ctx) => {
-      line({ kind: 'write', outcome: 'begin', fireId: ctx.fireId, token: ctx.token });
+      const highestBefore = knownBefore.get(ctx.fireId);
+      knownBefore.delete(ctx.fireId);
+      line({ kind: 'write', outcome: 'begin', fireId: ctx.fireId, token: ctx.token, ...(highestBefore === undefined ? {} : { highestBefore }) });
       await sleep(workMs);
       await ctx.guardedWrite((client) => writeRow(client, { fireId: ctx.fireId, token: ctx.token, scheduledAt: ctx.scheduledAt.toISOString() }));
       line({ kind: 'write', outcome: 'committed', fireId: ctx.fireId, token: ctx.token });
@@ -76,13 +86,28 @@ if (mode === 'guarded') {
     jobs: {
       [JOB]: {
         everyMs,
-        handler: async (envelope) => {
-          line({ kind: 'dispatch', fireId: envelope.fireId, token: envelope.token });
-          try {
-            const outcome = await handle(envelope);
-            if (outcome.status !== 'applied') line({ kind: 'write', outcome: outcome.status, fireId: envelope.fireId, token: envelope.token });
-          } catch (err) {
-            line({ kind: 'write', outcome: 'failed', fireId: envelope.fireId, token: envelope.token, reason: (err as Error).message });
+        handler: async (envelope, { signal }) => {
+          // For the simulation's layer checks: whether this replica's own lease is current with the
+          // envelope's token at the moment of dispatch (read before anything is awaited), and (on
+          // the handler's begin line) the highest token the guard's mark held before it was called.
+          const leading = coordinator.currentTerm()?.token === BigInt(envelope.token);
+          line({ kind: 'dispatch', fireId: envelope.fireId, token: envelope.token, scheduledAt: Date.parse(envelope.scheduledAt), leading });
+          const highestBefore = await withinMs(200, mark.highest()).catch(() => undefined);
+          if (highestBefore != null) knownBefore.set(envelope.fireId, highestBefore);
+          // At-least-once is the handler's business: a write the guard could not make (PostgreSQL
+          // unreachable: nothing applied) is delivered again, same fire id, until it is applied or
+          // refused, or this term ends (the next leader then dispatches the fire again: it was never
+          // recorded). The dedupe makes every repeat safe.
+          for (let attempt = 1; ; attempt++) {
+            try {
+              const outcome = await handle(envelope);
+              if (outcome.status !== 'applied') line({ kind: 'write', outcome: outcome.status, fireId: envelope.fireId, token: envelope.token });
+              return;
+            } catch (err) {
+              line({ kind: 'write', outcome: 'failed', fireId: envelope.fireId, token: envelope.token, reason: (err as Error).message });
+              if (!isFencedError(err, 'GUARD_UNAVAILABLE') || signal.aborted) throw err;
+              await sleep(Math.min(500, 25 * 2 ** attempt));
+            }
           }
         },
       },
@@ -114,7 +139,7 @@ if (mode === 'guarded') {
     fireId,
     // The same moments as the guarded run's failpoints, so that the same faults land at the same places.
     dispatch: async ({ fireId: id, scheduledAt, token }) => {
-      line({ kind: 'dispatch', fireId: id, token });
+      line({ kind: 'dispatch', fireId: id, token, scheduledAt, leading: coordinator.token() === token });
       if (failpoints.armed) await failpoints.hit('handler.prechecked-before-write');
       line({ kind: 'write', outcome: 'begin', fireId: id, token });
       await sleep(workMs);

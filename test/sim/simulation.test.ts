@@ -90,7 +90,7 @@ describe('pnpm sim', () => {
       expect(summary.ok).toBe(true);
       expect(result.code).toBe(0);
     },
-    8 * 60_000,
+    15 * 60_000,
   );
 
   it('writes a report a person can read: a timeline per replica and the table, rendered in Chromium', async () => {

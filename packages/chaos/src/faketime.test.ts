@@ -1,6 +1,9 @@
 import { spawnSync } from 'node:child_process';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { faketimeEnv, findLibfaketime } from './faketime.js';
+import { clockStepText, faketimeEnv, findLibfaketime } from './faketime.js';
 
 // Real processes under libfaketime, as the clock scenarios run replicas.
 const probe = (env: Record<string, string>, script: string) =>
@@ -23,5 +26,31 @@ describe.runIf(findLibfaketime() !== undefined)('faketimeEnv', () => {
     expect(seen).toBeGreaterThanOrEqual(195); // the process saw its 200 ms…
     expect(real).toBeGreaterThan(380); // …which took about twice as long
   });
-});
 
+  it('steps the wall clock of a running process when its timestamp file is rewritten, and leaves its monotonic clock alone', () => {
+    const dir = mkdtempSync(join(tmpdir(), 'fenced-faketime-test-'));
+    try {
+      const file = join(dir, 'faketime');
+      writeFileSync(file, clockStepText(0));
+      // The process rewrites its own file (as the simulation does from outside) between two readings.
+      const script = `
+        const fs = require('node:fs');
+        const w0 = Date.now(), m0 = performance.now();
+        fs.writeFileSync(${JSON.stringify(file)}, ${JSON.stringify(clockStepText(-60_000))});
+        const w1 = Date.now(), m1 = performance.now();
+        fs.writeFileSync(${JSON.stringify(file)}, ${JSON.stringify(clockStepText(60_000))});
+        const w2 = Date.now();
+        console.log(JSON.stringify({ back: w1 - w0, forth: w2 - w1, mono: m1 - m0 }));`;
+      const r = probe(faketimeEnv({ kind: 'stepped' }, file), script);
+      const { back, forth, mono } = JSON.parse(r.stdout) as { back: number; forth: number; mono: number };
+      expect(back).toBeLessThan(-59_000);
+      expect(back).toBeGreaterThan(-61_000);
+      expect(forth).toBeGreaterThan(119_000);
+      expect(forth).toBeLessThan(121_000);
+      expect(mono).toBeGreaterThanOrEqual(0);
+      expect(mono).toBeLessThan(1000);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+});

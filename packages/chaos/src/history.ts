@@ -5,14 +5,23 @@
 export type HistoryEvent =
   /** A replica's belief about its leadership changed (elected with `token`, or no longer leading). */
   | { at: number; kind: 'belief'; node: string; leader: boolean; token?: string; reason?: string }
-  /** A replica dispatched a fire. */
-  | { at: number; kind: 'dispatch'; node: string; fireId: string; token: string }
-  /** A write attempt by a replica and what became of it. */
-  | { at: number; kind: 'write'; node: string; fireId: string; token: string; outcome: WriteOutcome; reason?: string }
-  /** A fault injected by the supervisor, from `start` to `end`. */
-  | { at: number; kind: 'fault'; fault: string; target?: string; phase: 'start' | 'end'; detail?: string }
-  /** A replica stopped at a failpoint it was armed with (see `SimApp`): the exact moment a fault aims at. */
-  | { at: number; kind: 'failpoint'; node: string; name: string }
+  /**
+   * A replica dispatched a fire. What it may add, for the layer checks: when the fire was due (epoch
+   * ms), and whether its own lease was current with this token at that moment.
+   */
+  | { at: number; kind: 'dispatch'; node: string; fireId: string; token: string; scheduledAt?: number; leading?: boolean }
+  /**
+   * A write attempt by a replica and what became of it (`begin`: its handler started). A `begin` may
+   * carry the highest token the guard knew of just before the handler was called, for the handler check.
+   */
+  | { at: number; kind: 'write'; node: string; fireId: string; token: string; outcome: WriteOutcome; reason?: string; highestBefore?: string }
+  /**
+   * A fault injected by the supervisor, from `start` to `end`. `unreachable` (on `start`) names the
+   * stores every replica is cut off from meanwhile.
+   */
+  | { at: number; kind: 'fault'; fault: string; target?: string; phase: 'start' | 'end'; detail?: string; unreachable?: readonly ('postgres' | 'redis')[] }
+  /** A replica hit a failpoint it was armed with (see `SimApp`), stopping or stalling there: the exact moment a fault aims at. */
+  | { at: number; kind: 'failpoint'; node: string; name: string; action?: string }
   /** A replica found its new token at or below what a fence had committed, and raised the counter past it. */
   | { at: number; kind: 'repair'; node: string; token: string }
   /** A replica process started or exited. */

@@ -5,18 +5,30 @@ export { startRedisCluster, parseClusterNodes, type ClusterNodeInfo, type RedisC
 export { startRedisSentinel, type RedisSentinel, type RedisSentinelOptions } from './redis/redis-sentinel.js';
 export { startFaultProxy, type FaultProxy, type ProxyMode } from './fault-proxy.js';
 export { managedProcess, type ManagedProcess, type ProcessLine, type ProcessSpec } from './process/managed-process.js';
-export { faketimeEnv, findLibfaketime, type ClockFault } from './faketime.js';
+export { clockStepText, faketimeEnv, findLibfaketime, type ClockFault } from './faketime.js';
 export { seededRandom, type Random } from './random.js';
 export { History, type Effect, type HistoryEvent, type WriteOutcome } from './history.js';
-export { checkRun, leadershipIntervals, leadershipOverlaps, maxDispatchGap, type CheckInput, type CheckResult, type OverlapWindow } from './checker/check-run.js';
+export { checkRun, leadershipIntervals, leadershipOverlaps, maxDispatchGap, type CheckInput, type CheckResult, type FenceState, type OverlapWindow } from './checker/check-run.js';
 export { INVARIANTS, noDuplicateEffect, noEarlyEffect, noMissedFire, noStaleEffect, type EffectMark, type Invariant, type InvariantResult } from './checker/invariants.js';
 export { dispatchOnlyWhileLeading, electionsInTokenOrder } from './checker/lease-invariants.js';
+export {
+  dispatchWithinOwnTerm,
+  dueFiresDispatchedInTime,
+  failedWritesApplyLater,
+  faultIntervals,
+  markNotAheadOfFence,
+  noEarlyDispatch,
+  noHandlerForStaleToken,
+  noHandlerWhileGuardUnreachable,
+  noLongSilence,
+  uncoveredSilences,
+} from './checker/layer-invariants.js';
 export { verdictOf, timesExercised, type JudgedRun } from './report/verdict.js';
 export { hasSettled } from './sim/quiescence.js';
 export { scenarios, SCENARIO_NAMES, type Protection, type Scenario, type ScenarioName } from './sim/scenarios.js';
-export { runFaultRounds, type FaultRound, type Hit, type LeaderTarget, type PrimaryFailoverVariant, type RedisFault, type ReplicaFault, type ReplicaTarget, type Setup, type Span } from './sim/fault-rounds.js';
+export { runFaultRounds, type FaultRound, type Hit, type LeaderTarget, type PostgresDownVariant, type PrimaryFailoverVariant, type RedisFault, type StoresFault, type ReplicaFault, type ReplicaTarget, type Setup, type Span } from './sim/fault-rounds.js';
 export { FaultContext, type SimNode } from './sim/fault-context.js';
-export { runScenario, type RunOptions, type RunResult, type RunStatus } from './sim/run-scenario.js';
+export { recoveryBoundMs, runScenario, type RunOptions, type RunResult, type RunStatus } from './sim/run-scenario.js';
 export type { NodeContext, RedisEndpoint, RunContext, SimApp, SimMode } from './sim/sim-app.js';
 export { startSimRedis, type RedisKind, type ReplicatedRedis, type SimRedis } from './sim/sim-redis.js';
 export { renderHtmlReport, resultTableRows, RESULT_COLUMNS, COLUMN_DEFINITIONS, type ReportRun } from './report/html-report.js';

@@ -11,6 +11,20 @@ export interface CheckInput {
   readonly window: { readonly start: number; readonly end: number };
   /** An effect committed more than this before its due time counts as early (see `noEarlyEffect`). @defaultValue 1 */
   readonly earlyToleranceMs?: number;
+  /**
+   * How soon after a fault ends the replicas must dispatch again, and dispatch every fire that came
+   * due meanwhile (see layer-invariants.ts). Without it, neither is asserted.
+   */
+  readonly recoveryMs?: number;
+  /** Per resource, the fence PostgreSQL committed and the guard's Redis mark, read after the run. */
+  readonly fences?: readonly FenceState[];
+}
+
+/** One resource's fence and Redis mark (decimal strings; null where there is none). */
+export interface FenceState {
+  readonly resource: string;
+  readonly fence: string | null;
+  readonly mark: string | null;
 }
 
 export interface OverlapWindow {
@@ -39,19 +53,34 @@ export interface CheckResult {
    * every token elected before it, a dispatch by a replica that did not lead (see lease-invariants.ts).
    */
   readonly lease: number;
+  /**
+   * Breaks of the scheduler's promise: a dispatch after its own lease ended, a dispatch before the
+   * fire was due, a due fire not dispatched within the bound (`recoveryMs`).
+   */
+  readonly scheduler: number;
+  /** Handlers started for a token below what the guard already knew, or while it could not be reached at all (the pre-check's promise). */
+  readonly handler: number;
+  /** Stale effects applied, and Redis marks ahead of the committed fence (the guard's promise). */
+  readonly guard: number;
+  /** Fires that took effect twice, and failed writes never applied by a later delivery (dedupe's promise). */
+  readonly dedupe: number;
+  /** Stretches outside the faults longer than `recoveryMs` with no dispatch by anyone. */
+  readonly liveness: number;
   /** Write attempts the guard refused as stale. */
   readonly staleRefused: number;
   /** Write attempts refused as duplicates of an applied fire. */
   readonly duplicatesRefused: number;
+  /** Fires whose write failed (the guard unreachable: nothing applied) and that took effect on a later delivery. */
+  readonly writesRetried: number;
   /** Elections that found their token at or below a fence and raised the counter past it. */
   readonly tokensRepaired: number;
-  /** Times a replica stopped at a failpoint: the faults that landed exactly where they were aimed. */
+  /** Failpoint hits (a replica stopped or stalled there): the faults that landed exactly where they were aimed. */
   readonly failpointHits: number;
   /** Windows in which two or more replicas believed they led. */
   readonly overlaps: readonly OverlapWindow[];
   /** The longest time inside the window with no dispatch by anyone, ms. */
   readonly maxFailoverGapMs: number;
-  /** duplicates + missed + staleApplied + early + lease. Zero is the promise. */
+  /** The effects' anomalies (duplicates + missed + staleApplied + early) plus every layer's breaks. Zero is the promise. */
   readonly anomalies: number;
   /** Human-readable descriptions of the first violations found. */
   readonly violations: readonly string[];
@@ -81,6 +110,7 @@ export function checkRun(input: CheckInput): CheckResult {
   const staleEffects = byCommit.filter((e) => staleSeqs.has(e.commitSeq));
 
   const writes = input.history.filter((e): e is Extract<HistoryEvent, { kind: 'write' }> => e.kind === 'write');
+  const appliedIds = new Set(byCommit.map((e) => e.fireId));
   const overlaps = leadershipOverlaps(input.history, input.window).map((w) => ({
     ...w,
     harmless: !staleEffects.some((e) => w.nodes.includes(e.node) && e.committedAt >= w.start - 1000),
@@ -94,16 +124,24 @@ export function checkRun(input: CheckInput): CheckResult {
     staleApplied: results.staleApplied.count,
     early: results.early.count,
     lease: results.electionOrder.count + results.dispatchWhileLeading.count,
+    scheduler: results.dispatchWithinOwnTerm.count + results.earlyDispatch.count + results.dueDispatched.count,
+    handler: results.handlerForStale.count + results.handlerUnguarded.count,
+    guard: results.staleApplied.count + results.markAhead.count,
+    dedupe: results.duplicates.count + results.failedApplyLater.count,
+    liveness: results.silence.count,
     staleRefused: writes.filter((w) => w.outcome === 'stale').length,
     duplicatesRefused: writes.filter((w) => w.outcome === 'duplicate').length,
     tokensRepaired: input.history.filter((e) => e.kind === 'repair').length,
+    writesRetried: new Set(writes.filter((w) => w.outcome === 'failed' && appliedIds.has(w.fireId)).map((w) => w.fireId)).size,
     failpointHits: input.history.filter((e) => e.kind === 'failpoint').length,
     overlaps,
     maxFailoverGapMs: maxDispatchGap(input.history, input.window),
     violations,
     marks,
   };
-  return { ...result, anomalies: result.duplicates + result.missed + result.staleApplied + result.early + result.lease };
+  // Each break counted once: the guard and dedupe columns include the effects' stale and duplicate counts.
+  const layerOnly = result.scheduler + result.handler + results.markAhead.count + results.failedApplyLater.count + result.liveness;
+  return { ...result, anomalies: result.duplicates + result.missed + result.staleApplied + result.early + result.lease + layerOnly };
 }
 
 /** Intervals in which two or more nodes believed they led, clipped to the window. */

@@ -1,5 +1,15 @@
 import type { Effect } from '../history.js';
 import type { CheckInput } from './check-run.js';
+import {
+  dispatchWithinOwnTerm,
+  dueFiresDispatchedInTime,
+  failedWritesApplyLater,
+  markNotAheadOfFence,
+  noEarlyDispatch,
+  noHandlerForStaleToken,
+  noHandlerWhileGuardUnreachable,
+  noLongSilence,
+} from './layer-invariants.js';
 import { dispatchOnlyWhileLeading, electionsInTokenOrder } from './lease-invariants.js';
 
 /** An effect a checker found wrong, by its place in commit order: what the report draws in red. */
@@ -87,4 +97,12 @@ export const INVARIANTS = {
   early: noEarlyEffect,
   electionOrder: electionsInTokenOrder,
   dispatchWhileLeading: dispatchOnlyWhileLeading,
+  dispatchWithinOwnTerm,
+  earlyDispatch: noEarlyDispatch,
+  dueDispatched: dueFiresDispatchedInTime,
+  handlerForStale: noHandlerForStaleToken,
+  handlerUnguarded: noHandlerWhileGuardUnreachable,
+  markAhead: markNotAheadOfFence,
+  failedApplyLater: failedWritesApplyLater,
+  silence: noLongSilence,
 } as const;

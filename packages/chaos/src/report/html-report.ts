@@ -35,7 +35,7 @@ const LEGEND: ReadonlyArray<{ key: string; label: string; swatch: string }> = [
   { key: 'refused', label: 'stale write refused', swatch: '<path class="mark refused" d="M2,2 L12,12 M12,2 L2,12"/>' },
   { key: 'duplicate', label: 'duplicate fire refused', swatch: '<path class="mark duplicate" d="M7,1 L13,12 L1,12 Z"/>' },
   { key: 'failed', label: 'write failed (guard unreachable, error)', swatch: '<circle class="mark failed" cx="7" cy="7" r="3"/>' },
-  { key: 'failpoint', label: 'stopped at a failpoint (where the fault was aimed)', swatch: '<path class="mark failpoint" d="M7,1 L13,7 L7,13 L1,7 Z"/>' },
+  { key: 'failpoint', label: 'a failpoint hit: stopped or stalled there (where the fault was aimed)', swatch: '<path class="mark failpoint" d="M7,1 L13,7 L7,13 L1,7 Z"/>' },
 ];
 
 function legend(): string {
@@ -110,7 +110,7 @@ function timeline(run: ReportRun): string {
     if (e.kind !== 'failpoint') continue;
     const cx = x(e.at);
     const cy = lane(e.node) + 13;
-    parts.push(`<path class="mark failpoint" data-legend="failpoint" d="M${cx},${cy - 6} L${cx + 6},${cy} L${cx},${cy + 6} L${cx - 6},${cy} Z"><title>${esc(`${e.node} stopped at ${e.name}`)}</title></path>`);
+    parts.push(`<path class="mark failpoint" data-legend="failpoint" d="M${cx},${cy - 6} L${cx + 6},${cy} L${cx},${cy + 6} L${cx - 6},${cy} Z"><title>${esc(`${e.node} ${e.action === 'stall' ? 'stalled' : 'stopped'} at ${e.name}`)}</title></path>`);
   }
   // Write outcomes as marks: refused stale (✕), refused duplicate (triangle), failed (grey dot).
   for (const e of events) {
@@ -156,16 +156,22 @@ export function resultTableRows(runs: readonly ReportRun[]): string[][] {
     String(r.check.staleApplied),
     String(r.check.early),
     String(r.check.lease),
+    String(r.check.scheduler),
+    String(r.check.handler),
+    String(r.check.guard),
+    String(r.check.dedupe),
+    String(r.check.liveness),
     String(r.check.staleRefused),
     String(r.check.duplicatesRefused),
     String(r.check.tokensRepaired),
+    String(r.check.writesRetried),
     String(r.check.overlaps.length),
     String(r.check.maxFailoverGapMs),
     verdictOf(r).text,
   ]);
 }
 
-export const RESULT_COLUMNS = ['scenario', 'mode', 'fires', 'effects', 'duplicates', 'missed', 'stale applied', 'early', 'lease', 'stale refused', 'dups dropped', 'repaired', 'overlaps', 'max gap ms', 'verdict'];
+export const RESULT_COLUMNS = ['scenario', 'mode', 'fires', 'effects', 'duplicates', 'missed', 'stale applied', 'early', 'lease', 'scheduler', 'handler', 'guard', 'dedupe', 'liveness', 'stale refused', 'dups dropped', 'repaired', 'retried', 'overlaps', 'max gap ms', 'verdict'];
 
 /** What each column of the table means: printed by `--help`, under the report's table, and in the README. */
 export const COLUMN_DEFINITIONS: ReadonlyArray<readonly [column: string, meaning: string]> = [
@@ -178,12 +184,18 @@ export const COLUMN_DEFINITIONS: ReadonlyArray<readonly [column: string, meaning
   ['stale applied', 'effects committed with a token lower than one already committed on the same resource'],
   ['early', 'effects committed before their fire was due by the server clock'],
   ['lease', "breaks of the lease's own promise, whatever the effects: an election whose token is not above every one elected before it, a dispatch by a replica that did not lead"],
+  ['scheduler', "breaks of the scheduler's promise: a dispatch after the replica's own lease ended, a dispatch before the fire was due by the server clock, a due fire not dispatched within the recovery bound (after it was due, or after the fault it came due in)"],
+  ['handler', 'handlers started for a token below what the guard already knew just before, or while PostgreSQL and Redis were both unreachable: the pre-check let a fire run its side effects unchecked'],
+  ['guard', "breaks of the guard's promise: stale effects applied, and a Redis mark left ahead of the fence PostgreSQL committed"],
+  ['dedupe', 'fires that took effect twice, and fires whose write failed and never took effect on a later delivery'],
+  ['liveness', 'stretches outside the faults longer than the recovery bound with no dispatch by anyone'],
   ['stale refused', 'write attempts the guard refused as stale: the protection at work (0 in a control)'],
   ['dups dropped', 'deliveries of a fire that had already taken effect, dropped by the dedupe (0 in a control)'],
   ['repaired', 'elections that found their token at or below a fence and raised the counter past it (0 in a control)'],
+  ['retried', 'fires whose write failed with the guard unreachable (nothing applied) and took effect on a later delivery (a failed control write is not retried)'],
   ['overlaps', 'stretches in which two or more replicas believed they led; expected under pauses, harmless when no stale write took effect'],
   ['max gap ms', 'the longest stretch inside the window with no dispatch by anyone: failover time plus up to one interval'],
-  ['verdict', 'guarded: no anomaly (duplicates + missed + stale applied + early + lease = 0), or toothless when a protection the scenario exercises never came into play; control: the damage the faults did without protection'],
+  ['verdict', 'guarded: no anomaly (every column from duplicates to liveness is 0), or toothless when a protection the scenario exercises never came into play; control: the damage the faults did without protection'],
 ];
 
 /** A self-contained HTML page: a timeline per run and the table of all runs. */

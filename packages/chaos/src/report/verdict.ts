@@ -18,6 +18,10 @@ export function timesExercised(check: CheckResult, protection: Protection): numb
       return check.duplicatesRefused;
     case 'token repaired':
       return check.tokensRepaired;
+    case 'write retried':
+      return check.writesRetried;
+    case 'aimed fault landed':
+      return check.failpointHits;
   }
 }
 

@@ -1,3 +1,5 @@
+import { renameSync, writeFileSync } from 'node:fs';
+import { clockStepText } from '../faketime.js';
 import type { History, HistoryEvent } from '../history.js';
 import type { ManagedProcess, ProcessLine } from '../process/managed-process.js';
 import type { FaultProxy, ProxyMode } from '../fault-proxy.js';
@@ -31,7 +33,17 @@ export class FaultContext {
     /** Epoch ms at which the schedule must stop injecting. */
     private deadline: number,
     private readonly restartNode: (node: SimNode) => void,
+    /** The libfaketime timestamp file of the replica with a `stepped` clock fault, if the run has one. */
+    private readonly clockFile?: string,
   ) {}
+
+  /** Sets the stepped replica's wall clock `offsetMs` off real time (0: right), from its next reading on. */
+  stepClock(offsetMs: number): void {
+    if (this.clockFile === undefined) throw new Error('a clock step needs the scenario to give the first replica a stepped clock fault');
+    // Renamed into place: libfaketime never reads a half-written file.
+    writeFileSync(`${this.clockFile}.next`, clockStepText(offsetMs));
+    renameSync(`${this.clockFile}.next`, this.clockFile);
+  }
 
   /** Moves the deadline so that at least `ms` remain (a round that must run gets a round's room). */
   ensureRemaining(ms: number): void {
@@ -40,8 +52,8 @@ export class FaultContext {
 
   /** Called by the runner for every line a replica writes. */
   observe(node: string, line: ProcessLine): void {
-    // A replica that reports a failpoint is stopping itself there (SIGSTOP), whoever armed it.
-    if (line.record['kind'] === 'failpoint') {
+    // A replica that reports a failpoint with `stop` is stopping itself there (SIGSTOP), whoever armed it.
+    if (line.record['kind'] === 'failpoint' && (line.record['action'] ?? 'stop') === 'stop') {
       this.#stopping.set(node, this.node(node).process.pausedItself());
       this.history.record({ at: line.at, kind: 'process', node, event: 'paused' });
     }
@@ -118,8 +130,8 @@ export class FaultContext {
     return undefined;
   }
 
-  fault(fault: string, phase: 'start' | 'end', target?: string, detail?: string): void {
-    const event: HistoryEvent = { at: Date.now(), kind: 'fault', fault, phase, ...(target ? { target } : {}), ...(detail ? { detail } : {}) };
+  fault(fault: string, phase: 'start' | 'end', target?: string, detail?: string, unreachable?: readonly ('postgres' | 'redis')[]): void {
+    const event: HistoryEvent = { at: Date.now(), kind: 'fault', fault, phase, ...(target ? { target } : {}), ...(detail ? { detail } : {}), ...(unreachable ? { unreachable } : {}) };
     this.history.record(event);
   }
 
@@ -136,6 +148,29 @@ export class FaultContext {
     }
     node.process.send({ kind: 'disarm', failpoint });
     return false;
+  }
+
+  /** Resolves once `node`, which reported a `stop` failpoint, shows stopped in the kernel. */
+  async stoppedItself(node: SimNode): Promise<void> {
+    await this.#stopping.get(node.name);
+  }
+
+  /**
+   * Arms `failpoint` in `node` to stall its event loop for `ms` (CPU starvation: the process stays
+   * runnable, nothing in it runs) and waits for the hit. False when it did not come within `timeoutMs`.
+   */
+  async stallAt(node: SimNode, failpoint: string, ms: number, timeoutMs: number): Promise<boolean> {
+    node.process.send({ kind: 'arm', failpoint, action: 'stall', ms });
+    const hit = await this.waitForLine((n, r) => n === node.name && r['kind'] === 'failpoint' && r['name'] === failpoint, timeoutMs);
+    if (hit !== undefined) return true;
+    node.process.send({ kind: 'disarm', failpoint });
+    return false;
+  }
+
+  /** Stalls `node`'s event loop for `ms` from wherever it is now; resolves when it said it starts. */
+  async stallNow(node: SimNode, ms: number): Promise<boolean> {
+    node.process.send({ kind: 'stall', ms });
+    return (await this.waitForLine((n, r) => n === node.name && r['kind'] === 'stalling', 2000)) !== undefined;
   }
 
   pause(node: SimNode): void {

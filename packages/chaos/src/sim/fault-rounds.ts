@@ -36,7 +36,26 @@ export type ReplicaFault =
   /** SIGKILL, then a restart after the hold. */
   | { readonly kind: 'crash' }
   /** Redis cut or dropped (half-open) and PostgreSQL stalled; after the hold PostgreSQL delivers the held write, late; Redis heals `redisHealsAfter` later. */
-  | { readonly kind: 'partition'; readonly redis: readonly ProxyMode[]; readonly redisHealsAfter: Span };
+  | { readonly kind: 'partition'; readonly redis: readonly ProxyMode[]; readonly redisHealsAfter: Span }
+  /**
+   * The event loop blocked for the hold (a busy loop inside the replica: CPU starvation, a long
+   * garbage collection), not SIGSTOP: the process stays runnable and its sockets open, and nothing in
+   * it runs. Aimed at the failpoint, it stalls there.
+   */
+  | { readonly kind: 'stall' }
+  /**
+   * The wall clock of the replica that carries the run's `stepped` clock fault jumps by each step in
+   * turn (NTP stepping it, an operator setting it), held for the hold each, then set right; its
+   * monotonic clock runs on undisturbed.
+   */
+  | { readonly kind: 'clock-step'; readonly stepsMs: readonly number[] }
+  /**
+   * A failover in the middle of a catch-up batch: the leader is paused for the hold, so fires pile up
+   * for the next one; the replica elected next stops itself at `failpoint` (its batch begun, the rest
+   * still to go) and stays stopped until a third replica leads and has caught up; then it wakes up,
+   * its batch half done, and after it the first leader. Needs three replicas.
+   */
+  | { readonly kind: 'failover-mid-catch-up'; readonly failpoint: string };
 
 export type RedisFault =
   /** The Redis server restarts without persistence after being down for the hold. */
@@ -64,6 +83,17 @@ export type RedisFault =
     };
 
 export type PrimaryFailoverVariant = 'freeze' | 'lossy';
+
+/**
+ * PostgreSQL unreachable for every replica (their proxies cut: connections reset, new ones refused)
+ * for the hold; round n takes variant n (cycling): with Redis up, or with Redis cut too.
+ */
+export interface StoresFault {
+  readonly kind: 'postgres-down';
+  readonly variants: readonly [PostgresDownVariant, ...PostgresDownVariant[]];
+}
+
+export type PostgresDownVariant = 'redis up' | 'redis down';
 
 /** What a round does before its gap. */
 export type Setup =
@@ -96,9 +126,11 @@ interface RoundTiming {
 }
 
 /** Who a round hits and how; the pairs that make sense are the only ones that type-check. */
-export type Hit = ReplicaHit | RedisHit | NoHit;
+export type Hit = ReplicaHit | RedisHit | StoresHit | NoHit;
 interface ReplicaHit { readonly target: ReplicaTarget | LeaderTarget; readonly fault: ReplicaFault; readonly hold: Span }
 interface RedisHit { readonly target: { readonly kind: 'redis' }; readonly fault: RedisFault; readonly hold: Span }
+/** Every replica's connections to the stores at once. */
+interface StoresHit { readonly target: { readonly kind: 'stores' }; readonly fault: StoresFault; readonly hold: Span }
 /** No fault of its own: the run's clock fault does the harm once the setup handed it leadership. */
 interface NoHit { readonly target: { readonly kind: 'none' }; readonly fault?: never; readonly hold?: never }
 
@@ -119,7 +151,7 @@ const isElected = (_n: string, r: Record<string, unknown>) => r['kind'] === 'bel
  * (so the checked window is the run's whole fault time).
  */
 export async function runFaultRounds(ctx: FaultContext, round: FaultRound): Promise<void> {
-  const mustRun = round.atLeastOnce !== true ? 0 : round.fault?.kind === 'primary-failover' ? round.fault.variants.length : 1;
+  const mustRun = round.atLeastOnce !== true ? 0 : round.fault !== undefined && 'variants' in round.fault ? round.fault.variants.length : 1;
   // Until one fault has landed at the target's failpoint, every round aims there: a run that never
   // did would not test what its scenario claims (and fails as toothless).
   const aim = { landed: false };
@@ -177,6 +209,11 @@ async function hit(ctx: FaultContext, round: Hit, n: number, aim: { landed: bool
     await injectIntoRedis(ctx, round.fault, draw(ctx, round.hold), n);
     return true;
   }
+  if (hitsStores(round)) {
+    await cutStores(ctx, round.fault, draw(ctx, round.hold), n);
+    return true;
+  }
+  if (round.fault.kind === 'stall' && round.target.kind === 'replica') return stallReplica(ctx, round.target, draw(ctx, round.hold), aim);
   const victim = round.target.kind === 'leader' ? await pickLeader(ctx) : await pickReplica(ctx, round.target, !aim.landed);
   if (victim === undefined) return false;
   if (victim.atFailpoint) aim.landed = true;
@@ -187,6 +224,7 @@ async function hit(ctx: FaultContext, round: Hit, n: number, aim: { landed: bool
 // TypeScript does not narrow a union by a nested discriminant (`round.target.kind`); these do.
 const hitsNothing = (round: Hit): round is NoHit => round.target.kind === 'none';
 const hitsRedis = (round: Hit): round is RedisHit => round.target.kind === 'redis';
+const hitsStores = (round: Hit): round is StoresHit => round.target.kind === 'stores';
 
 /** Who a round hits, how the timeline labels it, and whether it stands at its failpoint. */
 interface Victim {
@@ -200,12 +238,17 @@ async function pickLeader(ctx: FaultContext): Promise<Victim | undefined> {
   return leader === undefined ? undefined : { node: leader, label: 'leader' };
 }
 
+/** Where a replica target hits this time, drawn by its weights (always the failpoint until an aim landed). */
+function drawAim(ctx: FaultContext, target: ReplicaTarget, mustAim: boolean): 'failpoint' | 'leader' | 'standby' {
+  const { atFailpoint, leader, standby } = target.weights;
+  const kinds = [...Array<'failpoint'>(atFailpoint).fill('failpoint'), ...Array<'leader'>(leader).fill('leader'), ...Array<'standby'>(standby).fill('standby')];
+  const drawn = ctx.random.pick(kinds);
+  return mustAim ? 'failpoint' : drawn;
+}
+
 /** Picks the victim by the target's weights; undefined when there is none right now. */
 async function pickReplica(ctx: FaultContext, target: ReplicaTarget, mustAim: boolean): Promise<Victim | undefined> {
-  const { atFailpoint, leader: leaderWeight, standby } = target.weights;
-  const kinds = [...Array<'failpoint'>(atFailpoint).fill('failpoint'), ...Array<'leader'>(leaderWeight).fill('leader'), ...Array<'standby'>(standby).fill('standby')];
-  const drawn = ctx.random.pick(kinds);
-  const kind = mustAim ? 'failpoint' : drawn;
+  const kind = drawAim(ctx, target, mustAim);
   const leader = await ctx.waitForLeader(5000);
   if (kind === 'standby') {
     const standbys = ctx.standbys();
@@ -215,6 +258,33 @@ async function pickReplica(ctx: FaultContext, target: ReplicaTarget, mustAim: bo
   if (kind === 'leader') return { node: leader, label: 'leader' };
   // Stopped by its own failpoint, it waits there (SIGSTOP) for the fault.
   return (await ctx.stopAt(leader, target.failpoint, 5000)) ? { node: leader, label: `leader at ${target.failpoint}`, atFailpoint: true } : undefined;
+}
+
+/** The stall fault: the victim's event loop blocked for `holdMs`, at the failpoint or wherever it is. */
+async function stallReplica(ctx: FaultContext, target: ReplicaTarget, holdMs: number, aim: { landed: boolean }): Promise<boolean> {
+  const kind = drawAim(ctx, target, !aim.landed);
+  const leader = await ctx.waitForLeader(5000);
+  const standbys = ctx.standbys();
+  const node = kind !== 'standby' ? leader : standbys.length === 0 ? undefined : ctx.random.pick(standbys);
+  if (node === undefined) return false;
+  const atFailpoint = kind === 'failpoint';
+  const label = atFailpoint ? `leader at ${target.failpoint}` : kind;
+  if (!(atFailpoint ? await ctx.stallAt(node, target.failpoint, holdMs, 5000) : await ctx.stallNow(node, holdMs))) return false;
+  if (atFailpoint) aim.landed = true;
+  ctx.fault('stall', 'start', node.name, `${label}: event loop blocked ${holdMs} ms`);
+  await ctx.sleep(holdMs);
+  ctx.fault('stall', 'end', node.name);
+  return true;
+}
+
+/** PostgreSQL (and in the `redis down` variant, Redis) cut off from every replica for `holdMs`. */
+async function cutStores(ctx: FaultContext, fault: StoresFault, holdMs: number, n: number): Promise<void> {
+  const variant = fault.variants[n % fault.variants.length]!;
+  ctx.fault('postgres down', 'start', undefined, `${holdMs} ms, ${variant}`, variant === 'redis down' ? ['postgres', 'redis'] : ['postgres']);
+  for (const node of ctx.nodes) ctx.setProxies(node, { pg: { kind: 'cut' }, ...(variant === 'redis down' ? { redis: { kind: 'cut' } } : {}) });
+  await ctx.sleep(holdMs);
+  for (const node of ctx.nodes) ctx.setProxies(node, { pg: { kind: 'pass' }, ...(variant === 'redis down' ? { redis: { kind: 'pass' } } : {}) });
+  ctx.fault('postgres down', 'end');
 }
 
 async function injectIntoReplica(ctx: FaultContext, fault: ReplicaFault, hold: Span, victim: Victim): Promise<void> {
@@ -250,6 +320,44 @@ async function injectIntoReplica(ctx: FaultContext, fault: ReplicaFault, hold: S
       ctx.setProxies(node, { redis: { kind: 'pass' } });
       if (redisMode.kind === 'drop') node.redisProxy?.resetConnections();
       ctx.fault('partition', 'end', node.name);
+      return;
+    }
+    case 'stall':
+      throw new Error('the stall fault picks its own victim (stallReplica)');
+    case 'failover-mid-catch-up': {
+      const holdMs = draw(ctx, hold);
+      const pausedAt = Date.now();
+      const others = ctx.nodes.filter((n) => n !== node && n.process.running && !n.process.paused);
+      for (const n of others) n.process.send({ kind: 'arm', failpoint: fault.failpoint, action: 'stop' });
+      ctx.fault('pause', 'start', node.name, `${label}, ${holdMs} ms: fires pile up for the next leader`);
+      ctx.pause(node);
+      const isHit = (n: string, r: Record<string, unknown>) => n !== node.name && r['kind'] === 'failpoint' && r['name'] === fault.failpoint;
+      const second = await ctx.waitForLine(isHit, holdMs + ctx.ttlMs * 4);
+      for (const n of others) if (n.name !== second) n.process.send({ kind: 'disarm', failpoint: fault.failpoint });
+      if (second !== undefined) {
+        const stopped = ctx.node(second);
+        await ctx.stoppedItself(stopped);
+        ctx.fault('pause', 'start', second, 'the next leader, stopped in the middle of its catch-up batch');
+        const isThirdElected = (n: string, r: Record<string, unknown>) => n !== second && n !== node.name && r['kind'] === 'belief' && r['leader'] === true;
+        // The third leader takes over and catches up (one more TTL); then the second wakes up mid-batch.
+        if ((await ctx.waitForLine(isThirdElected, ctx.ttlMs * 6)) !== undefined) await ctx.sleep(ctx.ttlMs);
+        ctx.resume(stopped);
+        ctx.fault('pause', 'end', second);
+      }
+      await ctx.sleep(holdMs - (Date.now() - pausedAt));
+      ctx.resume(node);
+      ctx.fault('pause', 'end', node.name);
+      return;
+    }
+    case 'clock-step': {
+      for (const stepMs of fault.stepsMs) {
+        const holdMs = draw(ctx, hold);
+        ctx.fault('clock step', 'start', ctx.nodes[0]!.name, `wall clock ${stepMs >= 0 ? '+' : ''}${stepMs / 1000} s for ${holdMs} ms (${label})`);
+        ctx.stepClock(stepMs);
+        await ctx.sleep(holdMs);
+        ctx.stepClock(0);
+        ctx.fault('clock step', 'end', ctx.nodes[0]!.name);
+      }
       return;
     }
   }

@@ -1,6 +1,9 @@
 import { randomBytes } from 'node:crypto';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { checkRun, type CheckResult } from '../checker/check-run.js';
-import { faketimeEnv } from '../faketime.js';
+import { clockStepText, faketimeEnv } from '../faketime.js';
 import { History, type Effect } from '../history.js';
 import { trackCleanup } from '../process/child-registry.js';
 import { managedProcess } from '../process/managed-process.js';
@@ -90,6 +93,10 @@ export async function runScenario(app: SimApp, scenario: Scenario, mode: SimMode
   const redis = await startSimRedis(scenario.redis);
   const proxies: FaultProxy[] = [];
   const nodes: SimNode[] = [];
+  // A stepped clock reads its offset from a file the fault rewrites mid-run.
+  const clockDir = scenario.clockFault?.kind === 'stepped' ? mkdtempSync(join(tmpdir(), 'fenced-clock-')) : undefined;
+  const clockFile = clockDir === undefined ? undefined : join(clockDir, 'faketime');
+  if (clockFile !== undefined) writeFileSync(clockFile, clockStepText(0));
   const started = Date.now();
   let phase: RunStatus['phase'] = 'starting';
   let ctx: FaultContext | undefined;
@@ -125,7 +132,7 @@ export async function runScenario(app: SimApp, scenario: Scenario, mode: SimMode
       proxies.push(pgProxy);
       const clockFault = i === 1 ? scenario.clockFault : undefined;
       const spec = app.replica(run, { name, redis: endpoint, databaseUrl: pg.rewrite(pgProxy.port), clockFault });
-      const process = managedProcess(name, { ...spec, env: { ...spec.env, ...(clockFault ? faketimeEnv(clockFault) : {}) } }, () => Date.now());
+      const process = managedProcess(name, { ...spec, env: { ...spec.env, ...(clockFault ? faketimeEnv(clockFault, clockFile) : {}) } }, () => Date.now());
       process.onLine((line) => {
         const r = line.record;
         const at = line.at;
@@ -133,7 +140,15 @@ export async function runScenario(app: SimApp, scenario: Scenario, mode: SimMode
         if (r['kind'] === 'belief') {
           history.record({ at, kind: 'belief', node: name, leader: r['leader'] === true, ...(token ? { token } : {}), ...(r['reason'] ? { reason: String(r['reason']) } : {}) });
         } else if (r['kind'] === 'dispatch') {
-          history.record({ at, kind: 'dispatch', node: name, fireId: String(r['fireId']), token: token ?? '' });
+          history.record({
+            at,
+            kind: 'dispatch',
+            node: name,
+            fireId: String(r['fireId']),
+            token: token ?? '',
+            ...(typeof r['scheduledAt'] === 'number' ? { scheduledAt: r['scheduledAt'] } : {}),
+            ...(typeof r['leading'] === 'boolean' ? { leading: r['leading'] } : {}),
+          });
         } else if (r['kind'] === 'write') {
           history.record({
             at,
@@ -143,9 +158,10 @@ export async function runScenario(app: SimApp, scenario: Scenario, mode: SimMode
             token: token ?? '',
             outcome: r['outcome'] as 'begin',
             ...(r['reason'] ? { reason: String(r['reason']) } : {}),
+            ...(r['highestBefore'] === undefined ? {} : { highestBefore: String(r['highestBefore']) }),
           });
         } else if (r['kind'] === 'failpoint') {
-          history.record({ at, kind: 'failpoint', node: name, name: String(r['name']) });
+          history.record({ at, kind: 'failpoint', node: name, name: String(r['name']), ...(r['action'] === undefined ? {} : { action: String(r['action']) }) });
         } else if (r['kind'] === 'repair') {
           history.record({ at, kind: 'repair', node: name, token: token ?? '' });
         }
@@ -169,7 +185,7 @@ export async function runScenario(app: SimApp, scenario: Scenario, mode: SimMode
     for (const node of nodes) startNode(node);
 
     const faultsEnd = () => Date.now() + options.durationMs;
-    ctx = new FaultContext(nodes, redis, app.leaseKey?.(run), history, random, options.ttlMs, Number.POSITIVE_INFINITY, startNode);
+    ctx = new FaultContext(nodes, redis, app.leaseKey?.(run), history, random, options.ttlMs, Number.POSITIVE_INFINITY, startNode, clockFile);
     const first = await ctx.waitForLeader(30_000);
     if (first === undefined) {
       throw new Error(`no replica became leader within 30 s; ${nodes.map((n) => `${n.name}: ${n.process.stderr().slice(-400)}`).join(' | ')}`);
@@ -179,7 +195,7 @@ export async function runScenario(app: SimApp, scenario: Scenario, mode: SimMode
     if (firstDispatch === undefined) throw new Error('no replica dispatched a fire within 30 s of the first election');
     const windowStart = Date.now();
     phase = 'faults';
-    ctx = new FaultContext(nodes, redis, app.leaseKey?.(run), history, random, options.ttlMs, faultsEnd(), startNode);
+    ctx = new FaultContext(nodes, redis, app.leaseKey?.(run), history, random, options.ttlMs, faultsEnd(), startNode, clockFile);
     await runFaultRounds(ctx, scenario.rounds);
     const windowEnd = Date.now();
 
@@ -202,8 +218,17 @@ export async function runScenario(app: SimApp, scenario: Scenario, mode: SimMode
     phase = 'checking';
     await Promise.all(nodes.map((n) => n.process.stop()));
     const effects = await app.effects(run);
+    const direct: RedisEndpoint = redis.kind === 'proxied' ? { kind: 'server', url: `redis://127.0.0.1:${redis.topology.activePort}` } : redis.endpoint;
+    const fences = (await app.fenceStates?.(run, direct)) ?? [];
     const expected = app.expectedFireIds(run, windowStart + options.everyMs, windowEnd);
-    const check = checkRun({ history: history.events, effects, expectedFireIds: expected, window: { start: windowStart, end: windowEnd } });
+    const check = checkRun({
+      history: history.events,
+      effects,
+      expectedFireIds: expected,
+      window: { start: windowStart, end: windowEnd },
+      recoveryMs: recoveryBoundMs(options),
+      fences,
+    });
     return {
       scenario: scenario.name,
       mode,
@@ -221,6 +246,17 @@ export async function runScenario(app: SimApp, scenario: Scenario, mode: SimMode
     await Promise.all(proxies.map((p) => p.close()));
     await redis.stop();
     await app.cleanup(run).catch(() => undefined);
+    if (clockDir !== undefined) rmSync(clockDir, { recursive: true, force: true });
     untrackCleanup();
   }
+}
+
+/**
+ * How soon after a fault the replicas must dispatch again, and dispatch what came due meanwhile: the
+ * lease runs out (one TTL), a standby's next attempt (one more TTL at worst: it waits out what it was
+ * told is left), one interval of the job, and slack for a loaded machine (the suite runs beside
+ * CPU hogs) and Redis clients that reconnect.
+ */
+export function recoveryBoundMs(options: Pick<RunOptions, 'ttlMs' | 'everyMs'>): number {
+  return 2 * options.ttlMs + options.everyMs + 2500;
 }

@@ -27,10 +27,22 @@ export interface Scenario {
 }
 
 /** A protection the history shows at work. */
-export type Protection = 'stale refused' | 'duplicate dropped' | 'token repaired';
+export type Protection = 'stale refused' | 'duplicate dropped' | 'token repaired' | 'write retried' | 'aimed fault landed';
 
 /** The leader stopped at the scenario's failpoint three times in five, the leader or a standby otherwise. */
 const MOSTLY_AT_FAILPOINT = { atFailpoint: 3, leader: 1, standby: 1 } as const;
+
+/**
+ * The leader held past its lease where it hurts: its pre-check passed, its write not started, so it
+ * writes when it runs again, with the old token (pause and stall alike; the fault says how it is held).
+ */
+const HELD_MID_WRITE = {
+  gap: { ms: [300, 1200] },
+  target: { kind: 'replica', weights: MOSTLY_AT_FAILPOINT, failpoint: 'handler.prechecked-before-write' },
+  hold: { ttls: [1.5, 2.5] },
+  settle: { ms: [800, 1600] },
+  whileTtlsLeft: 3,
+} as const;
 
 /** Cluster and Sentinel alike: every run goes through both variants (`atLeastOnce`), whatever its fault time. */
 const PRIMARY_FAILOVER: FaultRound = {
@@ -44,7 +56,21 @@ const PRIMARY_FAILOVER: FaultRound = {
   atLeastOnce: true,
 };
 
-export const SCENARIO_NAMES = ['pause', 'crash', 'partition', 'redis-failover', 'redis-restart', 'clock-skew', 'slow-clock', 'cluster-failover', 'sentinel-failover'] as const;
+export const SCENARIO_NAMES = [
+  'pause',
+  'stall',
+  'crash',
+  'partition',
+  'postgres-down',
+  'catch-up-failover',
+  'redis-failover',
+  'redis-restart',
+  'clock-skew',
+  'clock-step',
+  'slow-clock',
+  'cluster-failover',
+  'sentinel-failover',
+] as const;
 export type ScenarioName = (typeof SCENARIO_NAMES)[number];
 
 export const scenarios: Record<ScenarioName, Scenario> = {
@@ -53,15 +79,15 @@ export const scenarios: Record<ScenarioName, Scenario> = {
     summary: 'SIGSTOP past the lease (GC, throttling): the leader wakes up mid-write after a new leader took over',
     redis: 'single',
     exercises: ['stale refused'],
-    rounds: {
-      gap: { ms: [300, 1200] },
-      // Its pre-check passed, its write not started: it writes when it wakes, with the old token.
-      target: { kind: 'replica', weights: MOSTLY_AT_FAILPOINT, failpoint: 'handler.prechecked-before-write' },
-      fault: { kind: 'pause' },
-      hold: { ttls: [1.5, 2.5] },
-      settle: { ms: [800, 1600] },
-      whileTtlsLeft: 3,
-    },
+    rounds: { ...HELD_MID_WRITE, fault: { kind: 'pause' as const } },
+  },
+
+  stall: {
+    name: 'stall',
+    summary: "the leader's event loop blocked past the lease (CPU starvation, not SIGSTOP): it writes when it comes back, with the old token",
+    redis: 'single',
+    exercises: ['stale refused'],
+    rounds: { ...HELD_MID_WRITE, fault: { kind: 'stall' as const } },
   },
 
   crash: {
@@ -93,6 +119,41 @@ export const scenarios: Record<ScenarioName, Scenario> = {
       hold: { ttls: [2, 3] },
       settle: { ms: [800, 1600] },
       whileTtlsLeft: 4,
+    },
+  },
+
+  'catch-up-failover': {
+    name: 'catch-up-failover',
+    summary: 'the next leader stops in the middle of its catch-up batch until a third one has caught up, then wakes up with its batch half done',
+    redis: 'single',
+    // What holds is the scheduler's self-fence before every fire of a batch, which the scheduler
+    // column checks (no dispatch after the replica's own lease ended); the run must show that the
+    // batch was really cut in two.
+    exercises: ['aimed fault landed'],
+    rounds: {
+      gap: { ms: [300, 800] },
+      target: { kind: 'leader' },
+      fault: { kind: 'failover-mid-catch-up', failpoint: 'scheduler.mid-catch-up' },
+      hold: { ttls: [1.5, 2] },
+      settle: { ms: [800, 1600] },
+      whileTtlsLeft: 6,
+      atLeastOnce: true,
+    },
+  },
+
+  'postgres-down': {
+    name: 'postgres-down',
+    summary: 'PostgreSQL unreachable for every replica, with Redis up, then with Redis down too: writes fail closed, and are delivered again',
+    redis: 'single',
+    exercises: ['write retried'],
+    rounds: {
+      gap: { ms: [500, 1000] },
+      target: { kind: 'stores' },
+      fault: { kind: 'postgres-down', variants: ['redis up', 'redis down'] },
+      hold: { ttls: [1.5, 2.5] },
+      settle: { ttls: [1.5, 2] },
+      whileTtlsLeft: 4,
+      atLeastOnce: true,
     },
   },
 
@@ -151,6 +212,28 @@ export const scenarios: Record<ScenarioName, Scenario> = {
       hold: { ttls: [0.5, 0.5] },
       settle: { ms: [1500, 3000] },
       whileTtlsLeft: 4,
+    },
+  },
+
+  'clock-step': {
+    name: 'clock-step',
+    summary: "the leader's wall clock jumps a minute forward, then a minute back, mid-lease (libfaketime's file rewritten); its monotonic clock runs on",
+    redis: 'single',
+    // Like clock-skew: its protection is the single clock (the server's for due times, the monotonic
+    // one for the lease), which nothing in the history counts; the control's early and missed fires
+    // show what it prevents.
+    exercises: [],
+    clockFault: { kind: 'stepped' },
+    controlClock: 'local',
+    rounds: {
+      setup: { kind: 'lead-clock-faulted', freshStart: false },
+      gap: { ms: [800, 1500] },
+      target: { kind: 'leader' },
+      fault: { kind: 'clock-step', stepsMs: [60_000, -60_000] },
+      hold: { ttls: [1.5, 2.5] },
+      settle: { ms: [800, 1500] },
+      whileTtlsLeft: 7,
+      atLeastOnce: true,
     },
   },
 

@@ -1,4 +1,5 @@
 import type { ClockFault } from '../faketime.js';
+import type { FenceState } from '../checker/check-run.js';
 import type { Effect } from '../history.js';
 import type { ProcessSpec } from '../process/managed-process.js';
 
@@ -45,8 +46,11 @@ export interface NodeContext {
  *
  * Replicas report on stdout, one JSON object per line:
  * - `{ "kind": "belief", "leader": true, "token": "7" }` / `{ "kind": "belief", "leader": false }`
- * - `{ "kind": "dispatch", "fireId": "…", "token": "7" }`
- * - `{ "kind": "write", "outcome": "begin" | "committed" | "stale" | "duplicate" | "failed", "fireId": "…", "token": "7" }`
+ * - `{ "kind": "dispatch", "fireId": "…", "token": "7" }`, optionally with `"scheduledAt"` (epoch ms)
+ *   and `"leading"` (its own lease current with this token at the dispatch): each enables a layer check
+ * - `{ "kind": "write", "outcome": "begin" | "committed" | "stale" | "duplicate" | "failed", "fireId": "…", "token": "7" }`;
+ *   a `begin` (the handler started) optionally with `"highestBefore"`: the highest token the guard
+ *   knew just before the handler was called (the handler check)
  */
 export interface SimApp {
   readonly name: string;
@@ -63,6 +67,12 @@ export interface SimApp {
    * primary that serves it. Needed by the `cluster-failover` scenario only.
    */
   leaseKey?(run: RunContext): string;
+  /**
+   * Per guarded resource, the fence PostgreSQL committed and the guard's Redis mark, read after the
+   * replicas stopped (`redis` reaches the run's Redis directly): the guard's check that its mark is
+   * never ahead of the fence. Optional; a control has no fence and answers with none.
+   */
+  fenceStates?(run: RunContext, redis: RedisEndpoint): Promise<FenceState[]>;
   /** Removes what `prepare` created. */
   cleanup(run: RunContext): Promise<void>;
 }

@@ -1,0 +1,135 @@
+import { describe, expect, it } from 'vitest';
+import type { Effect, HistoryEvent } from '../history.js';
+import type { CheckInput } from './check-run.js';
+import {
+  dispatchWithinOwnTerm,
+  dueFiresDispatchedInTime,
+  failedWritesApplyLater,
+  faultIntervals,
+  markNotAheadOfFence,
+  noEarlyDispatch,
+  noHandlerForStaleToken,
+  noHandlerWhileGuardUnreachable,
+  noLongSilence,
+} from './layer-invariants.js';
+
+const window = { start: 1000, end: 11_000 };
+const input = (history: HistoryEvent[], extra: Partial<CheckInput> = {}): CheckInput => ({ history, effects: [], expectedFireIds: [], window, ...extra });
+const dispatch = (at: number, fireId: string, extra: Partial<Extract<HistoryEvent, { kind: 'dispatch' }>> = {}): HistoryEvent => ({
+  at,
+  kind: 'dispatch',
+  node: 'r1',
+  fireId,
+  token: '5',
+  ...extra,
+});
+const fault = (at: number, phase: 'start' | 'end'): HistoryEvent => ({ at, kind: 'fault', fault: 'pause', phase, target: 'r1' });
+const effect = (fireId: string): Effect => ({ resource: 'ledger', fireId, token: 5n, node: 'r1', commitSeq: 1, scheduledAt: 0, committedAt: 0 });
+
+describe('the scheduler, from its dispatches', () => {
+  it('breaks when a replica dispatches after its own lease ended, and only then', () => {
+    const result = dispatchWithinOwnTerm(input([dispatch(1100, 'a', { leading: true }), dispatch(1200, 'b', { leading: false }), dispatch(1300, 'c')]), []);
+    expect(result).toMatchObject({ count: 1, violations: [expect.stringMatching(/r1 dispatched b with token 5 while its lease/)] });
+  });
+
+  it('breaks on a dispatch stamped before its fire was due by more than the tolerance', () => {
+    const history = [dispatch(2000, 'on-time', { scheduledAt: 2000 }), dispatch(1999, 'rounding', { scheduledAt: 2000 }), dispatch(1500, 'early', { scheduledAt: 2000 })];
+    expect(noEarlyDispatch(input(history), [])).toMatchObject({ count: 1, violations: ['dispatched 500 ms early: early by r1'] });
+  });
+
+  it('wants every due fire dispatched within the bound after it was due, or after the fault it came due in', () => {
+    const history = [
+      dispatch(2400, 'in-time', { scheduledAt: 2000 }),
+      dispatch(3000, 'late', { scheduledAt: 2000 }),
+      fault(4000, 'start'),
+      fault(6000, 'end'),
+      // Due during the fault: its bound runs from the fault's end.
+      dispatch(6400, 'after-fault', { scheduledAt: 4500 }),
+      dispatch(7000, 'after-fault-late', { scheduledAt: 4500 }),
+      dispatch(7100, 'after-fault-late', { scheduledAt: 4500 }),
+    ];
+    const result = dueFiresDispatchedInTime(input(history, { recoveryMs: 500, expectedFireIds: ['in-time', 'late', 'after-fault', 'after-fault-late', 'never'] }), []);
+    expect(result.count).toBe(3);
+    expect(result.violations).toEqual([
+      'dispatched 500 ms past its bound: late by r1, 1000 ms after it was due',
+      'dispatched 500 ms past its bound: after-fault-late by r1, 2500 ms after it was due',
+      'never dispatched: never',
+    ]);
+  });
+});
+
+describe('the handler, from its starts', () => {
+  it('breaks when a handler begins for a token below what the guard knew just before', () => {
+    const begin = (fireId: string, token: string, highestBefore?: string): HistoryEvent => ({
+      at: 3000,
+      kind: 'write',
+      node: 'r1',
+      fireId,
+      token,
+      outcome: 'begin',
+      ...(highestBefore === undefined ? {} : { highestBefore }),
+    });
+    const history = [begin('current', '5', '5'), begin('stale-started', '5', '6'), begin('unknown', '5'), begin('newer', '7', '6')];
+    expect(noHandlerForStaleToken(input(history), [])).toMatchObject({
+      count: 1,
+      violations: ['handler started for a stale token: r1 began stale-started with token 5 when the guard already held 6'],
+    });
+  });
+});
+
+describe('the handler, while the stores are cut off', () => {
+  it('breaks on a handler started while PostgreSQL and Redis were both unreachable, past the first moments', () => {
+    const cut = (at: number, phase: 'start' | 'end', unreachable?: ('postgres' | 'redis')[]): HistoryEvent => ({ at, kind: 'fault', fault: 'postgres down', phase, ...(unreachable ? { unreachable } : {}) });
+    const begin = (at: number, fireId: string): HistoryEvent => ({ at, kind: 'write', node: 'r1', fireId, token: '5', outcome: 'begin' });
+    const history = [
+      cut(1000, 'start', ['postgres']),
+      begin(1500, 'redis-answered'), // Redis up: the pre-check may pass on Redis alone
+      cut(2000, 'end'),
+      cut(3000, 'start', ['postgres', 'redis']),
+      begin(3100, 'checked-just-before'),
+      begin(3500, 'unguarded'),
+      cut(4000, 'end'),
+      begin(4100, 'after'),
+    ];
+    expect(noHandlerWhileGuardUnreachable(input(history), [])).toMatchObject({
+      count: 1,
+      violations: ['handler started while the guard could not be reached: r1 began unguarded with token 5 with PostgreSQL and Redis both cut off'],
+    });
+  });
+});
+
+describe('the guard and the dedupe, from the stores', () => {
+  it('breaks on a Redis mark above the committed fence, not on one below or missing', () => {
+    const fences = [
+      { resource: 'equal', fence: '7', mark: '7' },
+      { resource: 'behind', fence: '10', mark: '9' },
+      { resource: 'lost', fence: '7', mark: null },
+      { resource: 'ahead', fence: '9', mark: '10' },
+    ];
+    expect(markNotAheadOfFence(input([], { fences }), [])).toMatchObject({ count: 1, violations: ['Redis mark ahead of the fence on ahead: mark 10, committed fence 9'] });
+  });
+
+  it('wants a fire whose write failed to take effect on a later delivery', () => {
+    const failed = (fireId: string): HistoryEvent => ({ at: 2000, kind: 'write', node: 'r1', fireId, token: '5', outcome: 'failed', reason: 'connection refused' });
+    const result = failedWritesApplyLater(input([failed('retried'), failed('lost')]), [effect('retried')]);
+    expect(result).toMatchObject({ count: 1, violations: ['a failed write never took effect later: lost (first failed on r1: connection refused)'] });
+  });
+});
+
+describe('liveness', () => {
+  it('measures silences without the time faults covered, and breaks only past the bound', () => {
+    const history = [dispatch(1500, 'a'), fault(2000, 'start'), fault(5000, 'end'), dispatch(5400, 'b'), dispatch(7000, 'c')];
+    // 1500 → 5400 is 3900 ms, 3000 of them under the fault: 900 uncovered. 5400 → 7000: 1600. 7000 → 11000: 4000.
+    const result = noLongSilence(input(history, { recoveryMs: 1000 }), []);
+    expect(result.count).toBe(2);
+    expect(result.violations[0]).toBe('no dispatch for 1600 ms outside faults (bound 1000 ms), from 4400 ms into the window');
+  });
+
+  it('merges overlapping faults, and a fault never ended lasts to the end', () => {
+    const history = [fault(100, 'start'), fault(200, 'start'), fault(300, 'end'), fault(400, 'end'), fault(900, 'start')];
+    expect(faultIntervals(history, 2000)).toEqual([
+      { start: 100, end: 400 },
+      { start: 900, end: 2000 },
+    ]);
+  });
+});

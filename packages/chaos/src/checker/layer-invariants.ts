@@ -1,0 +1,187 @@
+import type { HistoryEvent } from '../history.js';
+import type { CheckInput } from './check-run.js';
+import type { Invariant, InvariantResult } from './invariants.js';
+
+// Each layer's own promise, judged from what the replicas reported rather than from the effects: the
+// fence downstream absorbs a scheduler, handler or guard that breaks its promise, so the effects alone
+// cannot show such a bug.
+
+const FIRST = 5;
+
+type Dispatch = Extract<HistoryEvent, { kind: 'dispatch' }>;
+
+function result(count: number, violations: string[]): InvariantResult {
+  return { count, violations: violations.slice(0, FIRST), marks: [] };
+}
+
+/**
+ * The scheduler's self-fence: a replica dispatches only while its own lease, by its own clock, is
+ * still current with the token it dispatches (`leading`, read by the replica at the dispatch).
+ */
+export const dispatchWithinOwnTerm: Invariant = (input) => {
+  const late = input.history.filter((e): e is Dispatch => e.kind === 'dispatch' && e.leading === false);
+  return result(
+    late.length,
+    late.map((e) => `dispatch after its own lease ended: ${e.node} dispatched ${e.fireId} with token ${e.token} while its lease, by its own clock, was over`),
+  );
+};
+
+/**
+ * Nothing is dispatched before it is due by the server clock. The supervisor stamps a line when it
+ * reads it, after the replica wrote it, and runs on the host whose clock the Redis server reads: a
+ * line stamped before the fire was due was written before it was due.
+ */
+export const noEarlyDispatch: Invariant = (input) => {
+  const tolerance = input.earlyToleranceMs ?? 1;
+  const early = input.history.filter((e): e is Dispatch => e.kind === 'dispatch' && e.scheduledAt !== undefined && e.at < e.scheduledAt - tolerance);
+  return result(
+    early.length,
+    early.map((e) => `dispatched ${Math.round(e.scheduledAt! - e.at)} ms early: ${e.fireId} by ${e.node}`),
+  );
+};
+
+/**
+ * Every fire due in the window is dispatched, catch-up included, within the bound: `recoveryMs` after
+ * it was due, or after the end of the fault it came due in. Fires are judged by their first dispatch.
+ * Not judged without `recoveryMs`.
+ */
+export const dueFiresDispatchedInTime: Invariant = (input) => {
+  const recoveryMs = input.recoveryMs;
+  if (recoveryMs === undefined) return result(0, []);
+  const faults = faultIntervals(input.history, input.window.end);
+  const first = new Map<string, Dispatch>();
+  for (const e of input.history) if (e.kind === 'dispatch' && !first.has(e.fireId)) first.set(e.fireId, e);
+  const violations: string[] = [];
+  let count = 0;
+  for (const id of input.expectedFireIds) {
+    const dispatch = first.get(id);
+    if (dispatch === undefined) {
+      count++;
+      violations.push(`never dispatched: ${id}`);
+      continue;
+    }
+    if (dispatch.scheduledAt === undefined) continue;
+    const covering = faults.find((f) => f.start <= dispatch.scheduledAt! && dispatch.scheduledAt! <= f.end);
+    const bound = Math.max(dispatch.scheduledAt, covering?.end ?? 0) + recoveryMs;
+    if (dispatch.at > bound) {
+      count++;
+      violations.push(`dispatched ${Math.round(dispatch.at - bound)} ms past its bound: ${id} by ${dispatch.node}, ${Math.round(dispatch.at - dispatch.scheduledAt)} ms after it was due`);
+    }
+  }
+  return result(count, violations);
+};
+
+/**
+ * The handler's pre-check: no handler starts for a token below the highest the guard already knew
+ * just before it was called (`highestBefore` on the handler's `begin` line). A handler that starts
+ * anyway runs its side effects outside the database for a stale fire.
+ */
+export const noHandlerForStaleToken: Invariant = (input) => {
+  const started = input.history.filter(
+    (e): e is Extract<HistoryEvent, { kind: 'write' }> => e.kind === 'write' && e.outcome === 'begin' && e.highestBefore !== undefined && BigInt(e.highestBefore) > BigInt(e.token),
+  );
+  return result(
+    started.length,
+    started.map((e) => `handler started for a stale token: ${e.node} began ${e.fireId} with token ${e.token} when the guard already held ${e.highestBefore}`),
+  );
+};
+
+/**
+ * The handler's pre-check fails closed: while every replica is cut off from both PostgreSQL and
+ * Redis, no handler starts (the pre-check cannot ask either, so it must refuse). A begin line in the
+ * first `settleMs` of such a fault may come from a pre-check that passed just before it began.
+ */
+export const noHandlerWhileGuardUnreachable: Invariant = (input) => {
+  const settleMs = 300;
+  const windows: Array<{ start: number; end: number }> = [];
+  const open = new Map<string, number>();
+  for (const e of input.history) {
+    if (e.kind !== 'fault') continue;
+    if (e.phase === 'start' && e.unreachable?.includes('postgres') && e.unreachable.includes('redis')) open.set(e.fault, e.at);
+    else if (e.phase === 'end' && open.has(e.fault)) {
+      windows.push({ start: open.get(e.fault)! + settleMs, end: e.at });
+      open.delete(e.fault);
+    }
+  }
+  const started = input.history.filter(
+    (e): e is Extract<HistoryEvent, { kind: 'write' }> => e.kind === 'write' && e.outcome === 'begin' && windows.some((w) => w.start <= e.at && e.at <= w.end),
+  );
+  return result(
+    started.length,
+    started.map((e) => `handler started while the guard could not be reached: ${e.node} began ${e.fireId} with token ${e.token} with PostgreSQL and Redis both cut off`),
+  );
+};
+
+/**
+ * The guard's Redis mark is a cache of the fence, raised after the commit: it is never ahead of the
+ * fence PostgreSQL committed, or it would refuse a current leader's writes.
+ */
+export const markNotAheadOfFence: Invariant = (input) => {
+  const ahead = (input.fences ?? []).filter((f) => f.mark !== null && (f.fence === null || BigInt(f.mark) > BigInt(f.fence)));
+  return result(
+    ahead.length,
+    ahead.map((f) => `Redis mark ahead of the fence on ${f.resource}: mark ${f.mark}, committed fence ${f.fence ?? 'none'}`),
+  );
+};
+
+/** A fire whose write failed (rolled back) takes effect on a later delivery: dedupe claims nothing for a failed write. */
+export const failedWritesApplyLater: Invariant = (input, byCommit) => {
+  const applied = new Set(byCommit.map((e) => e.fireId));
+  const failed = new Map<string, Extract<HistoryEvent, { kind: 'write' }>>();
+  for (const e of input.history) if (e.kind === 'write' && e.outcome === 'failed' && !failed.has(e.fireId)) failed.set(e.fireId, e);
+  const lost = [...failed.values()].filter((e) => !applied.has(e.fireId));
+  return result(
+    lost.length,
+    lost.map((e) => `a failed write never took effect later: ${e.fireId} (first failed on ${e.node}: ${e.reason ?? 'no reason given'})`),
+  );
+};
+
+/**
+ * Liveness: outside the faults, someone dispatches at least every `recoveryMs`. A stretch without a
+ * dispatch is measured without the time faults covered (a fault may stop everyone; recovering from it
+ * may not take longer than the bound). Not judged without `recoveryMs`.
+ */
+export const noLongSilence: Invariant = (input) => {
+  const recoveryMs = input.recoveryMs;
+  if (recoveryMs === undefined) return result(0, []);
+  const silences = uncoveredSilences(input.history, input.window);
+  const long = silences.filter((s) => s.uncoveredMs > recoveryMs);
+  return result(
+    long.length,
+    long.map((s) => `no dispatch for ${Math.round(s.uncoveredMs)} ms outside faults (bound ${recoveryMs} ms), from ${Math.round(s.start - input.window.start)} ms into the window`),
+  );
+};
+
+/** Stretches between dispatches inside the window, each with how much of it no fault covered. */
+export function uncoveredSilences(history: readonly HistoryEvent[], window: CheckInput['window']): Array<{ start: number; end: number; uncoveredMs: number }> {
+  const faults = faultIntervals(history, window.end);
+  const times = history
+    .filter((e) => e.kind === 'dispatch' && e.at >= window.start && e.at <= window.end)
+    .map((e) => e.at)
+    .sort((a, b) => a - b);
+  const out: Array<{ start: number; end: number; uncoveredMs: number }> = [];
+  let previous = window.start;
+  for (const t of [...times, window.end]) {
+    const covered = faults.reduce((sum, f) => sum + Math.max(0, Math.min(f.end, t) - Math.max(f.start, previous)), 0);
+    out.push({ start: previous, end: t, uncoveredMs: t - previous - covered });
+    previous = t;
+  }
+  return out;
+}
+
+/** The intervals in which at least one fault was on, merged; a fault never ended lasts until `end`. */
+export function faultIntervals(history: readonly HistoryEvent[], end: number): Array<{ start: number; end: number }> {
+  const out: Array<{ start: number; end: number }> = [];
+  let open = 0;
+  let since = 0;
+  for (const e of history) {
+    if (e.kind !== 'fault') continue;
+    if (e.phase === 'start') {
+      if (open++ === 0) since = e.at;
+    } else if (open > 0 && --open === 0) {
+      out.push({ start: since, end: e.at });
+    }
+  }
+  if (open > 0) out.push({ start: since, end: Math.max(since, end) });
+  return out;
+}
