@@ -98,16 +98,20 @@ if (mode === 'guarded') {
           // unreachable: nothing applied) is delivered again, same fire id, until it is applied or
           // refused, or this term ends (the next leader then dispatches the fire again: it was never
           // recorded). The dedupe makes every repeat safe.
-          for (let attempt = 1; ; attempt++) {
-            try {
-              const outcome = await handle(envelope);
-              if (outcome.status !== 'applied') line({ kind: 'write', outcome: outcome.status, fireId: envelope.fireId, token: envelope.token });
-              return;
-            } catch (err) {
-              line({ kind: 'write', outcome: 'failed', fireId: envelope.fireId, token: envelope.token, reason: (err as Error).message });
-              if (!isFencedError(err, 'GUARD_UNAVAILABLE') || signal.aborted) throw err;
-              await sleep(Math.min(500, 25 * 2 ** attempt));
+          try {
+            for (let attempt = 1; ; attempt++) {
+              try {
+                const outcome = await handle(envelope);
+                if (outcome.status !== 'applied') line({ kind: 'write', outcome: outcome.status, fireId: envelope.fireId, token: envelope.token });
+                return;
+              } catch (err) {
+                line({ kind: 'write', outcome: 'failed', fireId: envelope.fireId, token: envelope.token, reason: (err as Error).message });
+                if (!isFencedError(err, 'GUARD_UNAVAILABLE') || signal.aborted) throw err;
+                await sleep(Math.min(500, 25 * 2 ** attempt));
+              }
             }
+          } finally {
+            knownBefore.delete(envelope.fireId); // a fire refused before its handler began leaves one
           }
         },
       },
