@@ -43,6 +43,30 @@ export interface Effect {
   readonly committedAt: number;
 }
 
+type FaultEvent = Extract<HistoryEvent, { kind: 'fault' }>;
+
+/**
+ * Each fault from its `start` to its `end`, in order of start: an end closes the latest open start of
+ * the same fault on the same target. A fault that never ended has no `end`.
+ */
+export function faultSpans(events: readonly HistoryEvent[]): Array<{ start: FaultEvent; end: number | undefined }> {
+  const spans: Array<{ start: FaultEvent; end: number | undefined }> = [];
+  const open = new Map<string, Array<{ start: FaultEvent; end: number | undefined }>>();
+  for (const e of events) {
+    if (e.kind !== 'fault') continue;
+    const key = `${e.fault}|${e.target ?? ''}`;
+    if (e.phase === 'start') {
+      const span = { start: e, end: undefined };
+      spans.push(span);
+      open.set(key, [...(open.get(key) ?? []), span]);
+    } else {
+      const span = open.get(key)?.pop();
+      if (span !== undefined) span.end = e.at;
+    }
+  }
+  return spans;
+}
+
 /** An append-only history. */
 export class History {
   readonly events: HistoryEvent[] = [];

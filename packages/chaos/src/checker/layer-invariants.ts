@@ -1,4 +1,4 @@
-import type { HistoryEvent } from '../history.js';
+import { faultSpans, type HistoryEvent } from '../history.js';
 import type { CheckInput } from './check-run.js';
 import type { Invariant, InvariantResult } from './invariants.js';
 
@@ -93,16 +93,8 @@ export const noHandlerForStaleToken: Invariant = (input) => {
  */
 export const noHandlerWhileGuardUnreachable: Invariant = (input) => {
   const settleMs = 300;
-  const windows: Array<{ start: number; end: number }> = [];
-  const open = new Map<string, number>();
-  for (const e of input.history) {
-    if (e.kind !== 'fault') continue;
-    if (e.phase === 'start' && e.unreachable?.includes('postgres') && e.unreachable.includes('redis')) open.set(e.fault, e.at);
-    else if (e.phase === 'end' && open.has(e.fault)) {
-      windows.push({ start: open.get(e.fault)! + settleMs, end: e.at });
-      open.delete(e.fault);
-    }
-  }
+  const bothCut = faultIntervals(input.history, input.window.end, (fault) => fault.unreachable?.includes('postgres') === true && fault.unreachable.includes('redis'));
+  const windows = bothCut.map((w) => ({ start: w.start + settleMs, end: w.end }));
   const started = input.history.filter(
     (e): e is Extract<HistoryEvent, { kind: 'write' }> => e.kind === 'write' && e.outcome === 'begin' && windows.some((w) => w.start <= e.at && e.at <= w.end),
   );
@@ -169,19 +161,24 @@ export function uncoveredSilences(history: readonly HistoryEvent[], window: Chec
   return out;
 }
 
-/** The intervals in which at least one fault was on, merged; a fault never ended lasts until `end`. */
-export function faultIntervals(history: readonly HistoryEvent[], end: number): Array<{ start: number; end: number }> {
+/**
+ * The intervals in which at least one fault (of those `which` picks, by its start event) was on,
+ * merged; a fault never ended lasts until `end`.
+ */
+export function faultIntervals(
+  history: readonly HistoryEvent[],
+  end: number,
+  which: (fault: Extract<HistoryEvent, { kind: 'fault' }>) => boolean = () => true,
+): Array<{ start: number; end: number }> {
+  const spans = faultSpans(history)
+    .filter((span) => which(span.start))
+    .map((span) => ({ start: span.start.at, end: Math.max(span.start.at, span.end ?? end) }))
+    .sort((a, b) => a.start - b.start);
   const out: Array<{ start: number; end: number }> = [];
-  let open = 0;
-  let since = 0;
-  for (const e of history) {
-    if (e.kind !== 'fault') continue;
-    if (e.phase === 'start') {
-      if (open++ === 0) since = e.at;
-    } else if (open > 0 && --open === 0) {
-      out.push({ start: since, end: e.at });
-    }
+  for (const span of spans) {
+    const last = out.at(-1);
+    if (last !== undefined && span.start <= last.end) last.end = Math.max(last.end, span.end);
+    else out.push({ ...span });
   }
-  if (open > 0) out.push({ start: since, end: Math.max(since, end) });
   return out;
 }

@@ -1,7 +1,7 @@
 import type { Protection } from '../sim/scenarios.js';
 import { verdictOf } from './verdict.js';
 import { leadershipIntervals } from '../checker/check-run.js';
-import type { HistoryEvent } from '../history.js';
+import { faultSpans, type HistoryEvent } from '../history.js';
 import type { RunResult } from '../sim/run-scenario.js';
 
 /** What the report shows of one run. */
@@ -56,22 +56,14 @@ function timeline(run: ReportRun): string {
   const parts: string[] = [];
 
   // Faults: shaded bands across every lane, labelled.
-  const openFaults = new Map<string, HistoryEvent & { kind: 'fault' }>();
-  for (const e of events) {
-    if (e.kind !== 'fault') continue;
-    const key = `${e.fault}|${e.target ?? ''}`;
-    if (e.phase === 'start') openFaults.set(key, e);
-    else {
-      const s = openFaults.get(key);
-      openFaults.delete(key);
-      if (s === undefined) continue;
-      const y = s.target === undefined ? top - 4 : lane(s.target) - 4;
-      const h = s.target === undefined ? run.nodes.length * laneHeight : laneHeight;
-      parts.push(
-        `<rect class="fault" data-legend="fault" x="${x(s.at)}" y="${y}" width="${Math.max(2, x(e.at) - x(s.at))}" height="${h}"><title>${esc(`${s.fault}${s.target ? ` on ${s.target}` : ''}${s.detail ? `: ${s.detail}` : ''}`)}</title></rect>`,
-      );
-      parts.push(`<text class="fault-label" x="${x(s.at) + 2}" y="${y + 9}">${esc(s.fault)}</text>`);
-    }
+  for (const { start: s, end } of faultSpans(events)) {
+    if (end === undefined) continue;
+    const y = s.target === undefined ? top - 4 : lane(s.target) - 4;
+    const h = s.target === undefined ? run.nodes.length * laneHeight : laneHeight;
+    parts.push(
+      `<rect class="fault" data-legend="fault" x="${x(s.at)}" y="${y}" width="${Math.max(2, x(end) - x(s.at))}" height="${h}"><title>${esc(`${s.fault}${s.target ? ` on ${s.target}` : ''}${s.detail ? `: ${s.detail}` : ''}`)}</title></rect>`,
+    );
+    parts.push(`<text class="fault-label" x="${x(s.at) + 2}" y="${y + 9}">${esc(s.fault)}</text>`);
   }
   // Overlaps: two replicas believed they led.
   for (const o of run.check.overlaps) {
