@@ -140,14 +140,9 @@ export class FaultContext {
    * reports that it stopped itself there. False when it did not within `timeoutMs` (it is disarmed).
    */
   async stopAt(node: SimNode, failpoint: string, timeoutMs: number): Promise<boolean> {
-    node.process.send({ kind: 'arm', failpoint, action: 'stop' });
-    const hit = await this.waitForLine((n, r) => n === node.name && r['kind'] === 'failpoint' && r['name'] === failpoint, timeoutMs);
-    if (hit !== undefined) {
-      await this.#stopping.get(node.name);
-      return true;
-    }
-    node.process.send({ kind: 'disarm', failpoint });
-    return false;
+    if (!(await this.#armAndAwaitHit(node, failpoint, { action: 'stop' }, timeoutMs))) return false;
+    await this.#stopping.get(node.name);
+    return true;
   }
 
   /** Resolves once `node`, which reported a `stop` failpoint, shows stopped in the kernel. */
@@ -159,8 +154,13 @@ export class FaultContext {
    * Arms `failpoint` in `node` to stall its event loop for `ms` (CPU starvation: the process stays
    * runnable, nothing in it runs) and waits for the hit. False when it did not come within `timeoutMs`.
    */
-  async stallAt(node: SimNode, failpoint: string, ms: number, timeoutMs: number): Promise<boolean> {
-    node.process.send({ kind: 'arm', failpoint, action: 'stall', ms });
+  stallAt(node: SimNode, failpoint: string, ms: number, timeoutMs: number): Promise<boolean> {
+    return this.#armAndAwaitHit(node, failpoint, { action: 'stall', ms }, timeoutMs);
+  }
+
+  /** Arms `failpoint` in `node` with `action` and waits for its hit; disarms it and says false if none came in time. */
+  async #armAndAwaitHit(node: SimNode, failpoint: string, action: { action: 'stop' } | { action: 'stall'; ms: number }, timeoutMs: number): Promise<boolean> {
+    node.process.send({ kind: 'arm', failpoint, ...action });
     const hit = await this.waitForLine((n, r) => n === node.name && r['kind'] === 'failpoint' && r['name'] === failpoint, timeoutMs);
     if (hit !== undefined) return true;
     node.process.send({ kind: 'disarm', failpoint });

@@ -213,13 +213,19 @@ async function hit(ctx: FaultContext, round: Hit, n: number, aim: { landed: bool
     await cutStores(ctx, round.fault, draw(ctx, round.hold), n);
     return true;
   }
-  if (round.fault.kind === 'stall' && round.target.kind === 'replica') return stallReplica(ctx, round.target, draw(ctx, round.hold), aim);
-  const victim = round.target.kind === 'leader' ? await pickLeader(ctx) : await pickReplica(ctx, round.target, !aim.landed);
+  // A stall is drawn before its victim: a leader stalled at its failpoint is held there from the hit on.
+  const stallMs = round.fault.kind === 'stall' ? draw(ctx, round.hold) : undefined;
+  const holdAt: HoldAt = stallMs === undefined ? { kind: 'stop' } : { kind: 'stall', ms: stallMs };
+  const victim = round.target.kind === 'leader' ? await pickLeader(ctx) : await pickReplica(ctx, round.target, !aim.landed, holdAt);
   if (victim === undefined) return false;
   if (victim.atFailpoint) aim.landed = true;
+  if (stallMs !== undefined) return stall(ctx, victim, stallMs);
   await injectIntoReplica(ctx, round.fault, round.hold, victim);
   return true;
 }
+
+/** How a leader aimed at its failpoint is held there: stopped (SIGSTOP), or its event loop stalled for `ms`. */
+type HoldAt = { readonly kind: 'stop' } | { readonly kind: 'stall'; readonly ms: number };
 
 // TypeScript does not narrow a union by a nested discriminant (`round.target.kind`); these do.
 const hitsNothing = (round: Hit): round is NoHit => round.target.kind === 'none';
@@ -238,17 +244,12 @@ async function pickLeader(ctx: FaultContext): Promise<Victim | undefined> {
   return leader === undefined ? undefined : { node: leader, label: 'leader' };
 }
 
-/** Where a replica target hits this time, drawn by its weights (always the failpoint until an aim landed). */
-function drawAim(ctx: FaultContext, target: ReplicaTarget, mustAim: boolean): 'failpoint' | 'leader' | 'standby' {
-  const { atFailpoint, leader, standby } = target.weights;
-  const kinds = [...Array<'failpoint'>(atFailpoint).fill('failpoint'), ...Array<'leader'>(leader).fill('leader'), ...Array<'standby'>(standby).fill('standby')];
-  const drawn = ctx.random.pick(kinds);
-  return mustAim ? 'failpoint' : drawn;
-}
-
 /** Picks the victim by the target's weights; undefined when there is none right now. */
-async function pickReplica(ctx: FaultContext, target: ReplicaTarget, mustAim: boolean): Promise<Victim | undefined> {
-  const kind = drawAim(ctx, target, mustAim);
+async function pickReplica(ctx: FaultContext, target: ReplicaTarget, mustAim: boolean, holdAt: HoldAt): Promise<Victim | undefined> {
+  const { atFailpoint, leader: leaderWeight, standby } = target.weights;
+  const kinds = [...Array<'failpoint'>(atFailpoint).fill('failpoint'), ...Array<'leader'>(leaderWeight).fill('leader'), ...Array<'standby'>(standby).fill('standby')];
+  const drawn = ctx.random.pick(kinds);
+  const kind = mustAim ? 'failpoint' : drawn;
   const leader = await ctx.waitForLeader(5000);
   if (kind === 'standby') {
     const standbys = ctx.standbys();
@@ -256,21 +257,18 @@ async function pickReplica(ctx: FaultContext, target: ReplicaTarget, mustAim: bo
   }
   if (leader === undefined) return undefined;
   if (kind === 'leader') return { node: leader, label: 'leader' };
-  // Stopped by its own failpoint, it waits there (SIGSTOP) for the fault.
-  return (await ctx.stopAt(leader, target.failpoint, 5000)) ? { node: leader, label: `leader at ${target.failpoint}`, atFailpoint: true } : undefined;
+  // Held by its own failpoint (stopped, or stalled), it waits there for the fault.
+  const held = holdAt.kind === 'stall' ? await ctx.stallAt(leader, target.failpoint, holdAt.ms, 5000) : await ctx.stopAt(leader, target.failpoint, 5000);
+  return held ? { node: leader, label: `leader at ${target.failpoint}`, atFailpoint: true } : undefined;
 }
 
-/** The stall fault: the victim's event loop blocked for `holdMs`, at the failpoint or wherever it is. */
-async function stallReplica(ctx: FaultContext, target: ReplicaTarget, holdMs: number, aim: { landed: boolean }): Promise<boolean> {
-  const kind = drawAim(ctx, target, !aim.landed);
-  const leader = await ctx.waitForLeader(5000);
-  const standbys = ctx.standbys();
-  const node = kind !== 'standby' ? leader : standbys.length === 0 ? undefined : ctx.random.pick(standbys);
-  if (node === undefined) return false;
-  const atFailpoint = kind === 'failpoint';
-  const label = atFailpoint ? `leader at ${target.failpoint}` : kind;
-  if (!(atFailpoint ? await ctx.stallAt(node, target.failpoint, holdMs, 5000) : await ctx.stallNow(node, holdMs))) return false;
-  if (atFailpoint) aim.landed = true;
+/**
+ * The stall fault: the victim's event loop blocked for `holdMs`. A victim at its failpoint is stalled
+ * already; any other starts now. False when it did not say it started.
+ */
+async function stall(ctx: FaultContext, victim: Victim, holdMs: number): Promise<boolean> {
+  const { node, label } = victim;
+  if (!victim.atFailpoint && !(await ctx.stallNow(node, holdMs))) return false;
   ctx.fault('stall', 'start', node.name, `${label}: event loop blocked ${holdMs} ms`);
   await ctx.sleep(holdMs);
   ctx.fault('stall', 'end', node.name);
@@ -323,7 +321,7 @@ async function injectIntoReplica(ctx: FaultContext, fault: ReplicaFault, hold: S
       return;
     }
     case 'stall':
-      throw new Error('the stall fault picks its own victim (stallReplica)');
+      throw new Error('a stall is drawn before its victim and held by stall()');
     case 'failover-mid-catch-up': {
       const holdMs = draw(ctx, hold);
       const pausedAt = Date.now();
