@@ -1,5 +1,6 @@
 import type { Effect, HistoryEvent } from '../history.js';
 import { INVARIANTS, type EffectMark, type InvariantResult } from './invariants.js';
+import { firstFailedWrites } from './layer-invariants.js';
 
 export interface CheckInput {
   readonly history: readonly HistoryEvent[];
@@ -132,7 +133,7 @@ export function checkRun(input: CheckInput): CheckResult {
     staleRefused: writes.filter((w) => w.outcome === 'stale').length,
     duplicatesRefused: writes.filter((w) => w.outcome === 'duplicate').length,
     tokensRepaired: input.history.filter((e) => e.kind === 'repair').length,
-    writesRetried: new Set(writes.filter((w) => w.outcome === 'failed' && appliedIds.has(w.fireId)).map((w) => w.fireId)).size,
+    writesRetried: [...firstFailedWrites(input.history).keys()].filter((id) => appliedIds.has(id)).length,
     failpointHits: input.history.filter((e) => e.kind === 'failpoint').length,
     overlaps,
     maxFailoverGapMs: maxDispatchGap(input.history, input.window),

@@ -116,12 +116,17 @@ export const markNotAheadOfFence: Invariant = (input) => {
   );
 };
 
+/** Per fire whose write failed at least once, its first failed write. */
+export function firstFailedWrites(history: readonly HistoryEvent[]): Map<string, Extract<HistoryEvent, { kind: 'write' }>> {
+  const failed = new Map<string, Extract<HistoryEvent, { kind: 'write' }>>();
+  for (const e of history) if (e.kind === 'write' && e.outcome === 'failed' && !failed.has(e.fireId)) failed.set(e.fireId, e);
+  return failed;
+}
+
 /** A fire whose write failed (rolled back) takes effect on a later delivery: dedupe claims nothing for a failed write. */
 export const failedWritesApplyLater: Invariant = (input, byCommit) => {
   const applied = new Set(byCommit.map((e) => e.fireId));
-  const failed = new Map<string, Extract<HistoryEvent, { kind: 'write' }>>();
-  for (const e of input.history) if (e.kind === 'write' && e.outcome === 'failed' && !failed.has(e.fireId)) failed.set(e.fireId, e);
-  const lost = [...failed.values()].filter((e) => !applied.has(e.fireId));
+  const lost = [...firstFailedWrites(input.history).values()].filter((e) => !applied.has(e.fireId));
   return result(
     lost.length,
     lost.map((e) => `a failed write never took effect later: ${e.fireId} (first failed on ${e.node}: ${e.reason ?? 'no reason given'})`),

@@ -7,7 +7,7 @@ import {
   type LeaseLossReason,
   type Token,
 } from '@fenced/shared';
-import { failpoints } from '@fenced/shared/failpoints';
+import { failpoints, type FailpointName } from '@fenced/shared/failpoints';
 import { emit, parseOptions, withTimeout } from '@fenced/shared/internal';
 import { commandTimeoutMs, coordinatorOptionsSchema, defaultDriftMs, defaultNodeId, type CoordinatorOptionsInput } from './coordinator-options.js';
 import { leaseScripts, type LeaseScripts } from './lease-scripts.js';
@@ -235,11 +235,7 @@ export class Coordinator extends EventEmitter<CoordinatorEventMap> {
       let reply: Array<string | number>;
       try {
         const sent = withTimeout(this.#scripts.acquire(this.keys.lease, this.keys.counter, this.nodeId, this.ttlMs), this.#commandTimeoutMs(), 'acquire');
-        if (failpoints.armed) {
-          sent.catch(() => undefined); // awaited below; a rejection meanwhile is not unhandled
-          await failpoints.hit('lease.acquire-sent-before-reply');
-        }
-        reply = await sent;
+        reply = await (failpoints.armed ? replyAfterFailpoint(sent, 'lease.acquire-sent-before-reply') : sent);
       } catch (error) {
         this.#redisFailed('acquire', error);
         return this.#scheduleAttempt(backoffMs(this.#failures, 50, this.#acquireRetryMs));
@@ -362,11 +358,7 @@ export class Coordinator extends EventEmitter<CoordinatorEventMap> {
     let receivedAt: number;
     try {
       const sent = withTimeout(this.#scripts.renew(this.keys.lease, state.term.leaseValue, this.ttlMs), budget(), 'renew');
-      if (failpoints.armed) {
-        sent.catch(() => undefined); // awaited below; a rejection meanwhile is not unhandled
-        await failpoints.hit('lease.renew-sent-before-reply');
-      }
-      reply = await sent;
+      reply = await (failpoints.armed ? replyAfterFailpoint(sent, 'lease.renew-sent-before-reply') : sent);
       receivedAt = this.#clock.now();
       // Sentinel: a renew counts only on the primary the sentinels name (sentinel-primary.ts).
       const repliedAt = performance.now();
@@ -471,6 +463,13 @@ export class Coordinator extends EventEmitter<CoordinatorEventMap> {
 }
 
 /** A reply came from a server that the sentinels do not all name as the primary. */
+/** A request's reply, awaited only after `failpoint` (armed) has run while the request is in flight. */
+async function replyAfterFailpoint<T>(sent: Promise<T>, failpoint: FailpointName): Promise<T> {
+  sent.catch(() => undefined); // awaited below; a rejection meanwhile is not unhandled
+  await failpoints.hit(failpoint);
+  return sent;
+}
+
 class NotOnPrimaryError extends Error {
   constructor(server: string | undefined) {
     super(`the reply came from ${server ?? 'a closed connection'}, not the primary every sentinel names (a failover in progress)`);
