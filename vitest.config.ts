@@ -21,7 +21,9 @@ export default defineConfig({
     // Three projects, run one after the other by `pnpm test`: the simulation runs real replicas with
     // real timing, so it gets the machine to itself.
     projects: [
-      { extends: true, test: { name: 'unit', env: { FENCED_IOREDIS_MAJOR: '5' }, include: ['packages/*/src/**/*.test.ts', 'test/**/*.test.ts'], exclude: [...configDefaults.exclude, 'test/sim/**'] } },
+      { extends: true, test: { name: 'unit', env: { FENCED_IOREDIS_MAJOR: '5' }, include: ['packages/*/src/**/*.test.ts', 'test/**/*.test.ts'], exclude: [...configDefaults.exclude, 'test/sim/**', 'test/install/**'] } },
+      // The packages installed from their tarballs by npm, pnpm and yarn: CPU-heavy installs, run alone.
+      { extends: true, test: { name: 'install', include: ['test/install/**/*.test.ts'], fileParallelism: false, maxWorkers: 1 } },
       { extends: true, resolve: { alias: [{ find: /^ioredis$/, replacement: ioredis6 }] }, test: { name: 'ioredis6', include: redisTests, env: { FENCED_IOREDIS_MAJOR: '6' } } },
       { extends: true, test: { name: 'sim', include: ['test/sim/**/*.test.ts'], exclude: [...configDefaults.exclude], fileParallelism: false, maxWorkers: 1 } },
     ],

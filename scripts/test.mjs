@@ -1,7 +1,7 @@
 #!/usr/bin/env node
 // `pnpm test`: a check that the services answer, the generated-module check and the type check (with
 // ioredis 5 and 6), the packages as a consumer gets them (publint, attw), then the unit/integration
-// project, the Redis tests again on ioredis 6, and the simulation project, one after the other (the
+// project, the Redis tests again on ioredis 6, the install from tarballs, and the simulation project, one after the other (the
 // simulation runs real replicas with real timing, so it gets the machine to itself).
 //
 // A failing step does not hide the others: every step runs (unless the services are missing: then
@@ -51,7 +51,8 @@ steps.push({ name: 'package checks (build, publint, attw)', code: packaged ? 0 :
 
 const counts = { passed: 0, failed: 0, skipped: 0 };
 // `ioredis6`: every test that talks to Redis, again on ioredis 6 (see vitest.config.ts).
-for (const project of ['unit', 'ioredis6', 'sim']) {
+// `install`: the packages from their tarballs, installed by npm, pnpm and yarn into fresh projects.
+for (const project of ['unit', 'ioredis6', 'install', 'sim']) {
   const report = join(reports, `${project}.json`);
   const code = run(bin('vitest'), ['run', '--project', project, '--reporter=default', '--reporter=json', `--outputFile.json=${report}`, ...extra]);
   steps.push({ name: `${project} tests`, code });

@@ -1,10 +1,9 @@
 import { failpoints } from '@fenced/shared/failpoints';
-import type { Kysely, Transaction } from 'kysely';
 import { isFencedError, parseResource, parseToken, StaleTokenError, type Fence, type FencedLogger, type Token, type VerificationKeys } from '@fenced/shared';
 import { emit, parseOptions } from '@fenced/shared/internal';
 import { guardOptionsSchema, type GuardOptionsInput } from './guard-options.js';
 import { wrapHandler, type GuardedHandler, type HandlerGuard, type HandlerOptions, type WrappedHandler } from './handler/wrap-handler.js';
-import { createPostgresGuard, type LowerFenceRequest, type PgPoolLike, type PoolClientOf, type PostgresGuard } from './postgres/index.js';
+import { createPostgresGuard, type KyselyLike, type KyselyTransactionOf, type LowerFenceRequest, type PgPoolLike, type PoolClientOf, type PostgresGuard } from './postgres/index.js';
 import { createRedisFastPath, type RedisFastPath } from './redis/fast-path.js';
 import type { RedisClient } from './redis/redis-client.js';
 import type { GuardedWriteContext, GuardedWriteOptions, TokenInput } from './write-context.js';
@@ -58,7 +57,7 @@ type CreateGuardOptions<Db> = Omit<GuardOptionsInput, 'db' | 'redis' | 'logger' 
  * worker.process((job) => handle(job.data));
  * ```
  */
-export function createGuard<DB>(options: CreateGuardOptions<Kysely<DB>>): Guard<Transaction<DB>>;
+export function createGuard<Db extends KyselyLike>(options: CreateGuardOptions<Db>): Guard<KyselyTransactionOf<Db>>;
 export function createGuard<Pool extends PgPoolLike>(options: CreateGuardOptions<Pool>): Guard<PoolClientOf<Pool>>;
 export function createGuard(input: CreateGuardOptions<object>): Guard<unknown> {
   const options = parseOptions('guard', guardOptionsSchema, input);

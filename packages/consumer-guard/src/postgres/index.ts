@@ -9,3 +9,4 @@ export {
 } from './postgres-guard.js';
 export type { PgClientLike, PgPoolLike, PoolClientOf } from './pg-pool-session.js';
 export type { IsolationLevel } from './session.js';
+export type { KyselyLike, KyselyTransactionOf } from './kysely-like.js';

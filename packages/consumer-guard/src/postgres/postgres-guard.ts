@@ -13,7 +13,7 @@ import {
 } from '@fenced/shared';
 import { emit, parseOptions } from '@fenced/shared/internal';
 import { postgresGuardOptionsSchema, type PostgresGuardOptionsInput } from './postgres-guard-options.js';
-import type { Kysely, Transaction } from 'kysely';
+import type { KyselyLike, KyselyTransactionOf } from './kysely-like.js';
 import { isKyselyLike, kyselySession } from './kysely-session.js';
 import { adminOperations } from './admin.js';
 import { guardUnavailable } from './guard-errors.js';
@@ -114,7 +114,7 @@ type GuardOptions<Db> = Omit<PostgresGuardOptionsInput, 'db' | 'logger'> & { db:
  * await guard.guardedWrite(token, (trx) => trx.insertInto('invoices').values(row).execute());
  * ```
  */
-export function createPostgresGuard<DB>(options: GuardOptions<Kysely<DB>>): PostgresGuard<Transaction<DB>>;
+export function createPostgresGuard<Db extends KyselyLike>(options: GuardOptions<Db>): PostgresGuard<KyselyTransactionOf<Db>>;
 export function createPostgresGuard<Pool extends PgPoolLike>(options: GuardOptions<Pool>): PostgresGuard<PoolClientOf<Pool>>;
 export function createPostgresGuard(input: GuardOptions<object>): PostgresGuard<unknown> {
   const options = parseOptions('postgres guard', postgresGuardOptionsSchema, input);

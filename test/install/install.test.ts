@@ -1,0 +1,198 @@
+/**
+ * The install path a user takes before anything is published: the four packages packed as tarballs,
+ * installed into a fresh project by npm, pnpm and yarn (no overrides, no workspace), a strict
+ * TypeScript app compiled against them (`node16` and `bundler` resolution, `skipLibCheck: false`)
+ * and run against the local services, on ioredis 6 and then 5. Also a service on PostgreSQL alone,
+ * without Redis or Kysely installed, and `npm publish --dry-run` of every tarball.
+ *
+ * A broken `exports` map, a file missing from `files`, a `workspace:` range that leaked into a
+ * tarball, a wrong peer range or a declaration file importing an optional peer fails here. The
+ * package managers' own caches (npm's, pnpm's store, yarn's global cache) keep the reinstalls fast.
+ */
+import { execFile } from 'node:child_process';
+import { cpSync, mkdtempSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { promisify } from 'node:util';
+import { randomBytes } from 'node:crypto';
+import { testDatabaseUrl, testRedisUrl } from '#test-support';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { packAll, PACKAGES, repoRoot, type PackageDir } from './pack.js';
+
+const run = promisify(execFile);
+const INSTALL_TIMEOUT_MS = 600_000;
+
+/** The environment of a command run as a user would: nothing of this pnpm run or vitest leaks in. */
+const userEnv: NodeJS.ProcessEnv = Object.fromEntries(
+  Object.entries(process.env).filter(([key]) => !/^(npm_|pnpm_|yarn_|INIT_CWD$|NODE_OPTIONS$|NODE_ENV$|VITEST|TEST$|PNPM_)/i.test(key)),
+);
+
+/** The versions this repository is tested with, read from its own install (so the caches hit). */
+const installed = (name: string, from = repoRoot): string =>
+  (JSON.parse(readFileSync(join(from, 'node_modules', name, 'package.json'), 'utf8')) as { version: string }).version;
+const versions = {
+  ioredis5: installed('ioredis'),
+  ioredis6: installed('ioredis6'),
+  kysely: installed('kysely'),
+  pg: installed('pg'),
+  typesPg: installed('@types/pg'),
+  typesNode: installed('@types/node'),
+};
+
+type Manager = 'npm' | 'pnpm' | 'yarn';
+const yarnJs = join(repoRoot, 'node_modules', '@yarnpkg', 'cli-dist', 'bin', 'yarn.js');
+const tsc = join(repoRoot, 'node_modules', 'typescript', 'bin', 'tsc');
+
+let tarballs: Record<PackageDir, string>;
+const projects: string[] = [];
+
+beforeAll(() => {
+  tarballs = packAll(userEnv);
+}, INSTALL_TIMEOUT_MS);
+afterAll(() => {
+  for (const dir of projects) rmSync(dir, { recursive: true, force: true });
+});
+
+/** A fresh project folder holding the fixture app's sources and tsconfigs, and `dependencies`. */
+function newProject(dependencies: Record<string, string>): string {
+  const dir = mkdtempSync(join(tmpdir(), 'fenced-install-'));
+  projects.push(dir);
+  cpSync(join(repoRoot, 'test', 'install', 'app'), dir, { recursive: true });
+  writeFileSync(join(dir, 'package.json'), `${JSON.stringify({ name: 'fenced-install-check', version: '1.0.0', private: true, type: 'module', dependencies }, null, 2)}\n`);
+  return dir;
+}
+
+function sdk(packages: readonly PackageDir[]): Record<string, string> {
+  return Object.fromEntries(packages.map((pkg) => [`@fenced/${pkg}`, `file:${tarballs[pkg]}`]));
+}
+
+async function install(manager: Manager, dir: string): Promise<void> {
+  try {
+    if (manager === 'npm') {
+      await run('npm', ['install', '--prefer-offline', '--no-audit', '--no-fund', '--loglevel=error'], { cwd: dir, env: userEnv });
+    } else if (manager === 'pnpm') {
+      // A fresh project has no lockfile; on CI pnpm would insist on a frozen one.
+      await run('pnpm', ['install', '--no-frozen-lockfile', '--prefer-offline', '--reporter', 'silent'], { cwd: dir, env: userEnv });
+    } else {
+      // Yarn (Berry, the current major) with node_modules, as most Node services run it; on CI it
+      // would refuse to write the new lockfile.
+      writeFileSync(join(dir, '.yarnrc.yml'), ['nodeLinker: node-modules', 'enableTelemetry: false', 'enableImmutableInstalls: false', 'enableGlobalCache: true', 'npmRegistryServer: "https://registry.npmjs.org"', ''].join('\n'));
+      await run(process.execPath, [yarnJs, 'install', '--mode=skip-build'], { cwd: dir, env: { ...userEnv, YARN_ENABLE_PROGRESS_BARS: 'false' } });
+    }
+  } catch (err) {
+    throw new Error(`${manager} install failed in ${dir}:\n${output(err)}`);
+  }
+}
+
+/** Type-checks (and for node16 emits) the fixture's `entry` with one of its tsconfigs. */
+async function compile(dir: string, resolution: 'node16' | 'bundler', entry: string): Promise<void> {
+  const config = JSON.parse(readFileSync(join(dir, `tsconfig.${resolution}.json`), 'utf8')) as Record<string, unknown>;
+  writeFileSync(join(dir, `tsconfig.${resolution}.json`), JSON.stringify({ ...config, include: [`src/${entry}`] }));
+  try {
+    await run(process.execPath, [tsc, '-p', `tsconfig.${resolution}.json`], { cwd: dir, env: userEnv });
+  } catch (err) {
+    throw new Error(`tsc (${resolution}) failed on ${entry}:\n${output(err)}`);
+  }
+}
+
+/** Runs the compiled entry against the local services; returns its one JSON line. */
+async function start(dir: string, entry: string): Promise<Record<string, unknown>> {
+  const env = { ...userEnv, DATABASE_URL: testDatabaseUrl(), REDIS_URL: testRedisUrl(), SUFFIX: randomBytes(6).toString('hex') };
+  try {
+    const { stdout } = await run(process.execPath, [join('dist', entry.replace(/\.ts$/, '.js'))], { cwd: dir, env, timeout: 60_000 });
+    return JSON.parse(stdout.trim().split('\n').at(-1)!) as Record<string, unknown>;
+  } catch (err) {
+    throw new Error(`${entry} failed:\n${output(err)}`);
+  }
+}
+
+function output(err: unknown): string {
+  const e = err as { stdout?: string; stderr?: string; message?: string };
+  return [e.message, e.stdout, e.stderr].filter(Boolean).join('\n').slice(-4000);
+}
+
+function setIoredis(dir: string, version: string): void {
+  const file = join(dir, 'package.json');
+  const manifest = JSON.parse(readFileSync(file, 'utf8')) as { dependencies: Record<string, string> };
+  manifest.dependencies['ioredis'] = version;
+  writeFileSync(file, JSON.stringify(manifest, null, 2));
+}
+
+describe('installed from the packed tarballs', () => {
+  it.each<Manager>(['npm', 'pnpm', 'yarn'])(
+    '%s: the app compiles strict (node16 and bundler) and runs, on ioredis 6 and then 5',
+    async (manager) => {
+      const dir = newProject({
+        ...sdk(PACKAGES),
+        ioredis: versions.ioredis6,
+        kysely: versions.kysely,
+        pg: versions.pg,
+        '@types/pg': versions.typesPg,
+        '@types/node': versions.typesNode,
+      });
+      for (const ioredis of [versions.ioredis6, versions.ioredis5]) {
+        setIoredis(dir, ioredis);
+        await install(manager, dir);
+        expect(installed('ioredis', dir)).toBe(ioredis);
+        // Bundler resolution reads the same exports map whatever the ioredis major: checked once.
+        if (ioredis === versions.ioredis6) await compile(dir, 'bundler', 'app.ts');
+        await compile(dir, 'node16', 'app.ts');
+        const result = await start(dir, 'app.ts');
+        expect(result).toMatchObject({ ok: true, applied: 1 });
+        expect(BigInt(result['refusedAt'] as string)).toBe(BigInt(result['token'] as string) + 1n);
+      }
+    },
+    INSTALL_TIMEOUT_MS,
+  );
+
+  it(
+    'pnpm: a service on PostgreSQL alone needs neither ioredis nor kysely, to compile or to run',
+    async () => {
+      const dir = newProject({ ...sdk(['shared', 'consumer-guard']), pg: versions.pg, '@types/pg': versions.typesPg, '@types/node': versions.typesNode });
+      await install('pnpm', dir);
+      await compile(dir, 'node16', 'pg-only.ts');
+      await compile(dir, 'bundler', 'pg-only.ts');
+      expect(await start(dir, 'pg-only.ts')).toEqual({ ok: true, inserted: 1, refused: true });
+    },
+    INSTALL_TIMEOUT_MS,
+  );
+
+  it('every tarball is publishable as it is (npm publish --dry-run), with no workspace: range left', async () => {
+    for (const pkg of PACKAGES) {
+      const { stdout: manifest } = await run('tar', ['-xzOf', tarballs[pkg], 'package/package.json']);
+      expect(manifest).not.toContain('workspace:');
+      const { stdout: listing } = await run('tar', ['-tzf', tarballs[pkg]]);
+      expect(listing, `${pkg} ships its tests`).not.toMatch(/\.test\.(ts|js)/);
+      expect(listing).toContain('package/dist/index.d.ts');
+      await run('npm', ['publish', '--dry-run', '--access', 'public', tarballs[pkg]], { env: userEnv });
+    }
+  });
+});
+
+describe('versioning with changesets', () => {
+  it('`changeset version` bumps the four packages together and writes their changelogs', async () => {
+    // A copy of the workspace's manifests and pending changesets; node_modules linked for the CLI.
+    const dir = mkdtempSync(join(tmpdir(), 'fenced-changeset-'));
+    projects.push(dir);
+    for (const file of ['package.json', 'pnpm-workspace.yaml', '.changeset', 'test/package.json', ...PACKAGES.map((pkg) => `packages/${pkg}/package.json`)]) {
+      cpSync(join(repoRoot, file), join(dir, file), { recursive: true });
+    }
+    symlinkSync(join(repoRoot, 'node_modules'), join(dir, 'node_modules'));
+    writeFileSync(join(dir, '.changeset', 'install-check.md'), '---\n"@fenced/consumer-guard": patch\n---\n\nA change to the guard alone.\n');
+    const before = manifestOf(dir, 'consumer-guard').version;
+    await run(process.execPath, [join(repoRoot, 'node_modules', '@changesets', 'cli', 'bin.js'), 'version'], { cwd: dir, env: userEnv });
+
+    const after = PACKAGES.map((pkg) => manifestOf(dir, pkg));
+    expect(new Set(after.map((m) => m.version)).size).toBe(1);
+    expect(after[0]!.version).not.toBe(before);
+    for (const pkg of PACKAGES) expect(readFileSync(join(dir, 'packages', pkg, 'CHANGELOG.md'), 'utf8')).toContain(`## ${after[0]!.version}`);
+    // The guard's changelog carries the change; the peer on the wire contract stays a workspace range
+    // (pnpm pack writes the released version into it).
+    expect(readFileSync(join(dir, 'packages', 'consumer-guard', 'CHANGELOG.md'), 'utf8')).toContain('A change to the guard alone.');
+    expect(manifestOf(dir, 'coordinator').peerDependencies?.['@fenced/shared']).toBe('workspace:^');
+  });
+});
+
+function manifestOf(dir: string, pkg: PackageDir): { version: string; peerDependencies?: Record<string, string> } {
+  return JSON.parse(readFileSync(join(dir, 'packages', pkg, 'package.json'), 'utf8')) as { version: string; peerDependencies?: Record<string, string> };
+}
