@@ -1,5 +1,5 @@
 import { createGuard, toProcessor, type HandlerContext } from '@fenced/consumer-guard';
-import type { Envelope } from '@fenced/shared';
+import { createEnvelope, dispatchKey, type Envelope } from '@fenced/shared';
 import { createRedis, createTestSchema, deleteKeys, spawnTs, testDatabaseUrl, testRedisUrl, uniquePrefix, waitFor, type ChildHandle } from '#test-support';
 import { Queue, Worker } from 'bullmq';
 import type pg from 'pg';
@@ -76,6 +76,45 @@ describe('the handler wrapper as a BullMQ processor', () => {
     expect(rows).toEqual([{ fire_id: envelope.fireId, worker: 'parent' }]);
 
     await second.close();
+    await queue.close();
+    await deleteKeys(connection, prefix);
+    connection.disconnect();
+    workerConnection.disconnect();
+  });
+
+  it("a deposed term's copy of a fire that reaches the queue first does not cost the fire", async () => {
+    const queueName = 'fires-terms';
+    const connection = createRedis(undefined, { maxRetriesPerRequest: null });
+    const queue = new Queue(queueName, { connection, prefix });
+    const guard = createGuard({ db: schema.pool, resource: 'terms', schema: schema.name });
+    const at = (token: bigint): Envelope => createEnvelope({ job: 'terms', scheduledAt: Date.UTC(2026, 10, 29, 11), token, issuer: 'node-a', payload: {} });
+    // The deposed leader (token 5) enqueues the fire; the new leader is elected (fence at 6) and
+    // catches the same fire up. Both copies are queued: the job id is the dispatch key.
+    const old = at(5n);
+    await queue.add('terms', old, { jobId: dispatchKey(old) });
+    await guard.advance(6n);
+    const caughtUp = at(6n);
+    await queue.add('terms', caughtUp, { jobId: dispatchKey(caughtUp) });
+
+    const handle = guard.wrapHandler(
+      (_payload, ctx: HandlerContext<pg.PoolClient>) =>
+        ctx.guardedWrite((client) => client.query(`INSERT INTO ledger (fire_id, token, worker) VALUES ($1, $2, 'terms')`, [ctx.fireId, ctx.token.toString()])),
+      { onStale: 'return' },
+    );
+    const outcomes: string[] = [];
+    const workerConnection = createRedis(undefined, { maxRetriesPerRequest: null });
+    const worker = new Worker(queueName, async (job) => {
+      const status = await toProcessor(handle)(job);
+      outcomes.push(status);
+      return status;
+    }, { connection: workerConnection, prefix });
+    worker.on('error', () => {});
+    await waitFor(() => outcomes.length === 2, 15_000, 20);
+    expect(outcomes.sort()).toEqual(['applied', 'stale']);
+    const { rows } = await schema.pool.query(`SELECT fire_id, token FROM ledger WHERE worker = 'terms'`);
+    expect(rows).toEqual([{ fire_id: old.fireId, token: '6' }]);
+
+    await worker.close();
     await queue.close();
     await deleteKeys(connection, prefix);
     connection.disconnect();

@@ -2,11 +2,18 @@ import { failpoints } from '@fenced/shared/failpoints';
 import { isFencedError, parseResource, parseToken, StaleTokenError, type Fence, type FencedLogger, type Token, type VerificationKeys } from '@fenced/shared';
 import { emit, parseOptions } from '@fenced/shared/internal';
 import { guardOptionsSchema, type GuardOptionsInput } from './guard-options.js';
-import { wrapHandler, type GuardedHandler, type HandlerGuard, type HandlerOptions, type WrappedHandler } from './handler/wrap-handler.js';
+import { wrapHandler, type GuardedHandler, type HandlerGuard, type HandlerOptions, type HandlerOutcome, type WrappedHandler } from './handler/wrap-handler.js';
 import { createPostgresGuard, type KyselyLike, type KyselyTransactionOf, type LowerFenceRequest, type PgPoolLike, type PoolClientOf, type PostgresGuard } from './postgres/index.js';
 import { createRedisFastPath, type RedisFastPath } from './redis/fast-path.js';
 import type { RedisClient } from './redis/redis-client.js';
-import type { GuardedWriteContext, GuardedWriteOptions, TokenInput } from './write-context.js';
+import type { GuardedWriteContext, GuardedWriteOptions, TokenInput, TransactionExecutor } from './write-context.js';
+
+/**
+ * A wrapped handler for a queue that hands each job its own transaction (pg-boss's `transactional`
+ * workers): `ctx.guardedWrite` runs in `tx`, so the fire's effect, its claim and the job's completion
+ * commit together or not at all.
+ */
+export type TransactionalHandler<T> = (envelope: unknown, tx: TransactionExecutor, call?: { signal?: AbortSignal }) => Promise<HandlerOutcome<T>>;
 
 /**
  * The combined guard: PostgreSQL is the authority, Redis the fast path. A Redis refusal is final (no
@@ -29,6 +36,13 @@ export interface Guard<Trx> extends PostgresGuard<Trx>, HandlerGuard<Trx> {
   precheck(token: TokenInput): Promise<void>;
   /** Wraps a task handler: validates the envelope, refuses stale and duplicate fires (see README). */
   wrapHandler<T>(handler: GuardedHandler<Trx, T>, options?: HandlerOptions): WrappedHandler<T>;
+  /**
+   * `wrapHandler` for a job that runs in a transaction its queue holds (pg-boss `transactional`):
+   * the same checks, and `ctx.guardedWrite(fn)` runs `fn` in that transaction after the fence check
+   * and the fire claim (see `guardedWriteIn`). Stale and duplicate fires resolve with their status,
+   * so the queue commits the job as done instead of retrying it.
+   */
+  wrapTransactionalHandler<T>(handler: GuardedHandler<TransactionExecutor, T>, options?: Omit<HandlerOptions, 'onStale'>): TransactionalHandler<T>;
   /**
    * Deletes applied-fire records older than `olderThanMs` (default: the `appliedFireRetentionMs`
    * option, 7 days). Run it periodically, for example as a fenced cron job.
@@ -109,6 +123,25 @@ export function createGuard(input: CreateGuardOptions<object>): Guard<unknown> {
     }
   }
 
+  async function guardedWriteIn<T>(
+    tx: TransactionExecutor,
+    tokenInput: TokenInput,
+    fn: (tx: TransactionExecutor, ctx: GuardedWriteContext) => Promise<T>,
+    writeOptions?: GuardedWriteOptions,
+  ): Promise<T> {
+    const token = parseToken(tokenInput);
+    try {
+      // No mark is raised on success: the caller commits later, or not at all, and a mark must never
+      // get ahead of what PostgreSQL committed.
+      return await postgres.guardedWriteIn(tx, token, fn, writeOptions);
+    } catch (err) {
+      if (isFencedError(err, 'STALE_TOKEN')) await raiseMark(err.resource, err.highest);
+      throw err;
+    }
+  }
+
+  const handlerSettings = { keys: input.keys, maxPayloadBytes: options.maxPayloadBytes, logger };
+
   const fence = (resource: string): Fence => {
     const pgFence = postgres.fence(resource);
     return Object.freeze({
@@ -146,8 +179,21 @@ export function createGuard(input: CreateGuardOptions<object>): Guard<unknown> {
       await raiseMark(options.resource, token);
     },
     fence,
+    guardedWriteIn,
     wrapHandler: <T>(handler: GuardedHandler<unknown, T>, handlerOptions?: HandlerOptions): WrappedHandler<T> =>
-      wrapHandler<unknown, T>(handlerGuard, { keys: input.keys, maxPayloadBytes: options.maxPayloadBytes, logger }, handler, handlerOptions),
+      wrapHandler<unknown, T>(handlerGuard, handlerSettings, handler, handlerOptions),
+    wrapTransactionalHandler<T>(handler: GuardedHandler<TransactionExecutor, T>, handlerOptions: Omit<HandlerOptions, 'onStale'> = {}): TransactionalHandler<T> {
+      if (typeof handler !== 'function') throw new TypeError('wrapTransactionalHandler: handler must be a function');
+      return (envelope, tx, call) => {
+        // The wrapper, over a guard whose write is bound to this job's transaction.
+        const inTransaction: HandlerGuard<TransactionExecutor> = {
+          resource: options.resource,
+          precheck: precheckOwn,
+          guardedWrite: (token, fn, writeOptions) => guardedWriteIn(tx, token, fn, writeOptions),
+        };
+        return wrapHandler(inTransaction, handlerSettings, handler, { ...handlerOptions, onStale: 'return' })(envelope, call);
+      };
+    },
     async lowerFence(request: LowerFenceRequest) {
       const previous = await postgres.lowerFence(request);
       // The mark never goes down by itself: reset it to the new fence as part of the admin act.

@@ -1,7 +1,10 @@
 // The root entry: the combined guard (PostgreSQL authority, optional Redis fast path) and the handler
 // wrapper. Single-backend guards live under subpaths (`@fenced/consumer-guard/postgres`, `/redis`).
 // Nothing here imports a database driver: the caller's own clients are used.
-export { createGuard, type Guard } from './combined-guard.js';
+export { createGuard, type Guard, type TransactionalHandler } from './combined-guard.js';
+export { toGraphileTask, type GraphileJobHelpersLike } from './queues/graphile-worker.js';
+export { toPgBossHandler, type PgBossJobLike } from './queues/pg-boss.js';
+export type { TransactionExecutor } from './write-context.js';
 export {
   idempotencyKey,
   toProcessor,

@@ -27,3 +27,11 @@ export interface GuardedWriteOptions {
   readonly fireId?: string;
 }
 
+
+/**
+ * A transaction someone else holds open and will commit: pg-boss's `IDatabase` (the `tx` of a
+ * `transactional` worker) fits as it is. The guard only runs statements on it, never BEGIN or COMMIT.
+ */
+export interface TransactionExecutor {
+  executeSql(text: string, values?: unknown[]): Promise<{ rows: unknown[] }>;
+}

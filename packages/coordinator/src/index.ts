@@ -20,5 +20,6 @@ export {
   type QueueLike,
 } from './scheduler/scheduler.js';
 // The fire id is part of the wire contract (it travels in every envelope): built and parsed in shared.
-export { fireId, parseFireId } from '@fenced/shared';
+export { dispatchKey, fireId, parseFireId } from '@fenced/shared';
+export { graphileWorkerQueue, pgBossQueue, type GraphileWorkerAddJob, type PgBossSend } from './scheduler/queue-targets.js';
 export { type MisfirePolicy } from './scheduler/catch-up.js';

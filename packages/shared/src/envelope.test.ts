@@ -36,6 +36,12 @@ describe('createEnvelope', () => {
     });
     expect(parseEnvelope(envelope)).toEqual(envelope);
   });
+
+  it('survives the JSON of a queue when the job has no payload (found by the queue examples)', () => {
+    const envelope = createEnvelope({ job: 'invoices', scheduledAt: Date.UTC(2026, 10, 29, 10), token: 7n, issuer: 'node-a', payload: undefined });
+    expect(envelope.payload).toBeNull();
+    expect(parseEnvelope(JSON.parse(JSON.stringify(envelope)))).toEqual(envelope);
+  });
 });
 
 describe('parseEnvelope', () => {

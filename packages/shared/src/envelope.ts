@@ -87,7 +87,9 @@ export function createEnvelope(fields: EnvelopeFields): Envelope {
     scheduledAt: new Date(fields.scheduledAt).toISOString(),
     token: formatToken(fields.token),
     issuer: fields.issuer,
-    payload: fields.payload,
+    // A job without a payload: null, not undefined. JSON has no undefined, so a queue would store the
+    // envelope without its payload field, and every wrapper would refuse it as malformed.
+    payload: fields.payload === undefined ? null : fields.payload,
   };
 }
 

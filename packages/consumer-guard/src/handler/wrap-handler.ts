@@ -176,5 +176,13 @@ function combineSignals(callSignal: AbortSignal | undefined, timeoutMs: number |
  * duplicate fires complete (they must not be retried); the outcome's status is the job's result.
  */
 export function toProcessor<T>(handle: WrappedHandler<T>): (job: { data: unknown }, token?: string, signal?: AbortSignal) => Promise<HandlerOutcome<T>['status']> {
-  return async (job, _token, signal) => (await handle(job.data, signal === undefined ? {} : { signal })).status;
+  return async (job, _token, signal) => {
+    try {
+      return (await handle(job.data, signal === undefined ? {} : { signal })).status;
+    } catch (err) {
+      // A handler wrapped with the default `onStale: 'throw'`: stale is still a final outcome.
+      if (isFencedError(err, 'STALE_TOKEN')) return 'stale';
+      throw err;
+    }
+  };
 }

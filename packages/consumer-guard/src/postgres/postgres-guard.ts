@@ -21,7 +21,7 @@ import { migrate } from './migrator.js';
 import { BoundedMap } from '../internal/bounded-map.js';
 import { guardObjectNames } from './names.js';
 import { isPgPoolLike, pgPoolSession, type PgPoolLike, type PoolClientOf } from './pg-pool-session.js';
-import { PhaseError, type GuardSession } from './session.js';
+import { PhaseError, toParams, type GuardSession } from './session.js';
 import {
   detailOf,
   DUPLICATE_FIRE,
@@ -30,9 +30,9 @@ import {
   sqlStateOf,
   STALE_TOKEN,
 } from './sql-state.js';
-import type { GuardedWriteContext, GuardedWriteOptions, TokenInput } from '../write-context.js';
+import type { GuardedWriteContext, GuardedWriteOptions, TokenInput, TransactionExecutor } from '../write-context.js';
 
-export type { GuardedWriteContext, GuardedWriteOptions, TokenInput } from '../write-context.js';
+export type { GuardedWriteContext, GuardedWriteOptions, TokenInput, TransactionExecutor } from '../write-context.js';
 
 /** An explicit, audited lowering of a fence: recovery from a poisoned fence, never automatic. */
 export interface LowerFenceRequest {
@@ -74,6 +74,15 @@ export interface PostgresGuard<Trx> extends Fence {
    * ```
    */
   guardedWrite<T>(token: TokenInput, fn: (trx: Trx, ctx: GuardedWriteContext) => Promise<T>, options?: GuardedWriteOptions): Promise<T>;
+  /**
+   * The same check (and fire claim) inside a transaction the caller holds and commits, such as a
+   * queue's: the job's completion and the write then commit together or not at all. The check runs
+   * under a savepoint, so a refusal (`StaleTokenError`, `DuplicateFireError`) rolls back only the
+   * guard's part and leaves `tx` usable (the caller can still commit the job as settled). The fence
+   * row stays locked until the caller's transaction ends. No retry here: an aborted transaction is
+   * the caller's to run again. `tx` must be a transaction on the guard's database.
+   */
+  guardedWriteIn<T>(tx: TransactionExecutor, token: TokenInput, fn: (tx: TransactionExecutor, ctx: GuardedWriteContext) => Promise<T>, options?: GuardedWriteOptions): Promise<T>;
   /** The highest committed token of the default resource, or `null`. */
   highest(): Promise<Token | null>;
   /** Strictly raises the default resource's fence to `token` (see {@link Fence.advance}). */
@@ -128,15 +137,37 @@ export function createPostgresGuard(input: GuardOptions<object>): PostgresGuard<
   // the SQL): a stale or missing entry costs one more statement, never correctness.
   const lastSeen = new BoundedMap<string, Token>(10_000);
 
+  /** A guarded write's arguments, validated before any database call. */
+  function writeArguments(caller: string, tokenInput: TokenInput, fn: unknown, writeOptions: GuardedWriteOptions | undefined) {
+    const token = parseToken(tokenInput);
+    const resource = writeOptions?.resource === undefined ? options.resource : parseResource(writeOptions.resource);
+    if (typeof fn !== 'function') throw new TypeError(`${caller}: fn must be a function`);
+    const fireId = writeOptions?.fireId === undefined ? null : parseFireIdText(writeOptions.fireId);
+    return { token, resource, fireId };
+  }
+
+  /** The check's refusal as its typed error (reported, and the fence it named remembered), or undefined. */
+  function refusalOf(cause: unknown, resource: string, token: Token, fireId: string | null): StaleTokenError | DuplicateFireError | undefined {
+    if (sqlStateOf(cause) === STALE_TOKEN) {
+      const highest = BigInt(detailOf(cause) ?? '0');
+      lastSeen.set(resource, highest);
+      emit(logger, { type: 'token.rejected', resource, token, highest, via: 'postgres' });
+      return new StaleTokenError(resource, token, highest);
+    }
+    if (sqlStateOf(cause) === DUPLICATE_FIRE && fireId !== null) {
+      lastSeen.set(resource, token);
+      emit(logger, { type: 'guard.duplicate', resource, token, fireId });
+      return new DuplicateFireError(resource, fireId);
+    }
+    return undefined;
+  }
+
   async function guardedWrite<T>(
     tokenInput: TokenInput,
     fn: (trx: unknown, ctx: GuardedWriteContext) => Promise<T>,
     writeOptions?: GuardedWriteOptions,
   ): Promise<T> {
-    const token = parseToken(tokenInput);
-    const resource = writeOptions?.resource === undefined ? options.resource : parseResource(writeOptions.resource);
-    if (typeof fn !== 'function') throw new TypeError('guardedWrite: fn must be a function');
-    const fireId = writeOptions?.fireId === undefined ? null : parseFireIdText(writeOptions.fireId);
+    const { token, resource, fireId } = writeArguments('guardedWrite', tokenInput, fn, writeOptions);
 
     for (let attempt = 1; ; attempt++) {
       try {
@@ -154,23 +185,55 @@ export function createPostgresGuard(input: GuardOptions<object>): PostgresGuard<
           await backoff(attempt);
           continue;
         }
-        if (sqlStateOf(cause) === STALE_TOKEN) {
-          const highest = BigInt(detailOf(cause) ?? '0');
-          lastSeen.set(resource, highest);
-          emit(logger, { type: 'token.rejected', resource, token, highest, via: 'postgres' });
-          throw new StaleTokenError(resource, token, highest);
-        }
-        if (sqlStateOf(cause) === DUPLICATE_FIRE && fireId !== null) {
-          lastSeen.set(resource, token);
-          emit(logger, { type: 'guard.duplicate', resource, token, fireId });
-          throw new DuplicateFireError(resource, fireId);
-        }
+        const refused = refusalOf(cause, resource, token, fireId);
+        if (refused !== undefined) throw refused;
         // The caller's own errors pass through untouched.
         if (phase === 'body') throw cause;
         if (isRetryable(cause) || isFencedError(cause)) throw cause;
         throw unavailable(resource, phase, cause);
       }
     }
+  }
+
+  // The savepoint that lets a refusal inside someone else's transaction leave that transaction usable.
+  const SAVEPOINT = 'fenced_guarded_write';
+
+  async function guardedWriteIn<T>(
+    tx: TransactionExecutor,
+    tokenInput: TokenInput,
+    fn: (tx: TransactionExecutor, ctx: GuardedWriteContext) => Promise<T>,
+    writeOptions?: GuardedWriteOptions,
+  ): Promise<T> {
+    if (typeof tx?.executeSql !== 'function') throw new TypeError('guardedWriteIn: tx must have executeSql(text, values)');
+    const { token, resource, fireId } = writeArguments('guardedWriteIn', tokenInput, fn, writeOptions);
+
+    try {
+      await tx.executeSql(`SAVEPOINT ${SAVEPOINT}`);
+    } catch (err) {
+      throw unavailable(resource, 'open', err);
+    }
+    try {
+      const seen = lastSeen.get(resource);
+      // The same statement-order hint as the pooled path (a stale hint costs a statement, never correctness).
+      await tx.executeSql(checkText, toParams([token, resource, seen === undefined || token > seen, fireId]));
+    } catch (err) {
+      // Only the check is undone; the caller's transaction goes on. If the caller has already ended
+      // it (a queue that gave up on a job past its expiry), the rollback fails: the refusal stands
+      // all the same, nothing of ours was applied, and the caller's commit is what fails.
+      await tx.executeSql(`ROLLBACK TO SAVEPOINT ${SAVEPOINT}`).catch(() => {});
+      const refused = refusalOf(err, resource, token, fireId);
+      if (refused !== undefined) throw refused;
+      throw unavailable(resource, 'open', err);
+    }
+    const result = await fn(tx, { token, resource, attempt: 1 });
+    try {
+      await tx.executeSql(`RELEASE SAVEPOINT ${SAVEPOINT}`);
+    } catch (err) {
+      throw unavailable(resource, 'body', err);
+    }
+    lastSeen.set(resource, token);
+    emit(logger, { type: 'token.accepted', resource, token });
+    return result;
   }
 
   async function highest(resource: string): Promise<Token | null> {
@@ -217,6 +280,7 @@ export function createPostgresGuard(input: GuardOptions<object>): PostgresGuard<
     resource: options.resource,
     migrate: () => migrate(session, names, logger),
     guardedWrite,
+    guardedWriteIn,
     highest: () => highest(options.resource),
     advance: (token: TokenInput) => advance(options.resource, token),
     fence,

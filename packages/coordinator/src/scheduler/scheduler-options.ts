@@ -17,7 +17,7 @@ export const jobSchema = z
     everyMs: z.number().int().min(10).max(366 * 86_400_000).optional(),
     /** In-process handler: receives the envelope. */
     handler: z.custom<(...args: never[]) => unknown>(isFunction, { message: 'must be a function' }).optional(),
-    /** A BullMQ-style queue (`add(name, data, { jobId })`); the fire id is the job id. */
+    /** A BullMQ-style queue (`add(name, data, { jobId })`); the job id is the fire's `dispatchKey`. */
     queue: z.custom<object>((v) => isObject(v) && isFunction((v as { add?: unknown }).add), { message: 'must have add(name, data, opts)' }).optional(),
     /** Payload of every fire, or a function of the fire's scheduled time. */
     payload: z.unknown().optional(),

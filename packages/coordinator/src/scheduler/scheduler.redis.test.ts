@@ -1,4 +1,4 @@
-import { isFencedError, type Envelope, type FencedEvent } from '@fenced/shared';
+import { dispatchKey, isFencedError, type Envelope, type FencedEvent } from '@fenced/shared';
 import { failpoints } from '@fenced/shared/failpoints';
 import { createRedis, deleteKeys, uniquePrefix, waitFor } from '#test-support';
 import type { Redis } from 'ioredis';
@@ -173,7 +173,7 @@ describe('the scheduler', () => {
     expect(await scripts.recordFire(keys.lease, keys.fires, b.coordinator.currentTerm()!.leaseValue, 'tick', '5')).toBe(1);
   });
 
-  it('hands fires to a BullMQ queue with the fire id as job id, so a second copy is dropped', async () => {
+  it('hands fires to a BullMQ queue with the dispatch key (fire id and term) as job id, so a second copy by the term is dropped', async () => {
     prefix = uniquePrefix('sched');
     const { Queue } = await import('bullmq');
     const connection = createRedis(undefined, { maxRetriesPerRequest: null });
@@ -187,8 +187,8 @@ describe('the scheduler', () => {
     const jobs = await queue.getJobs(['waiting', 'delayed', 'active', 'completed']);
     expect(jobs.length).toBeGreaterThanOrEqual(3);
     const first = jobs[0]!;
-    expect(first.id).toBe((first.data as Envelope).fireId);
-    // A second dispatch of the same fire (a deposed leader, or a crash before recording) is dropped.
+    expect(first.id).toBe(dispatchKey(first.data as Envelope));
+    // A second dispatch of the same fire by the same term (a retried enqueue) is dropped.
     await queue.add('ledger', first.data, { jobId: first.id! });
     expect((await queue.getJobs(['waiting', 'delayed', 'active', 'completed'])).length).toBe(jobs.length);
   });

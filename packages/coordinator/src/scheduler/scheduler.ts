@@ -2,6 +2,7 @@ import { failpoints } from '@fenced/shared/failpoints';
 import {
   ConfigError,
   createEnvelope,
+  dispatchKey,
   type Envelope,
   type FencedLogger,
 } from '@fenced/shared';
@@ -23,7 +24,11 @@ export interface FireContext {
 /** An in-process fire handler. */
 export type FireHandler = (envelope: Envelope, context: FireContext) => unknown;
 
-/** The part of a BullMQ `Queue` the scheduler uses. The fire id becomes the job id. */
+/**
+ * Where a job's fires are enqueued: a BullMQ `Queue` as it is, or an adapter
+ * (`graphileWorkerQueue`, `pgBossQueue`). `jobId` is the fire's {@link dispatchKey}: the queue drops
+ * a second dispatch of a fire by the same term.
+ */
 export interface QueueLike {
   add(name: string, data: unknown, options: { jobId: string }): Promise<unknown>;
 }
@@ -276,7 +281,7 @@ export class Scheduler {
       const event = { lease: this.#coordinator.lease, nodeId: this.#coordinator.nodeId, job: job.name, fireId: envelope.fireId, token: term.token };
       if (job.queue !== undefined) {
         try {
-          await job.queue.add(job.name, envelope, { jobId: envelope.fireId });
+          await job.queue.add(job.name, envelope, { jobId: dispatchKey(envelope) });
         } catch (error) {
           // Not enqueued: keep the fire pending and try again on a later tick.
           emit(this.#logger, { type: 'fire.failed', ...event, error });
