@@ -1,3 +1,4 @@
+import { createCoordinator, createScheduler } from '@fenced/coordinator';
 import { createGuard, toProcessor, type HandlerContext } from '@fenced/consumer-guard';
 import { createEnvelope, dispatchKey, type Envelope } from '@fenced/shared';
 import { createRedis, createTestSchema, deleteKeys, spawnTs, testDatabaseUrl, testRedisUrl, uniquePrefix, waitFor, type ChildHandle } from '#test-support';
@@ -119,5 +120,69 @@ describe('the handler wrapper as a BullMQ processor', () => {
     await deleteKeys(connection, prefix);
     connection.disconnect();
     workerConnection.disconnect();
+  });
+});
+
+describe('queued fires across a change of leader', () => {
+  it('fires the last term queued but no worker applied before the election are dispatched again, and each applies once', async () => {
+    const queueName = 'fires-handover';
+    const resource = 'handover';
+    const connection = createRedis(undefined, { maxRetriesPerRequest: null });
+    const queue = new Queue(queueName, { connection, prefix });
+    const guard = createGuard({ db: schema.pool, resource, schema: schema.name });
+    const leasePrefix = uniquePrefix('handover');
+    const replica = () => {
+      const coordinator = createCoordinator({ redis: connection, lease: 'handover', keyPrefix: leasePrefix, ttlMs: 2000, renewIntervalMs: 500, fences: [guard] });
+      const scheduler = createScheduler({ coordinator, jobs: { [resource]: { everyMs: 100, queue } }, misfire: 'all' });
+      return { coordinator, scheduler };
+    };
+    const queued = async () => (await queue.getJobs(['waiting', 'delayed', 'active', 'completed'])).map((job) => job.data as Envelope);
+    const handle = guard.wrapHandler(
+      (_payload, ctx: HandlerContext<pg.PoolClient>) =>
+        ctx.guardedWrite((client) => client.query(`INSERT INTO ledger (fire_id, token, worker) VALUES ($1, $2, 'handover')`, [ctx.fireId, ctx.token.toString()])),
+      { onStale: 'return' },
+    );
+    const workerConnection = createRedis(undefined, { maxRetriesPerRequest: null });
+    const startWorker = () => new Worker(queueName, toProcessor(handle), { connection: workerConnection, prefix }).on('error', () => {});
+    const applied = async () => (await schema.pool.query<{ fire_id: string }>(`SELECT fire_id FROM ledger WHERE worker = 'handover'`)).rows.map((r) => r.fire_id);
+
+    // The first leader's fires are applied by a worker for a while; then the workers fall behind
+    // (stopped here), fires pile up in the queue, and the leader hands over (a deploy, say).
+    const a = replica();
+    a.scheduler.start();
+    await a.coordinator.start();
+    let worker = startWorker();
+    await waitFor(async () => (await applied()).length >= 2, 10_000);
+    await worker.close();
+    const appliedByA = (await applied()).length;
+    await waitFor(async () => (await queued()).length >= appliedByA + 4, 10_000);
+    await a.scheduler.stop();
+    await a.coordinator.stop();
+    const fromA = new Set((await queued()).map((e) => e.fireId));
+
+    // The next leader is elected (the fence advanced past A's token); only then do workers catch up.
+    const b = replica();
+    b.scheduler.start();
+    await b.coordinator.start();
+    await waitFor(() => b.coordinator.isLeader(), 10_000);
+    worker = startWorker();
+
+    // Every fire A queued takes effect (A's own copies are refused as stale: B dispatched them again).
+    await waitFor(async () => {
+      const ids = new Set(await applied());
+      return [...fromA].every((id) => ids.has(id));
+    }, 20_000);
+    await b.scheduler.stop();
+    await b.coordinator.stop();
+    await worker.close();
+    const ids = await applied();
+    expect(new Set(ids).size, 'a fire applied twice').toBe(ids.length);
+
+    workerConnection.disconnect();
+    await queue.obliterate({ force: true });
+    await queue.close();
+    await deleteKeys(connection, prefix);
+    await deleteKeys(connection, leasePrefix);
+    connection.disconnect();
   });
 });

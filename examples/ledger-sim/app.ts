@@ -3,11 +3,9 @@
  * effect. This file is the glue between the toolkit (which imports no SDK package) and the SDK.
  */
 import { fileURLToPath } from 'node:url';
-import pg from 'pg';
 import type { Effect, SimApp } from '@fenced/chaos';
 import { leaseKeys } from '@fenced/coordinator';
-import { createGuard } from '@fenced/consumer-guard';
-import { createRedisGuard } from '@fenced/consumer-guard/redis';
+import { dropSchema, guardFenceStates, prepareSchema, withPool } from '../sim-support.js';
 import { JOB, LEASE, LEDGER_SQL, RESOURCE } from './ledger.js';
 import { connectRedis } from './redis-endpoint.js';
 
@@ -27,26 +25,10 @@ const replicaScript = fileURLToPath(new URL('./replica.ts', import.meta.url));
 const WORK_MS = 120;
 const POST_COMMIT_MS = 40;
 
-async function withPool<T>(databaseUrl: string, fn: (pool: pg.Pool) => Promise<T>): Promise<T> {
-  const pool = new pg.Pool({ connectionString: databaseUrl, max: 2 });
-  pool.on('error', () => {});
-  try {
-    return await fn(pool);
-  } finally {
-    await pool.end();
-  }
-}
-
 export const ledgerApp: SimApp = {
   name: 'ledger',
 
-  async prepare(run) {
-    await withPool(run.databaseUrl, async (pool) => {
-      await pool.query(`CREATE SCHEMA "${run.id}"`);
-      await pool.query(`SET search_path TO "${run.id}"; ${LEDGER_SQL}`);
-      await createGuard({ db: pool, resource: RESOURCE, schema: run.id }).migrate();
-    });
-  },
+  prepare: (run) => prepareSchema(run, LEDGER_SQL, RESOURCE),
 
   replica(run, node) {
     return {
@@ -97,24 +79,11 @@ export const ledgerApp: SimApp = {
     return ids;
   },
 
-  async fenceStates(run, endpoint) {
-    if (run.mode === 'control') return [];
-    const fence = await withPool(run.databaseUrl, (pool) => createGuard({ db: pool, resource: RESOURCE, schema: run.id }).highest());
-    const redis = connectRedis(endpoint);
-    redis.on('error', () => {});
-    try {
-      const mark = await createRedisGuard({ redis, resource: RESOURCE, keyPrefix: run.id }).highest();
-      return [{ resource: RESOURCE, fence: fence?.toString() ?? null, mark: mark?.toString() ?? null }];
-    } finally {
-      redis.disconnect();
-    }
-  },
+  fenceStates: (run, endpoint) => guardFenceStates(run, connectRedis(endpoint), RESOURCE),
 
   leaseKey(run) {
     return leaseKeys(run.id, LEASE).counter;
   },
 
-  async cleanup(run) {
-    await withPool(run.databaseUrl, (pool) => pool.query(`DROP SCHEMA IF EXISTS "${run.id}" CASCADE`));
-  },
+  cleanup: dropSchema,
 };

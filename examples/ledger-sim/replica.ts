@@ -21,6 +21,7 @@ import { listenForFailpointCommands } from './failpoint-commands.js';
 import { INSERT_SQL, JOB, LEASE, RESOURCE } from './ledger.js';
 import { startNaiveScheduler } from './naive-scheduler.js';
 import { connectRedis, parseRedisEndpoint } from './redis-endpoint.js';
+import { reportLeadership, writeUnguarded } from '../sim-support.js';
 
 const env = (name: string): string => {
   const value = process.env[name];
@@ -66,9 +67,7 @@ if (mode === 'guarded') {
   const mark = createRedisGuard({ redis, resource: RESOURCE, keyPrefix: env('KEY_PREFIX') });
   // Per fire in flight: the highest token the guard's mark held just before the handler was called.
   const knownBefore = new Map<string, bigint>();
-  coordinator.on('elected', ({ token }) => line({ kind: 'belief', leader: true, token }));
-  coordinator.on('lost', ({ reason }) => line({ kind: 'belief', leader: false, reason }));
-  coordinator.on('regression', ({ token }) => line({ kind: 'repair', token }));
+  reportLeadership(coordinator, line);
   const handle = guard.wrapHandler(
     async (_payload, ctx) => {
       const highestBefore = knownBefore.get(ctx.fireId);
@@ -128,8 +127,7 @@ if (mode === 'guarded') {
   process.on('SIGTERM', () => void Promise.allSettled([scheduler.stop(), coordinator.stop()]).finally(() => process.exit(0)));
 } else if (mode === 'control') {
   const coordinator = createCoordinator(coordinatorOptions);
-  coordinator.on('elected', ({ token }) => line({ kind: 'belief', leader: true, token }));
-  coordinator.on('lost', ({ reason }) => line({ kind: 'belief', leader: false, reason }));
+  reportLeadership(coordinator, line);
   const stop = startNaiveScheduler({
     redis,
     // Beside the lease (same hash tag, so the same Cluster slot), as the scheduler keeps its fires.
@@ -147,20 +145,7 @@ if (mode === 'guarded') {
       if (failpoints.armed) await failpoints.hit('handler.prechecked-before-write');
       line({ kind: 'write', outcome: 'begin', fireId: id, token });
       await sleep(workMs);
-      const client = await pool.connect();
-      try {
-        await client.query('BEGIN');
-        await writeRow(client, { fireId: id, token, scheduledAt: new Date(scheduledAt).toISOString() });
-        if (failpoints.armed) await failpoints.hit('guard.checked-before-commit');
-        await client.query('COMMIT');
-        line({ kind: 'write', outcome: 'committed', fireId: id, token });
-      } catch (err) {
-        await client.query('ROLLBACK').catch(() => undefined);
-        line({ kind: 'write', outcome: 'failed', fireId: id, token, reason: (err as Error).message });
-        throw err;
-      } finally {
-        client.release();
-      }
+      await writeUnguarded(pool, { text: INSERT_SQL, values: [RESOURCE, id, token.toString(), node, new Date(scheduledAt).toISOString()] }, { fireId: id, token }, line);
       await sleep(postCommitMs);
     },
   });

@@ -29,7 +29,8 @@ export function parseDuration(text: string): number {
 
 export const USAGE = `usage: pnpm sim [--scenario ${[...SCENARIO_NAMES, 'all'].join('|')}[,…]] [--duration 15s] [--replicas 3] [--seed N] [--report FILE.html] [--json]`;
 
-export function parseSimArgs(argv: readonly string[], randomSeed: () => number): SimArgs {
+/** `supported`: the scenarios the app can run (`all` means these; see `SimApp.scenarios`). */
+export function parseSimArgs(argv: readonly string[], randomSeed: () => number, supported: readonly ScenarioName[] = SCENARIO_NAMES): SimArgs {
   let values;
   try {
     ({ values } = parseArgs({
@@ -52,9 +53,10 @@ export function parseSimArgs(argv: readonly string[], randomSeed: () => number):
   const names = values.scenario.split(',').map((s) => s.trim());
   const scenarios: ScenarioName[] = [];
   for (const name of names) {
-    if (name === 'all') scenarios.push(...SCENARIO_NAMES);
-    else if ((SCENARIO_NAMES as readonly string[]).includes(name)) scenarios.push(name as ScenarioName);
-    else throw new UsageError(`unknown scenario ${JSON.stringify(name)}: choose from ${[...SCENARIO_NAMES, 'all'].join(', ')}`);
+    if (name === 'all') scenarios.push(...supported);
+    else if ((supported as readonly string[]).includes(name)) scenarios.push(name as ScenarioName);
+    else if ((SCENARIO_NAMES as readonly string[]).includes(name)) throw new UsageError(`this app does not run the ${name} scenario: choose from ${[...supported, 'all'].join(', ')}`);
+    else throw new UsageError(`unknown scenario ${JSON.stringify(name)}: choose from ${[...supported, 'all'].join(', ')}`);
   }
   const replicas = Number(values.replicas);
   if (!Number.isInteger(replicas) || replicas < 2 || replicas > 9) throw new UsageError(`--replicas must be a whole number from 2 to 9, not ${values.replicas}`);

@@ -70,7 +70,7 @@ const TIMINGS = { ttlMs: 1000, renewIntervalMs: 250, everyMs: 250 };
 export async function runSimCli(app: SimApp, argv: readonly string[], io: CliIo = defaultIo): Promise<number> {
   let args;
   try {
-    args = parseSimArgs(argv, () => Math.floor(Math.random() * 2 ** 31));
+    args = parseSimArgs(argv, () => Math.floor(Math.random() * 2 ** 31), app.scenarios ?? SCENARIO_NAMES);
   } catch (err) {
     if (err instanceof UsageError) {
       io.err(`sim: ${err.message}\n`);

@@ -211,14 +211,17 @@ export async function runScenario(app: SimApp, scenario: Scenario, mode: SimMode
     // stretches a deposed leader's belief fourfold, and catching up after a long outage takes a while.
     const afterWindow = new Set(app.expectedFireIds(run, windowEnd + 1, windowEnd + 60_000));
     const settleBy = Date.now() + options.ttlMs * 7 + 3500;
-    while (!hasSettled(history.events, afterWindow) && Date.now() < settleBy) await new Promise((r) => setTimeout(r, 50));
+    const direct: RedisEndpoint = redis.kind === 'proxied' ? { kind: 'server', url: `redis://127.0.0.1:${redis.topology.activePort}` } : redis.endpoint;
+    // Work the app holds that no replica has begun (a queue's waiting jobs): asked only once the
+    // replicas look settled, and an app that cannot answer counts as having none.
+    const noPendingWork = async () => ((await app.pendingWork?.(run, direct).catch(() => 0)) ?? 0) === 0;
+    while (!(hasSettled(history.events, afterWindow) && (await noPendingWork())) && Date.now() < settleBy) await new Promise((r) => setTimeout(r, 50));
     // Replies already on their way (a write's outcome line trails its commit by a few milliseconds).
     await new Promise((r) => setTimeout(r, options.everyMs));
 
     phase = 'checking';
     await Promise.all(nodes.map((n) => n.process.stop()));
     const effects = await app.effects(run);
-    const direct: RedisEndpoint = redis.kind === 'proxied' ? { kind: 'server', url: `redis://127.0.0.1:${redis.topology.activePort}` } : redis.endpoint;
     const fences = (await app.fenceStates?.(run, direct)) ?? [];
     const expected = app.expectedFireIds(run, windowStart + options.everyMs, windowEnd);
     const check = checkRun({

@@ -2,6 +2,7 @@ import type { ClockFault } from '../faketime.js';
 import type { FenceState } from '../checker/check-run.js';
 import type { Effect } from '../history.js';
 import type { ProcessSpec } from '../process/managed-process.js';
+import type { ScenarioName } from './scenarios.js';
 
 /** Guarded: the app with its protections on. Control: the same app and faults with them off. */
 export type SimMode = 'guarded' | 'control';
@@ -54,6 +55,11 @@ export interface NodeContext {
  */
 export interface SimApp {
   readonly name: string;
+  /**
+   * The scenarios this app can run (for example, none on Redis Cluster for an app that runs on one
+   * server): `--scenario all` means these, and the others are refused. All of them when absent.
+   */
+  readonly scenarios?: readonly ScenarioName[];
   /** Creates what a run needs (schema, tables) in the database. */
   prepare(run: RunContext): Promise<void>;
   /** The command that starts one replica. */
@@ -73,6 +79,13 @@ export interface SimApp {
    * never ahead of the fence. Optional; a control has no fence and answers with none.
    */
   fenceStates?(run: RunContext, redis: RedisEndpoint): Promise<FenceState[]>;
+  /**
+   * How much work the app still holds that no replica has begun, such as jobs waiting in a queue
+   * (`redis` reaches the run's Redis directly). A run settles only once this is 0, so fires still
+   * waiting for a worker are not judged missed. Optional: an app that hands fires straight to a
+   * handler has none.
+   */
+  pendingWork?(run: RunContext, redis: RedisEndpoint): Promise<number>;
   /** Removes what `prepare` created. */
   cleanup(run: RunContext): Promise<void>;
 }

@@ -23,6 +23,12 @@ describe('resumePoint', () => {
     expect(resumePoint({ ...facts, recordLost: true, regressed: true })).toEqual({ last: now - window, baseline: now - window });
   });
 
+  it('resumes a queued job from its last applied fire when the record is ahead of it (its waiting copies are now stale)', () => {
+    expect(resumePoint({ ...facts, recorded: 9_000_000, queuedApplied: 8_000_000 })).toEqual({ last: 8_000_000, baseline: null });
+    expect(resumePoint({ ...facts, recorded: 9_000_000, queuedApplied: 9_500_000 })).toEqual({ last: 9_000_000, baseline: null });
+    expect(resumePoint({ ...facts, recorded: 9_000_000, queuedApplied: undefined })).toEqual({ last: 9_000_000, baseline: null });
+  });
+
   it('asks the durable record only when the record was lost, not for a job merely added', () => {
     expect(resumePoint({ ...facts, recordLost: false, recovered: 9_500_000 })).toEqual({ last: null, baseline: now });
   });

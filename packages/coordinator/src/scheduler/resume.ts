@@ -10,6 +10,13 @@ export interface ResumeFacts {
   readonly recovered: number | undefined;
   /** True when the election found Redis behind a fence (Redis lost data). */
   readonly regressed: boolean;
+  /**
+   * For a job whose fires go to a queue: its last fire that took effect, from the durable record, if
+   * known. A queued fire waits for a worker after its dispatch was recorded; once this term's
+   * election advanced the fences, a copy still waiting (or in a worker) carries a stale token and is
+   * refused. So the term dispatches again every fire after the last one applied.
+   */
+  readonly queuedApplied?: number | undefined;
   /** The server's time now, epoch ms. */
   readonly now: number;
   readonly catchUpWindowMs: number;
@@ -28,6 +35,7 @@ export interface ResumeFacts {
  */
 export function resumePoint(facts: ResumeFacts): { last: number | null; baseline: number | null } {
   let last = facts.recorded;
+  if (last !== null && facts.queuedApplied !== undefined && facts.queuedApplied < last) last = facts.queuedApplied;
   if (last === null && facts.recordLost) last = facts.recovered ?? null;
   if (last === null && facts.regressed) last = facts.now - facts.catchUpWindowMs;
   return { last, baseline: facts.recorded === null ? (last ?? facts.now) : null };

@@ -172,23 +172,27 @@ export class Scheduler {
     if (recordLost) baselines.push([STATE_MARK, now]);
     // Jobs without a record ask the durable record where they stand, all at once.
     const unrecorded = [...this.#jobs.keys()].filter((name) => recorded[name] === undefined);
-    const recovered =
-      recordLost && unrecorded.length > 0
-        ? await recoverLastFires({
-            jobs: unrecorded,
-            now,
-            catchUpWindowMs: this.#catchUpWindowMs,
-            hook: this.#recoverLastFired,
-            fences: this.#coordinator.fences,
-            onError: (error) => emit(this.#logger, { type: 'redis.error', lease: this.#coordinator.lease, nodeId: this.#coordinator.nodeId, operation: 'recover last fires', error }),
-          })
-        : new Map<string, number>();
+    const lastApplied = (jobs: string[]) =>
+      recoverLastFires({
+        jobs,
+        now,
+        catchUpWindowMs: this.#catchUpWindowMs,
+        hook: this.#recoverLastFired,
+        fences: this.#coordinator.fences,
+        onError: (error) => emit(this.#logger, { type: 'redis.error', lease: this.#coordinator.lease, nodeId: this.#coordinator.nodeId, operation: 'recover last fires', error }),
+      });
+    const recovered = recordLost && unrecorded.length > 0 ? await lastApplied(unrecorded) : new Map<string, number>();
+    // Queued fires the last term dispatched but no worker applied before this election are refused
+    // as stale from now on: ask where each queued job's applied fires end (see resumePoint).
+    const queued = [...this.#jobs.values()].filter((job) => job.queue !== undefined && recorded[job.name] !== undefined).map((job) => job.name);
+    const queuedApplied = queued.length > 0 ? await lastApplied(queued) : new Map<string, number>();
     if (this.#term !== term) return;
     for (const job of this.#jobs.values()) {
       const { last, baseline } = resumePoint({
         recorded: recorded[job.name] === undefined ? null : Number(recorded[job.name]),
         recordLost,
         recovered: recovered.get(job.name),
+        queuedApplied: queuedApplied.get(job.name),
         regressed: term.regressed,
         now,
         catchUpWindowMs: this.#catchUpWindowMs,

@@ -1,0 +1,101 @@
+/**
+ * The BullMQ service (service.ts) as a @fenced/chaos app: how the simulation starts a replica, what
+ * took effect, what is still waiting in the queue. The steps to do the same for your own service are
+ * in README.md beside this file.
+ */
+import { readFileSync } from 'node:fs';
+import { fileURLToPath } from 'node:url';
+import { Queue } from 'bullmq';
+import { Redis } from 'ioredis';
+import { SCENARIO_NAMES, type Effect, type RedisEndpoint, type SimApp } from '@fenced/chaos';
+import { dropSchema, guardFenceStates, prepareSchema, withPool } from '../sim-support.js';
+import { JOB, QUEUE, RESOURCE } from './names.js';
+
+const root = fileURLToPath(new URL('../..', import.meta.url));
+const service = fileURLToPath(new URL('./service.ts', import.meta.url));
+const SETTLEMENTS_SQL = readFileSync(fileURLToPath(new URL('./settlements.sql', import.meta.url)), 'utf8');
+
+/** Where the faults that aim at a write land: between the worker's pre-check and its write. */
+const WORK_MS = 120;
+
+/** A fire's id as the wire contract spells it, written out here, not taken from the code under test. */
+const expectedFireId = (at: number) => `${JOB}@${new Date(at).toISOString().replace(/[-:]/g, '')}`;
+
+/** This service runs on one Redis server (BullMQ on Cluster needs a hash-tagged prefix; not set up here). */
+function serverUrl(endpoint: RedisEndpoint): string {
+  if (endpoint.kind !== 'server') throw new Error(`the BullMQ service runs on a single Redis server, not ${endpoint.kind}`);
+  return endpoint.url;
+}
+
+export const bullmqServiceApp: SimApp = {
+  name: 'bullmq-service',
+  // Every scenario on a single Redis server; the queue is not set up for Cluster or Sentinel.
+  scenarios: SCENARIO_NAMES.filter((name) => name !== 'cluster-failover' && name !== 'sentinel-failover'),
+
+  prepare: (run) => prepareSchema(run, SETTLEMENTS_SQL, RESOURCE),
+
+  replica(run, node) {
+    return {
+      command: process.execPath,
+      args: ['--import', 'tsx', '--conditions=@fenced/source', service],
+      cwd: root,
+      env: {
+        NODE_NAME: node.name,
+        MODE: run.mode,
+        REDIS_URL: serverUrl(node.redis),
+        DATABASE_URL: node.databaseUrl,
+        SIM_SCHEMA: run.id,
+        KEY_PREFIX: run.id,
+        TTL_MS: String(run.ttlMs),
+        RENEW_MS: String(run.renewIntervalMs),
+        EVERY_MS: String(run.everyMs),
+        WORK_MS: String(WORK_MS),
+        CONTROL_CLOCK: run.controlClock,
+      },
+    };
+  },
+
+  async effects(run) {
+    return withPool(run.databaseUrl, async (pool) => {
+      const { rows } = await pool.query(
+        `SELECT fire_id, token::text AS token, worker, commit_seq::text AS commit_seq,
+                extract(epoch FROM scheduled_at) * 1000 AS scheduled_at, extract(epoch FROM committed_at) * 1000 AS committed_at
+           FROM "${run.id}".settlements WHERE commit_seq IS NOT NULL`,
+      );
+      return rows.map(
+        (r): Effect => ({
+          resource: RESOURCE,
+          fireId: r.fire_id,
+          token: BigInt(r.token),
+          node: r.worker,
+          commitSeq: Number(r.commit_seq),
+          scheduledAt: Number(r.scheduled_at),
+          committedAt: Number(r.committed_at),
+        }),
+      );
+    });
+  },
+
+  expectedFireIds(run, from, to) {
+    const ids: string[] = [];
+    for (let at = Math.ceil(from / run.everyMs) * run.everyMs; at <= to; at += run.everyMs) ids.push(expectedFireId(at));
+    return ids;
+  },
+
+  async pendingWork(run, endpoint) {
+    const connection = new Redis(serverUrl(endpoint), { maxRetriesPerRequest: 1, connectTimeout: 500 });
+    connection.on('error', () => {});
+    const queue = new Queue(QUEUE, { connection, prefix: run.id });
+    try {
+      const counts = await queue.getJobCounts('wait', 'active', 'delayed', 'prioritized');
+      return Object.values(counts).reduce((a, b) => a + b, 0);
+    } finally {
+      await queue.close();
+      connection.disconnect();
+    }
+  },
+
+  fenceStates: (run, endpoint) => guardFenceStates(run, new Redis(serverUrl(endpoint), { maxRetriesPerRequest: 1, connectTimeout: 500 }), RESOURCE),
+
+  cleanup: dropSchema,
+};
