@@ -105,7 +105,7 @@ async function compile(dir: string, resolution: 'node16' | 'bundler', entry: str
 async function start(dir: string, entry: string): Promise<Record<string, unknown>> {
   const env = { ...userEnv, DATABASE_URL: testDatabaseUrl(), REDIS_URL: testRedisUrl(), SUFFIX: randomBytes(6).toString('hex') };
   try {
-    const { stdout } = await run(process.execPath, [join('dist', entry.replace(/\.ts$/, '.js'))], { cwd: dir, env, timeout: 60_000 });
+    const { stdout } = await run(process.execPath, [join('dist', entry.replace(/\.ts$/, '.js'))], { cwd: dir, env, timeout: 120_000 });
     return JSON.parse(stdout.trim().split('\n').at(-1)!) as Record<string, unknown>;
   } catch (err) {
     throw new Error(`${entry} failed:\n${output(err)}`);
@@ -124,7 +124,9 @@ function setIoredis(dir: string, version: string): void {
   writeFileSync(file, JSON.stringify(manifest, null, 2));
 }
 
-describe('installed from the packed tarballs', () => {
+// The projects are independent (their own folders, schemas and Redis keys) and much of an install is
+// waiting on the disk and the package cache: they run side by side.
+describe.concurrent('installed from the packed tarballs', () => {
   it.each<Manager>(['npm', 'pnpm', 'yarn'])(
     '%s: the app compiles strict (node16 and bundler; npm with every declaration file checked) and runs, on ioredis 6 and then 5',
     async (manager) => {

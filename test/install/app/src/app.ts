@@ -58,7 +58,7 @@ try {
   });
   scheduler.start();
   await coordinator.start();
-  const first = await withTimeout(outcome, 20_000, 'the first fire');
+  const first = await withTimeout(outcome, 45_000, 'the first fire');
   await scheduler.stop();
   await coordinator.stop();
   if (first.status !== 'applied') throw new Error(`the first fire was ${first.status}`);
