@@ -176,13 +176,19 @@ function combineSignals(callSignal: AbortSignal | undefined, timeoutMs: number |
  * duplicate fires complete (they must not be retried); the outcome's status is the job's result.
  */
 export function toProcessor<T>(handle: WrappedHandler<T>): (job: { data: unknown }, token?: string, signal?: AbortSignal) => Promise<HandlerOutcome<T>['status']> {
-  return async (job, _token, signal) => {
-    try {
-      return (await handle(job.data, signal === undefined ? {} : { signal })).status;
-    } catch (err) {
-      // A handler wrapped with the default `onStale: 'throw'`: stale is still a final outcome.
-      if (isFencedError(err, 'STALE_TOKEN')) return 'stale';
-      throw err;
-    }
-  };
+  return (job, _token, signal) => settledStatus(handle, job.data, signal);
+}
+
+/**
+ * What a queue job comes to: the outcome's status, `'stale'` also when the handler was wrapped with
+ * the default `onStale: 'throw'` (a stale token never becomes fresh, so the job must not be retried).
+ * Any other failure throws, for the queue to retry. Shared by the queue adapters.
+ */
+export async function settledStatus<T>(handle: WrappedHandler<T>, envelope: unknown, signal: AbortSignal | undefined): Promise<HandlerOutcome<T>['status']> {
+  try {
+    return (await handle(envelope, signal === undefined ? {} : { signal })).status;
+  } catch (err) {
+    if (isFencedError(err, 'STALE_TOKEN')) return 'stale';
+    throw err;
+  }
 }

@@ -21,7 +21,7 @@ import { migrate } from './migrator.js';
 import { BoundedMap } from '../internal/bounded-map.js';
 import { guardObjectNames } from './names.js';
 import { isPgPoolLike, pgPoolSession, type PgPoolLike, type PoolClientOf } from './pg-pool-session.js';
-import { PhaseError, toParams, type GuardSession } from './session.js';
+import { PhaseError, toParams, type GuardSession, type Statement } from './session.js';
 import {
   detailOf,
   DUPLICATE_FIRE,
@@ -137,6 +137,12 @@ export function createPostgresGuard(input: GuardOptions<object>): PostgresGuard<
   // the SQL): a stale or missing entry costs one more statement, never correctness.
   const lastSeen = new BoundedMap<string, Token>(10_000);
 
+  /** The fence check (and fire claim) of one write, with the hint of whether it raises the fence. */
+  function checkStatement(token: Token, resource: string, fireId: string | null): Statement {
+    const seen = lastSeen.get(resource);
+    return { text: checkText, values: [token, resource, seen === undefined || token > seen, fireId] };
+  }
+
   /** A guarded write's arguments, validated before any database call. */
   function writeArguments(caller: string, tokenInput: TokenInput, fn: unknown, writeOptions: GuardedWriteOptions | undefined) {
     const token = parseToken(tokenInput);
@@ -171,9 +177,7 @@ export function createPostgresGuard(input: GuardOptions<object>): PostgresGuard<
 
     for (let attempt = 1; ; attempt++) {
       try {
-        const seen = lastSeen.get(resource);
-        const check = { text: checkText, values: [token, resource, seen === undefined || token > seen, fireId] };
-        const result = await session.transaction(options.isolationLevel, check, (trx) => fn(trx, { token, resource, attempt }));
+        const result = await session.transaction(options.isolationLevel, checkStatement(token, resource, fireId), (trx) => fn(trx, { token, resource, attempt }));
         lastSeen.set(resource, token);
         emit(logger, { type: 'token.accepted', resource, token });
         return result;
@@ -213,9 +217,8 @@ export function createPostgresGuard(input: GuardOptions<object>): PostgresGuard<
       throw unavailable(resource, 'open', err);
     }
     try {
-      const seen = lastSeen.get(resource);
-      // The same statement-order hint as the pooled path (a stale hint costs a statement, never correctness).
-      await tx.executeSql(checkText, toParams([token, resource, seen === undefined || token > seen, fireId]));
+      const check = checkStatement(token, resource, fireId);
+      await tx.executeSql(check.text, toParams(check.values));
     } catch (err) {
       // Only the check is undone; the caller's transaction goes on. If the caller has already ended
       // it (a queue that gave up on a job past its expiry), the rollback fails: the refusal stands

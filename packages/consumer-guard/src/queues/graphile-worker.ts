@@ -1,5 +1,4 @@
-import { isFencedError } from '@fenced/shared';
-import type { WrappedHandler } from '../handler/wrap-handler.js';
+import { settledStatus, type WrappedHandler } from '../handler/wrap-handler.js';
 
 /** The part of graphile-worker's `JobHelpers` the task reads. */
 export interface GraphileJobHelpersLike {
@@ -18,11 +17,6 @@ export interface GraphileJobHelpersLike {
  */
 export function toGraphileTask<T>(handle: WrappedHandler<T>): (payload: unknown, helpers: GraphileJobHelpersLike) => Promise<void> {
   return async (payload, helpers) => {
-    try {
-      await handle(payload, helpers.abortSignal === undefined ? {} : { signal: helpers.abortSignal });
-    } catch (err) {
-      // A handler wrapped with the default `onStale: 'throw'`: stale is still a final outcome.
-      if (!isFencedError(err, 'STALE_TOKEN')) throw err;
-    }
+    await settledStatus(handle, payload, helpers.abortSignal);
   };
 }

@@ -172,27 +172,29 @@ export class Scheduler {
     if (recordLost) baselines.push([STATE_MARK, now]);
     // Jobs without a record ask the durable record where they stand, all at once.
     const unrecorded = [...this.#jobs.keys()].filter((name) => recorded[name] === undefined);
-    const lastApplied = (jobs: string[]) =>
-      recoverLastFires({
-        jobs,
-        now,
-        catchUpWindowMs: this.#catchUpWindowMs,
-        hook: this.#recoverLastFired,
-        fences: this.#coordinator.fences,
-        onError: (error) => emit(this.#logger, { type: 'redis.error', lease: this.#coordinator.lease, nodeId: this.#coordinator.nodeId, operation: 'recover last fires', error }),
-      });
-    const recovered = recordLost && unrecorded.length > 0 ? await lastApplied(unrecorded) : new Map<string, number>();
     // Queued fires the last term dispatched but no worker applied before this election are refused
-    // as stale from now on: ask where each queued job's applied fires end (see resumePoint).
+    // as stale from now on: ask where each queued job's applied fires end too (see resumePoint). The
+    // two lists never share a job (one has no record, the other has one): one question for both.
     const queued = [...this.#jobs.values()].filter((job) => job.queue !== undefined && recorded[job.name] !== undefined).map((job) => job.name);
-    const queuedApplied = queued.length > 0 ? await lastApplied(queued) : new Map<string, number>();
+    const asked = [...(recordLost ? unrecorded : []), ...queued];
+    const lastApplied =
+      asked.length > 0
+        ? await recoverLastFires({
+            jobs: asked,
+            now,
+            catchUpWindowMs: this.#catchUpWindowMs,
+            hook: this.#recoverLastFired,
+            fences: this.#coordinator.fences,
+            onError: (error) => emit(this.#logger, { type: 'redis.error', lease: this.#coordinator.lease, nodeId: this.#coordinator.nodeId, operation: 'recover last fires', error }),
+          })
+        : new Map<string, number>();
     if (this.#term !== term) return;
     for (const job of this.#jobs.values()) {
       const { last, baseline } = resumePoint({
         recorded: recorded[job.name] === undefined ? null : Number(recorded[job.name]),
         recordLost,
-        recovered: recovered.get(job.name),
-        queuedApplied: queuedApplied.get(job.name),
+        recovered: recorded[job.name] === undefined ? lastApplied.get(job.name) : undefined,
+        queuedApplied: job.queue !== undefined ? lastApplied.get(job.name) : undefined,
         regressed: term.regressed,
         now,
         catchUpWindowMs: this.#catchUpWindowMs,
