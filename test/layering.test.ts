@@ -8,6 +8,7 @@ import { describe, expect, it } from 'vitest';
 //   shared                       the wire contract: imports no other fenced package
 //   coordinator, consumer-guard  side by side: each imports shared, never the other
 //   chaos                        the fault toolkit: imports no fenced package at all
+//   cli                          the operators' command line, on top: the libraries, never chaos
 // and no package imports from examples/ or test/, nor reaches into another package by a relative path.
 // A package's tests and benchmarks may also use chaos, the test toolkit (it imports none of them, so
 // no cycle can form); its shipped code may not.
@@ -17,6 +18,7 @@ const allowed: Record<string, readonly string[]> = {
   coordinator: ['shared'],
   'consumer-guard': ['shared'],
   chaos: [],
+  cli: ['shared', 'coordinator', 'consumer-guard'],
 };
 
 function* sourceFiles(dir: string): Generator<string> {

@@ -14,6 +14,7 @@ import { parseArgs } from 'node:util';
 import { Kysely, PostgresDialect, type Generated } from 'kysely';
 import pg from 'pg';
 import { createPostgresGuard } from '@fenced/consumer-guard/postgres';
+import { recordingCostNs, sdkMeterProvider } from './metrics-overhead.js';
 
 const { values: args } = parseArgs({
   options: {
@@ -52,6 +53,9 @@ const memo = <G>(make: (resource: string) => G) => {
 };
 const guardFor = memo((resource) => createPostgresGuard({ db: pool, resource, schema }));
 const kyselyGuardFor = memo((resource) => createPostgresGuard({ db: kysely, resource, schema }));
+// The same guard with an OpenTelemetry SDK behind its instruments (the others record into the API's no-ops).
+const meterProvider = sdkMeterProvider();
+const meteredGuardFor = memo((resource) => createPostgresGuard({ db: pool, resource, schema, meterProvider }));
 
 type Worker = (client: number, i: number) => Promise<unknown>;
 
@@ -80,6 +84,7 @@ const cases: Record<string, Worker> = {
       await trx.insertInto('ledger').values({ resource: 'one-k', token: '1' }).execute();
     }),
   'same-token one-resource': () => guardFor('same').guardedWrite(7n, (c) => insertPg(c as pg.PoolClient, 'same', 7n)),
+  'same-token one-resource, metrics on': () => meteredGuardFor('same').guardedWrite(7n, (c) => insertPg(c as pg.PoolClient, 'same', 7n)),
   'same-token one-resource kysely': () =>
     kyselyGuardFor('same-k').guardedWrite(7n, (trx) => trx.insertInto('ledger').values({ resource: 'same-k', token: '7' }).execute()),
   'rising-token many-resources': (c) => {
@@ -135,6 +140,7 @@ const median = (xs: number[]) => {
 /** A guarded case and the unguarded transaction of the same shape it is compared with. */
 const comparisons: Array<{ name: string; guarded: string; baseline: string }> = [
   { name: 'same-token one-resource', guarded: 'same-token one-resource', baseline: 'unguarded one-resource' },
+  { name: 'metrics on over off, same-token one-resource', guarded: 'same-token one-resource, metrics on', baseline: 'same-token one-resource' },
   { name: 'same-token one-resource kysely', guarded: 'same-token one-resource kysely', baseline: 'unguarded kysely one-resource' },
   { name: 'rising-token many-resources', guarded: 'rising-token many-resources', baseline: 'unguarded many-resources' },
   { name: 'raising-token one-resource', guarded: 'raising-token one-resource', baseline: 'unguarded one-resource' },
@@ -165,16 +171,19 @@ async function main(): Promise<void> {
       }
       if (!args.json) process.stderr.write(`${name}: ${ratios.get(name)!.map((x) => x.toFixed(2)).join(' ')}\n`);
     }
+    const recording = recordingCostNs(meterProvider);
     const medianTps = Object.fromEntries([...tps].map(([k, v]) => [k, Math.round(median(v))]));
     const medianRatios = Object.fromEntries([...ratios].map(([k, v]) => [k, Math.round(median(v) * 100) / 100]));
     if (args.json) {
-      process.stdout.write(`${JSON.stringify({ clients, seconds, pairs: rounds, tps: medianTps, ratios: medianRatios }, null, 2)}\n`);
+      process.stdout.write(`${JSON.stringify({ clients, seconds, pairs: rounds, tps: medianTps, ratios: medianRatios, metricsRecordingNs: recording }, null, 2)}\n`);
       return;
     }
     process.stdout.write(`guard benchmark: ${clients} clients, ${rounds} pairs of ${seconds}s slices per comparison, median tx/s\n`);
     for (const [name, value] of Object.entries(medianTps)) process.stdout.write(`  ${name.padEnd(34)} ${String(value).padStart(8)} tx/s\n`);
     for (const [name, value] of Object.entries(medianRatios)) process.stdout.write(`ratio ${name}: ${value.toFixed(2)}\n`);
+    process.stdout.write(`metrics recording per guarded write: ${recording.on} ns with the SDK, ${recording.off} ns without one (no-op API)\n`);
   } finally {
+    await meterProvider.shutdown();
     await pool.query(`DROP SCHEMA IF EXISTS ${schema} CASCADE`);
     await kysely.destroy();
   }

@@ -15,6 +15,7 @@ import { Redis } from 'ioredis';
 import pg from 'pg';
 import { createGuard } from '@fenced/consumer-guard';
 import type { Envelope } from '@fenced/shared';
+import { sdkMeterProvider } from './metrics-overhead.js';
 
 const { values: args } = parseArgs({
   options: {
@@ -45,6 +46,9 @@ redis.on('error', () => {});
 
 const combined = createGuard({ db: pool, redis, resource: 'ledger', schema, keyPrefix });
 const pgOnly = createGuard({ db: pool, resource: 'ledger', schema });
+// The combined guard again, with an OpenTelemetry SDK behind its instruments.
+const meterProvider = sdkMeterProvider();
+const metered = createGuard({ db: pool, redis, resource: 'ledger', schema, keyPrefix, meterProvider });
 
 let fireSeq = 0;
 const envelope = (token: string): Envelope => ({
@@ -71,8 +75,8 @@ const shapes = {
 } as const;
 type Shape = keyof typeof shapes;
 
-const wrappedFor = (shape: Shape) =>
-  combined.wrapHandler<unknown>((payload, ctx) =>
+const wrappedFor = (shape: Shape, guard = combined) =>
+  guard.wrapHandler<unknown>((payload, ctx) =>
     ctx.guardedWrite((c) => shapes[shape](c, ctx.fireId, ctx.token.toString(), (payload as { amount: number }).amount)),
   );
 
@@ -150,6 +154,21 @@ async function main(): Promise<void> {
       throughput[shape] = { bare: Math.round(median(tps.bare)), wrapped: Math.round(median(tps.wrapped)), ratio: Math.round(median(ratios) * 100) / 100 };
     }
 
+    // 3. The instruments: the same wrapped handler with and without an SDK, paired the same way.
+    const metricsRatios: number[] = [];
+    {
+      const off = wrappedFor('one insert');
+      const on = wrappedFor('one insert', metered);
+      await measure(() => on(envelope('10')), 0.3);
+      for (let r = 0; r < rounds; r++) {
+        const order = r % 2 === 0 ? (['off', 'on'] as const) : (['on', 'off'] as const);
+        const got = { on: 0, off: 0 };
+        for (const which of order) got[which] = await measure(which === 'on' ? () => on(envelope('10')) : () => off(envelope('10')), seconds);
+        metricsRatios.push(got.on / got.off);
+        if (!args.json) process.stderr.write(`metrics pair ${r + 1}/${rounds}: off ${got.off.toFixed(0)} tx/s, on ${got.on.toFixed(0)} tx/s\n`);
+      }
+    }
+
     const result = {
       staleRejectionMicros: {
         redis: { median: Math.round(median(staleVia.redis)), p99: Math.round(pct(staleVia.redis, 0.99)) },
@@ -159,6 +178,7 @@ async function main(): Promise<void> {
       ratios: {
         'stale rejection postgres over redis': Math.round((median(staleVia.postgres) / median(staleVia.redis)) * 100) / 100,
         ...Object.fromEntries(Object.entries(throughput).map(([shape, t]) => [`wrapped over bare handler, ${shape}`, t.ratio])),
+        'metrics on over off, wrapped handler, one insert': Math.round(median(metricsRatios) * 100) / 100,
       },
     };
     if (args.json) {
@@ -174,6 +194,7 @@ async function main(): Promise<void> {
     }
     for (const [name, value] of Object.entries(result.ratios)) process.stdout.write(`ratio ${name}: ${value.toFixed(2)}\n`);
   } finally {
+    await meterProvider.shutdown();
     await pool.query(`DROP SCHEMA IF EXISTS ${schema} CASCADE`);
     let cursor = '0';
     do {

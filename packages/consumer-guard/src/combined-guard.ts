@@ -3,7 +3,10 @@ import { isFencedError, parseResource, parseToken, StaleTokenError, type Fence, 
 import { emit, parseOptions } from '@fenced/shared/internal';
 import { guardOptionsSchema, type GuardOptionsInput } from './guard-options.js';
 import { wrapHandler, type GuardedHandler, type HandlerGuard, type HandlerOptions, type HandlerOutcome, type WrappedHandler } from './handler/wrap-handler.js';
-import { createPostgresGuard, type KyselyLike, type KyselyTransactionOf, type LowerFenceRequest, type PgPoolLike, type PoolClientOf, type PostgresGuard } from './postgres/index.js';
+import { postgresGuardWith } from './postgres/postgres-guard.js';
+import { GuardMetrics } from './metrics/guard-metrics.js';
+import type { MeterProvider } from '@opentelemetry/api';
+import { type KyselyLike, type KyselyTransactionOf, type LowerFenceRequest, type PgPoolLike, type PoolClientOf, type PostgresGuard } from './postgres/index.js';
 import { createRedisFastPath, type RedisFastPath } from './redis/fast-path.js';
 import type { RedisClient } from './redis/redis-client.js';
 import type { GuardedWriteContext, GuardedWriteOptions, TokenInput, TransactionExecutor } from './write-context.js';
@@ -50,7 +53,9 @@ export interface Guard<Trx> extends PostgresGuard<Trx>, HandlerGuard<Trx> {
   pruneAppliedFires(olderThanMs?: number): Promise<number>;
 }
 
-type CreateGuardOptions<Db> = Omit<GuardOptionsInput, 'db' | 'redis' | 'logger' | 'keys'> & {
+type CreateGuardOptions<Db> = Omit<GuardOptionsInput, 'db' | 'redis' | 'logger' | 'keys' | 'meterProvider'> & {
+  /** The OpenTelemetry meter provider of the guard's instruments (README, "Metrics"). @defaultValue the global one */
+  meterProvider?: MeterProvider;
   db: Db;
   /** An ioredis `Redis` (single server or Sentinel) or `Cluster`, ioredis 5 or 6. */
   redis?: RedisClient;
@@ -75,25 +80,22 @@ export function createGuard<Db extends KyselyLike>(options: CreateGuardOptions<D
 export function createGuard<Pool extends PgPoolLike>(options: CreateGuardOptions<Pool>): Guard<PoolClientOf<Pool>>;
 export function createGuard(input: CreateGuardOptions<object>): Guard<unknown> {
   const options = parseOptions('guard', guardOptionsSchema, input);
-  const logger = input.logger;
-  const postgres = createPostgresGuard({
-    db: input.db as PgPoolLike,
-    resource: options.resource,
-    schema: options.schema,
-    table: options.table,
-    isolationLevel: options.isolationLevel,
-    maxRetries: options.maxRetries,
-    ...(logger === undefined ? {} : { logger }),
-  }) as PostgresGuard<unknown>;
+  const metrics = new GuardMetrics({ meterProvider: input.meterProvider, resourceAttribute: options.metricResourceAttribute, resource: options.resource });
+  // Every event passes the instruments once: the PostgreSQL side feeds them itself, the rest here.
+  const logger = metrics.observing(input.logger);
+  const postgres = postgresGuardWith(options, metrics);
   const fastPath: RedisFastPath | undefined =
-    input.redis === undefined ? undefined : createRedisFastPath({ redis: input.redis, keyPrefix: options.keyPrefix, timeoutMs: options.redisTimeoutMs, logger });
+    input.redis === undefined ? undefined : createRedisFastPath({ redis: input.redis, keyPrefix: options.keyPrefix, timeoutMs: options.redisTimeoutMs, logger, metrics });
   const raiseMark = async (resource: string, token: Token) => fastPath?.raise(resource, token);
 
-  async function precheck(resource: string, token: Token): Promise<void> {
-    if (fastPath !== undefined && (await fastPath.check(resource, token))) return;
+  async function precheck(resource: string, token: Token, fireId?: string): Promise<void> {
+    if (fastPath !== undefined && (await fastPath.check(resource, token, fireId))) return;
+    const startedAt = performance.now();
     const highest = await postgres.fence(resource).highest();
+    metrics.check(startedAt, resource, 'postgres');
     if (highest !== null && token < highest) {
       emit(logger, { type: 'token.rejected', resource, token, highest, via: 'postgres' });
+      fastPath?.recordRefusal(resource, token, highest, fireId);
       throw new StaleTokenError(resource, token, highest);
     }
   }
@@ -102,7 +104,7 @@ export function createGuard(input: CreateGuardOptions<object>): Guard<unknown> {
     const token = parseToken(tokenInput);
     const resource = writeOptions?.resource === undefined ? options.resource : parseResource(writeOptions.resource);
     // A refusal here is final; an acceptance, or no answer, still goes to PostgreSQL.
-    await fastPath?.check(resource, token);
+    await fastPath?.check(resource, token, writeOptions?.fireId);
     return writeInPostgres(token, fn, resource, writeOptions);
   }
 
@@ -118,7 +120,10 @@ export function createGuard(input: CreateGuardOptions<object>): Guard<unknown> {
       return result;
     } catch (err) {
       // A mark below the fence (Redis lost data, or missed a commit) is repaired from the authority.
-      if (isFencedError(err, 'STALE_TOKEN')) await raiseMark(resource, err.highest);
+      if (isFencedError(err, 'STALE_TOKEN')) {
+        fastPath?.recordRefusal(resource, token, err.highest, pgOptions?.fireId);
+        await raiseMark(resource, err.highest);
+      }
       throw err;
     }
   }
@@ -135,12 +140,15 @@ export function createGuard(input: CreateGuardOptions<object>): Guard<unknown> {
       // get ahead of what PostgreSQL committed.
       return await postgres.guardedWriteIn(tx, token, fn, writeOptions);
     } catch (err) {
-      if (isFencedError(err, 'STALE_TOKEN')) await raiseMark(err.resource, err.highest);
+      if (isFencedError(err, 'STALE_TOKEN')) {
+        fastPath?.recordRefusal(err.resource, token, err.highest, writeOptions?.fireId);
+        await raiseMark(err.resource, err.highest);
+      }
       throw err;
     }
   }
 
-  const handlerSettings = { keys: input.keys, maxPayloadBytes: options.maxPayloadBytes, logger };
+  const handlerSettings = { keys: input.keys, maxPayloadBytes: options.maxPayloadBytes, logger, metrics };
 
   const fence = (resource: string): Fence => {
     const pgFence = postgres.fence(resource);
@@ -155,7 +163,7 @@ export function createGuard(input: CreateGuardOptions<object>): Guard<unknown> {
     });
   };
 
-  const precheckOwn = (token: TokenInput) => precheck(options.resource, parseToken(token));
+  const precheckOwn = (token: TokenInput, fireId?: string) => precheck(options.resource, parseToken(token), fireId);
 
   // What the handler wrapper sits on. Its write skips the Redis check: the wrapper's pre-check asked
   // Redis a moment ago, and asking again would cost every fire a round trip to learn nothing new.
@@ -202,6 +210,8 @@ export function createGuard(input: CreateGuardOptions<object>): Guard<unknown> {
     },
     pruneAppliedFires: (olderThanMs = options.appliedFireRetentionMs) => postgres.pruneAppliedFires(olderThanMs),
     lastAppliedFire: () => postgres.lastAppliedFire(),
+    inspect: () => postgres.inspect(),
+    auditLog: (resource?: string, limit?: number) => postgres.auditLog(resource, limit),
     lastAppliedFires: (since: Date) => postgres.lastAppliedFires(since),
   });
   return guard;

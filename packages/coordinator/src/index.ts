@@ -6,6 +6,7 @@ export {
   type LeaderTerm,
 } from './lease/coordinator.js';
 export { leaseKeys, type LeaseKeys } from './lease/lease-keys.js';
+export { parseLeaseValue } from './lease/lease-value.js';
 export { createLeaseGroup, LeaseGroup, type CreateLeaseGroupOptions, type LeaseGroupEventMap } from './lease-group/lease-group.js';
 export { createShardedScheduler, type CreateShardedSchedulerOptions, type ShardedScheduler } from './scheduler/sharded-scheduler.js';
 export type { RedisClient } from './redis-client.js';

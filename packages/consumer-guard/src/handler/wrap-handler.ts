@@ -1,3 +1,4 @@
+import type { GuardMetrics, HandlerRunOutcome } from '../metrics/guard-metrics.js';
 import { failpoints } from '@fenced/shared/failpoints';
 import { createHash } from 'node:crypto';
 import {
@@ -66,7 +67,8 @@ export type WrappedHandler<T> = (envelope: unknown, call?: { signal?: AbortSigna
 export interface HandlerGuard<Trx> {
   readonly resource: string;
   /** Refuses a stale token before the handler runs (advisory; the write is the authority): throws StaleTokenError. */
-  precheck(token: TokenInput): Promise<void>;
+  /** `fireId` only labels a refusal in the record operators read; it plays no part in the check. */
+  precheck(token: TokenInput, fireId?: string): Promise<void>;
   /** The authoritative write; with `fireId`, it claims the fire in the same transaction. */
   guardedWrite<T>(token: TokenInput, fn: (trx: Trx, ctx: GuardedWriteContext) => Promise<T>, options?: GuardedWriteOptions): Promise<T>;
 }
@@ -77,6 +79,8 @@ export interface HandlerSettings {
   readonly keys: VerificationKeys | undefined;
   readonly maxPayloadBytes: number;
   readonly logger: FencedLogger | undefined;
+  /** Counts and times each run (the guard's instruments); absent, nothing is recorded. */
+  readonly metrics?: GuardMetrics;
 }
 
 /** The idempotency key of a fire on a resource: stable, opaque, 43 characters. */
@@ -98,8 +102,9 @@ export function wrapHandler<Trx, T>(
 ): WrappedHandler<T> {
   if (typeof handler !== 'function') throw new TypeError('wrapHandler: handler must be a function');
   const onStale = options.onStale ?? 'throw';
+  const metrics = settings.metrics;
 
-  return async (input, call = {}) => {
+  const run: WrappedHandler<T> = async (input, call = {}) => {
     let envelope: Envelope;
     try {
       envelope = parseEnvelope(input, settings.maxPayloadBytes);
@@ -120,7 +125,7 @@ export function wrapHandler<Trx, T>(
     };
 
     try {
-      await guard.precheck(token);
+      await guard.precheck(token, fireId);
     } catch (err) {
       if (isFencedError(err, 'STALE_TOKEN')) return staleOutcome(err);
       throw err;
@@ -160,6 +165,25 @@ export function wrapHandler<Trx, T>(
       throw err;
     }
   };
+  if (metrics === undefined) return run;
+  return async (input, call) => {
+    const startedAt = performance.now();
+    try {
+      const outcome = await run(input, call);
+      metrics.handler(startedAt, guard.resource, outcome.status);
+      return outcome;
+    } catch (err) {
+      metrics.handler(startedAt, guard.resource, handlerFailureOf(err));
+      throw err;
+    }
+  };
+}
+
+/** How a run that threw reads as an outcome: refused before it started, stale, or failed. */
+function handlerFailureOf(err: unknown): HandlerRunOutcome {
+  if (isFencedError(err, 'STALE_TOKEN')) return 'stale';
+  if (isFencedError(err, 'INVALID_ENVELOPE') || isFencedError(err, 'BAD_SIGNATURE') || isFencedError(err, 'INVALID_TOKEN')) return 'refused';
+  return 'failed';
 }
 
 /** The caller's signal and the handler timeout (counted from when the call started), as one signal. */

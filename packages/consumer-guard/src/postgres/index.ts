@@ -1,3 +1,5 @@
+export { LATEST_MIGRATION } from './migrator.js';
+export type { AuditEntry, FenceReport, GuardInspection } from './inspection.js';
 export {
   createPostgresGuard,
   type PostgresGuard,

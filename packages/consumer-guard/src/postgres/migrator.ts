@@ -12,6 +12,9 @@ const migrations = Object.entries(sqlFiles)
   .map(([name, text]) => ({ id: Number.parseInt(name, 10), text }))
   .sort((a, b) => a.id - b.id);
 
+/** The newest migration this version of the guard knows: a database ahead of it was migrated by a newer fenced. */
+export const LATEST_MIGRATION = migrations[migrations.length - 1]!.id;
+
 /** Replaces the placeholders of a migration with the installation's quoted object names. */
 function render(text: string, names: GuardObjectNames): string {
   return text

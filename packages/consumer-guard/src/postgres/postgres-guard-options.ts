@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { meterProviderSchema } from '@fenced/shared/internal';
 import { parseResource } from '@fenced/shared';
 import { sqlIdentifierSchema } from './sql-identifier.js';
 
@@ -43,6 +44,17 @@ export const postgresGuardOptionsSchema = z.object({
   maxRetries: z.number().int().min(0).max(100).default(5),
   /** Receives structured events; the guard never logs to the console. */
   logger: z.custom<(event: never) => void>(isFunction, { message: 'must be a function' }).optional(),
+  /**
+   * The OpenTelemetry meter provider the guard's instruments come from (README, "Metrics").
+   * @defaultValue the global provider of `@opentelemetry/api` when the guard is created
+   */
+  meterProvider: meterProviderSchema.optional(),
+  /**
+   * Label the instruments with the resource. Off by default: resources named per customer or per
+   * tenant would make the series unbounded.
+   * @defaultValue `false`
+   */
+  metricResourceAttribute: z.boolean().default(false),
 });
 
 export type PostgresGuardOptionsInput = z.input<typeof postgresGuardOptionsSchema>;

@@ -12,10 +12,13 @@ import {
   type Token,
 } from '@fenced/shared';
 import { emit, parseOptions } from '@fenced/shared/internal';
-import { postgresGuardOptionsSchema, type PostgresGuardOptionsInput } from './postgres-guard-options.js';
+import { postgresGuardOptionsSchema, type PostgresGuardOptions, type PostgresGuardOptionsInput } from './postgres-guard-options.js';
+import type { MeterProvider } from '@opentelemetry/api';
+import { GuardMetrics, writeOutcomeOf } from '../metrics/guard-metrics.js';
 import type { KyselyLike, KyselyTransactionOf } from './kysely-like.js';
 import { isKyselyLike, kyselySession } from './kysely-session.js';
 import { adminOperations } from './admin.js';
+import { inspectionOperations, type AuditEntry, type GuardInspection } from './inspection.js';
 import { guardUnavailable } from './guard-errors.js';
 import { migrate } from './migrator.js';
 import { BoundedMap } from '../internal/bounded-map.js';
@@ -95,6 +98,14 @@ export interface PostgresGuard<Trx> extends Fence {
    * itself never lowers a fence. Returns the previous token.
    */
   lowerFence(request: LowerFenceRequest): Promise<Token | null>;
+  /**
+   * Reads the installation for operators: migrations applied against known, every fence with its
+   * applied-fire record, the applied-fires table's size, the server's transaction defaults.
+   * Before `migrate()` it reports no fences rather than failing.
+   */
+  inspect(): Promise<GuardInspection>;
+  /** The latest deliberate lowerings of fences (of `resource`, or all), newest first. */
+  auditLog(resource?: string, limit?: number): Promise<AuditEntry[]>;
   /** Deletes applied-fire records older than `olderThanMs` (all resources); returns how many. */
   pruneAppliedFires(olderThanMs: number): Promise<number>;
   /** The fire most recently applied to the default resource (or null). */
@@ -110,7 +121,7 @@ export interface AppliedFire {
   readonly appliedAt: Date;
 }
 
-type GuardOptions<Db> = Omit<PostgresGuardOptionsInput, 'db' | 'logger'> & { db: Db; logger?: FencedLogger };
+type GuardOptions<Db> = Omit<PostgresGuardOptionsInput, 'db' | 'logger' | 'meterProvider'> & { db: Db; logger?: FencedLogger; meterProvider?: MeterProvider };
 
 /**
  * Creates a guard over a Kysely instance (PostgresDialect) or a `pg.Pool`.
@@ -127,7 +138,18 @@ export function createPostgresGuard<Db extends KyselyLike>(options: GuardOptions
 export function createPostgresGuard<Pool extends PgPoolLike>(options: GuardOptions<Pool>): PostgresGuard<PoolClientOf<Pool>>;
 export function createPostgresGuard(input: GuardOptions<object>): PostgresGuard<unknown> {
   const options = parseOptions('postgres guard', postgresGuardOptionsSchema, input);
-  const logger = options.logger as FencedLogger | undefined;
+  return postgresGuardWith(
+    options,
+    new GuardMetrics({ meterProvider: options.meterProvider as MeterProvider | undefined, resourceAttribute: options.metricResourceAttribute, resource: options.resource }),
+  );
+}
+
+/**
+ * The PostgreSQL guard on parsed options, recording into `metrics`: the combined guard builds its
+ * PostgreSQL side with its own instruments, so nothing is counted twice.
+ */
+export function postgresGuardWith(options: PostgresGuardOptions, metrics: GuardMetrics): PostgresGuard<unknown> {
+  const logger = metrics.observing(options.logger as FencedLogger | undefined);
   const names = guardObjectNames(options.schema, options.table);
   const session = openSession(options.db);
 
@@ -174,7 +196,18 @@ export function createPostgresGuard(input: GuardOptions<object>): PostgresGuard<
     writeOptions?: GuardedWriteOptions,
   ): Promise<T> {
     const { token, resource, fireId } = writeArguments('guardedWrite', tokenInput, fn, writeOptions);
+    const startedAt = performance.now();
+    try {
+      const result = await writeWithRetries(token, resource, fireId, fn);
+      metrics.write(startedAt, resource, 'accepted');
+      return result;
+    } catch (err) {
+      metrics.write(startedAt, resource, writeOutcomeOf(err));
+      throw err;
+    }
+  }
 
+  async function writeWithRetries<T>(token: Token, resource: string, fireId: string | null, fn: (trx: unknown, ctx: GuardedWriteContext) => Promise<T>): Promise<T> {
     for (let attempt = 1; ; attempt++) {
       try {
         const result = await session.transaction(options.isolationLevel, checkStatement(token, resource, fireId), (trx) => fn(trx, { token, resource, attempt }));
@@ -210,6 +243,24 @@ export function createPostgresGuard(input: GuardOptions<object>): PostgresGuard<
   ): Promise<T> {
     if (typeof tx?.executeSql !== 'function') throw new TypeError('guardedWriteIn: tx must have executeSql(text, values)');
     const { token, resource, fireId } = writeArguments('guardedWriteIn', tokenInput, fn, writeOptions);
+    const startedAt = performance.now();
+    try {
+      const result = await writeInTransaction(tx, token, resource, fireId, fn);
+      metrics.write(startedAt, resource, 'accepted');
+      return result;
+    } catch (err) {
+      metrics.write(startedAt, resource, writeOutcomeOf(err));
+      throw err;
+    }
+  }
+
+  async function writeInTransaction<T>(
+    tx: TransactionExecutor,
+    token: Token,
+    resource: string,
+    fireId: string | null,
+    fn: (tx: TransactionExecutor, ctx: GuardedWriteContext) => Promise<T>,
+  ): Promise<T> {
 
     try {
       await tx.executeSql(`SAVEPOINT ${SAVEPOINT}`);
@@ -269,6 +320,15 @@ export function createPostgresGuard(input: GuardOptions<object>): PostgresGuard<
     onLowered: (resource, token) => lastSeen.set(resource, token),
   });
 
+  const { inspect, auditLog } = inspectionOperations({
+    session,
+    names,
+    defaultResource: options.resource,
+    fail: unavailable,
+    logger,
+    onLowered: () => {},
+  });
+
   const fence = (resource: string): Fence => {
     const name = parseResource(resource);
     return Object.freeze({
@@ -288,6 +348,8 @@ export function createPostgresGuard(input: GuardOptions<object>): PostgresGuard<
     advance: (token: TokenInput) => advance(options.resource, token),
     fence,
     lowerFence,
+    inspect,
+    auditLog,
     pruneAppliedFires,
     lastAppliedFire,
     lastAppliedFires: (since: Date) => lastAppliedFires(options.resource, since),

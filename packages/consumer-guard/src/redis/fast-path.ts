@@ -1,7 +1,8 @@
 import { isFencedError, type FencedLogger, type Token } from '@fenced/shared';
 import { emit, withTimeout } from '@fenced/shared/internal';
 import { BoundedMap } from '../internal/bounded-map.js';
-import { createRedisGuard, type RedisGuard } from './redis-guard.js';
+import { redisGuardWith, type RedisGuard } from './redis-guard.js';
+import type { GuardMetrics } from '../metrics/guard-metrics.js';
 import type { RedisClient } from './redis-client.js';
 
 /**
@@ -17,7 +18,9 @@ export interface RedisFastPath {
    * @returns true when Redis answered (and accepted), false when it could not answer in time.
    * @throws {StaleTokenError} when the mark is above `token`.
    */
-  check(resource: string, token: Token): Promise<boolean>;
+  check(resource: string, token: Token, fireId?: string): Promise<boolean>;
+  /** Records a refusal PostgreSQL decided in the resource's stream of refusals (best effort). */
+  recordRefusal(resource: string, token: Token, highest: Token, fireId?: string): void;
   /** Raises the mark to `token` (best effort), skipped when the mark is known to be there already. */
   raise(resource: string, token: Token): Promise<void>;
   /** Deletes the mark and sets it to `token`: the audited reset after a fence was lowered. */
@@ -30,10 +33,12 @@ export interface RedisFastPathOptions {
   /** How long a Redis call may take before PostgreSQL decides alone. */
   readonly timeoutMs: number;
   readonly logger: FencedLogger | undefined;
+  /** Times each check (the combined guard's instruments). */
+  readonly metrics: GuardMetrics;
 }
 
 export function createRedisFastPath(options: RedisFastPathOptions): RedisFastPath {
-  const { redis, keyPrefix, timeoutMs, logger } = options;
+  const { redis, keyPrefix, timeoutMs, logger, metrics } = options;
   const guards = new BoundedMap<string, RedisGuard>(10_000);
   // The mark as Redis last reported it, per resource. Only ever used to skip raising a mark that is
   // already high enough (one round trip saved per write in steady state), so a stale entry costs a
@@ -44,7 +49,7 @@ export function createRedisFastPath(options: RedisFastPathOptions): RedisFastPat
   const guardFor = (resource: string): RedisGuard => {
     let guard = guards.get(resource);
     if (guard === undefined) {
-      guard = createRedisGuard({ redis, resource, keyPrefix, ...(logger === undefined ? {} : { logger }) });
+      guard = redisGuardWith({ redis, resource, keyPrefix }, logger, null);
       guards.set(resource, guard);
     }
     return guard;
@@ -59,15 +64,22 @@ export function createRedisFastPath(options: RedisFastPathOptions): RedisFastPat
   };
 
   return {
-    async check(resource, token) {
+    recordRefusal(resource, token, highest, fireId) {
+      guardFor(resource).recordRefusal(token, highest, 'postgres', fireId);
+    },
+    async check(resource, token, fireId) {
+      const startedAt = performance.now();
       try {
         const mark = await withTimeout(guardFor(resource).check(token), timeoutMs, 'redis check');
+        metrics.check(startedAt, resource, 'redis');
         if (mark === null) knownMarks.delete(resource);
         else knownMarks.set(resource, mark);
         answered(resource);
         return true;
       } catch (err) {
         if (isFencedError(err, 'STALE_TOKEN')) {
+          metrics.check(startedAt, resource, 'redis');
+          guardFor(resource).recordRefusal(token, err.highest, 'redis', fireId);
           answered(resource);
           throw err;
         }

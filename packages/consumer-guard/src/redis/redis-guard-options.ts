@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { redisClientSchema } from '@fenced/shared/internal';
+import { meterProviderSchema, redisClientSchema } from '@fenced/shared/internal';
 import { resourceSchema } from '../postgres/postgres-guard-options.js';
 
 const isFunction = (v: unknown): v is (...args: never[]) => unknown => typeof v === 'function';
@@ -17,6 +17,17 @@ export const redisGuardOptionsSchema = z.object({
   keyPrefix: z.string().regex(/^[A-Za-z0-9_.-]{1,64}$/, 'must be 1-64 characters from A-Z a-z 0-9 _ . -').default('fenced'),
   /** Receives structured events. */
   logger: z.custom<(event: never) => void>(isFunction, { message: 'must be a function' }).optional(),
+  /**
+   * The OpenTelemetry meter provider the guard's instruments come from (README, "Metrics").
+   * @defaultValue the global provider of `@opentelemetry/api` when the guard is created
+   */
+  meterProvider: meterProviderSchema.optional(),
+  /**
+   * Label the instruments with the resource. Off by default: resources named per customer or per
+   * tenant would make the series unbounded.
+   * @defaultValue `false`
+   */
+  metricResourceAttribute: z.boolean().default(false),
 });
 
 export type RedisGuardOptionsInput = z.input<typeof redisGuardOptionsSchema>;

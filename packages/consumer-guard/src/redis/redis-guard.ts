@@ -1,3 +1,5 @@
+import type { MeterProvider } from '@opentelemetry/api';
+import { GuardMetrics } from '../metrics/guard-metrics.js';
 import { createHash } from 'node:crypto';
 import clusterKeySlot from 'cluster-key-slot';
 import {
@@ -59,7 +61,18 @@ export interface RedisGuard {
   guardedWrite(token: Token | string | number, mutations: readonly RedisMutation[]): Promise<unknown[]>;
   /** Deletes the mark: the audited recovery step for Redis after `lowerFence` in PostgreSQL. */
   forgetMark(): Promise<void>;
+  /**
+   * Appends a refused write to the resource's capped stream of refusals (key `refusalsKey`), which
+   * `fenced status` shows. Best effort and never awaited by a write: it records a refusal already
+   * decided. The guard records its own refusals; the combined guard adds PostgreSQL's.
+   */
+  recordRefusal(token: Token, highest: Token, via: 'redis' | 'postgres', fireId?: string): void;
+  /** The stream of refusals: in the mark's slot. */
+  readonly refusalsKey: string;
 }
+
+/** How many refusals a resource's stream keeps (approximately: trimmed with MAXLEN ~). */
+export const REFUSALS_KEPT = 200;
 
 // Commands that have no business inside a fenced mutation (or cannot run in a script at all).
 const FORBIDDEN = new Set(['EVAL', 'EVALSHA', 'EVAL_RO', 'EVALSHA_RO', 'FCALL', 'FCALL_RO', 'FUNCTION', 'SCRIPT', 'FLUSHALL', 'FLUSHDB', 'CONFIG', 'SHUTDOWN', 'MULTI', 'EXEC', 'WATCH', 'SUBSCRIBE', 'PSUBSCRIBE', 'BLPOP', 'BRPOP', 'BLMOVE', 'BZPOPMIN', 'BZPOPMAX', 'XREAD', 'XREADGROUP', 'WAIT', 'KEYS', 'DEBUG']);
@@ -70,17 +83,34 @@ const FORBIDDEN = new Set(['EVAL', 'EVALSHA', 'EVAL_RO', 'EVALSHA_RO', 'FCALL', 
  *
  * @throws {ConfigError} for bad options.
  */
-export function createRedisGuard(input: Omit<RedisGuardOptionsInput, 'redis' | 'logger'> & { redis: RedisClient; logger?: FencedLogger }): RedisGuard {
+export function createRedisGuard(input: CreateRedisGuardOptions): RedisGuard {
+  const options = parseOptions('redis guard', redisGuardOptionsSchema, input);
+  const metrics = new GuardMetrics({ meterProvider: input.meterProvider, resourceAttribute: options.metricResourceAttribute, resource: options.resource });
+  return redisGuardWith(input, metrics.observing(input.logger), metrics);
+}
+
+type CreateRedisGuardOptions = Omit<RedisGuardOptionsInput, 'redis' | 'logger' | 'meterProvider'> & { redis: RedisClient; logger?: FencedLogger; meterProvider?: MeterProvider };
+
+/**
+ * The Redis guard reporting to `logger`, and timing its writes into `metrics` when given (the
+ * combined guard's fast path passes its own logger, already counted, and no metrics).
+ */
+export function redisGuardWith(input: CreateRedisGuardOptions, logger: FencedLogger | undefined, metrics: GuardMetrics | null): RedisGuard {
   const options = parseOptions('redis guard', redisGuardOptionsSchema, input);
   const redis = input.redis;
-  const logger = input.logger;
   // guarded-write has no fixed key count: the caller passes it first.
-  const { raise: raiseScript, write: writeScript } = defineScripts(redis, { raise: sharedLuaScripts['raise-to'], write: luaScripts['guarded-write'] });
+  const {
+    raise: raiseScript,
+    write: writeScript,
+    refusal: refusalScript,
+  } = defineScripts(redis, { raise: sharedLuaScripts['raise-to'], write: luaScripts['guarded-write'], refusal: luaScripts['record-refusal'] });
 
   // Resource names are arbitrary text (braces included), so the hash tag is a digest of the name.
   const tag = `{${createHash('sha256').update(options.resource).digest('hex').slice(0, 24)}}`;
   const key = (name: string) => `${options.keyPrefix}:guard:${tag}:${name}`;
   const markKey = key('mark');
+  // A leading colon: guard.key() names built by users are unlikely to collide with it.
+  const refusalsKey = key(':refusals');
   const markSlot = clusterKeySlot(markKey);
   const resource = options.resource;
   // Redis Cluster refuses a script over keys of several slots (CROSSSLOT) after a round trip; a
@@ -97,9 +127,15 @@ export function createRedisGuard(input: Omit<RedisGuardOptionsInput, 'redis' | '
     return new StaleTokenError(resource, token, highest);
   };
 
+  const recordRefusal = (token: Token, highest: Token, via: 'redis' | 'postgres', fireId?: string): void => {
+    void (refusalScript(refusalsKey, resource, token.toString(), highest.toString(), via, fireId ?? '', String(REFUSALS_KEPT)) as Promise<unknown>).catch(() => {});
+  };
+
   return Object.freeze({
     resource,
     markKey,
+    refusalsKey,
+    recordRefusal,
     key,
     async check(tokenInput) {
       const token = parseToken(tokenInput);
@@ -132,8 +168,15 @@ export function createRedisGuard(input: Omit<RedisGuardOptionsInput, 'redis' | '
         });
         return { c: name, k, a: (m.args ?? []).map(String) };
       });
+      const startedAt = performance.now();
       const [ok, body] = (await writeScript(1 + keys.length, markKey, ...keys, token.toString(), JSON.stringify(commands))) as [number, string];
-      if (ok !== 1) throw stale(token, body);
+      metrics?.write(startedAt, resource, ok === 1 ? 'accepted' : 'stale');
+      if (ok !== 1) {
+        const refusal = stale(token, body);
+        recordRefusal(token, refusal.highest, 'redis');
+        throw refusal;
+      }
+      emit(logger, { type: 'token.accepted', resource, token });
       const results = JSON.parse(body) as unknown;
       return Array.isArray(results) ? results : [];
     },

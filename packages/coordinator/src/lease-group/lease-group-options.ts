@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { redisClientSchema } from '@fenced/shared/internal';
+import { meterProviderSchema, redisClientSchema } from '@fenced/shared/internal';
 import { checkLeaseTiming, leaseNameSchema, leaseTimingShape } from '../lease/coordinator-options.js';
 
 const isFunction = (v: unknown): v is (...args: never[]) => unknown => typeof v === 'function';
@@ -19,6 +19,7 @@ export const leaseGroupOptionsSchema = z
     /** The fences of each lease, advanced at each of its elections. @defaultValue none */
     fences: z.custom<(lease: string) => unknown>(isFunction, { message: 'must be a function (lease) => Fence[]' }).optional(),
     logger: z.custom<(event: never) => void>(isFunction, { message: 'must be a function' }).optional(),
+    meterProvider: meterProviderSchema.optional(),
   })
   .superRefine((o, ctx) => {
     if ((o.leases === undefined) === (o.shards === undefined)) {

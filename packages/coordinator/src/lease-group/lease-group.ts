@@ -1,3 +1,4 @@
+import type { MeterProvider } from '@opentelemetry/api';
 import { EventEmitter } from 'node:events';
 import { ConfigError, type Fence, type FencedLogger, type LeaseLossReason, type Token } from '@fenced/shared';
 import { defineScripts, emit, parseOptions, withTimeout } from '@fenced/shared/internal';
@@ -17,7 +18,9 @@ export interface LeaseGroupEventMap {
   error: [Error];
 }
 
-export type CreateLeaseGroupOptions = Omit<LeaseGroupOptionsInput, 'redis' | 'fences' | 'logger'> & {
+export type CreateLeaseGroupOptions = Omit<LeaseGroupOptionsInput, 'redis' | 'fences' | 'logger' | 'meterProvider'> & {
+  /** The OpenTelemetry meter provider of every lease's instruments. @defaultValue the global one */
+  meterProvider?: MeterProvider;
   /** An ioredis `Redis` (a Sentinel one with `failoverDetector: true`) or `Cluster`, ioredis 5 or 6. */
   redis: RedisClient;
   /** The fences of each lease, advanced at each of its elections. */
@@ -105,6 +108,7 @@ export class LeaseGroup extends EventEmitter<LeaseGroupEventMap> {
           nodeId: this.nodeId,
           fences: input.fences?.(lease) ?? [],
           ...(input.logger === undefined ? {} : { logger: input.logger }),
+          ...(input.meterProvider === undefined ? {} : { meterProvider: input.meterProvider }),
         },
         seat(lease),
       );

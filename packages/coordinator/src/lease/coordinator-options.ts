@@ -1,7 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import { hostname } from 'node:os';
 import { z } from 'zod';
-import { redisClientSchema } from '@fenced/shared/internal';
+import { meterProviderSchema, redisClientSchema } from '@fenced/shared/internal';
 
 const isObject = (v: unknown): v is object => typeof v === 'object' && v !== null;
 const isFunction = (v: unknown): v is (...args: never[]) => unknown => typeof v === 'function';
@@ -114,6 +114,11 @@ export const coordinatorOptionsSchema = z
     clock: z.custom<{ now(): number }>((v) => isObject(v) && isFunction((v as { now?: unknown }).now), { message: 'must have now()' }).optional(),
     /** Receives structured events; the coordinator never logs to the console. */
     logger: z.custom<(event: never) => void>(isFunction, { message: 'must be a function' }).optional(),
+    /**
+     * The OpenTelemetry meter provider the lease's instruments come from (README, "Metrics").
+     * @defaultValue the global provider of `@opentelemetry/api` when the coordinator is created
+     */
+    meterProvider: meterProviderSchema.optional(),
   })
   .superRefine(checkLeaseTiming);
 

@@ -22,6 +22,8 @@ import { leaseKeys, type LeaseKeys } from './lease-keys.js';
 import { ServerClock } from './server-clock.js';
 import type { GroupSeat } from './group-seat.js';
 import { primaryConfirmer, type PrimaryConfirmer } from './sentinel-primary.js';
+import { LeaseMetrics } from '../metrics/lease-metrics.js';
+import type { MeterProvider } from '@opentelemetry/api';
 
 /** One term of leadership: what a leader acts with. */
 export interface LeaderTerm {
@@ -44,13 +46,17 @@ export interface CoordinatorEventMap {
   error: [Error];
 }
 
-export type CreateCoordinatorOptions = Omit<CoordinatorOptionsInput, 'redis' | 'fences' | 'logger' | 'clock'> & {
+export type CreateCoordinatorOptions = Omit<CoordinatorOptionsInput, 'redis' | 'fences' | 'logger' | 'clock' | 'meterProvider'> & {
+  meterProvider?: MeterProvider;
   /** An ioredis `Redis` (single server or Sentinel) or `Cluster`, ioredis 5 or 6. */
   redis: RedisClient;
   fences?: readonly Fence[];
   logger?: FencedLogger;
   clock?: Clock;
 };
+
+/** How many elections the lease's stream keeps (approximately: trimmed with MAXLEN ~). */
+const ELECTIONS_KEPT = 100;
 
 type State =
   | { kind: 'stopped' }
@@ -76,6 +82,7 @@ export class Coordinator extends EventEmitter<CoordinatorEventMap> {
   readonly #clock: Clock;
   readonly #serverClock: ServerClock;
   readonly #acquireRetryMs: number;
+  readonly #metrics: LeaseMetrics;
 
   #state: State = { kind: 'stopped' };
   #timer: NodeJS.Timeout | undefined;
@@ -109,6 +116,7 @@ export class Coordinator extends EventEmitter<CoordinatorEventMap> {
     this.#scripts = leaseScripts(this.#redis);
     this.#seat = seat;
     this.#primary = primaryConfirmer(this.#redis, this.#commandTimeoutMs());
+    this.#metrics = new LeaseMetrics(options.meterProvider as MeterProvider | undefined, this.lease, () => this.currentTerm()?.token ?? null);
   }
 
   /** The fences advanced at every election (the scheduler also reads applied fires from them). */
@@ -133,6 +141,7 @@ export class Coordinator extends EventEmitter<CoordinatorEventMap> {
   async start(): Promise<void> {
     if (this.#state.kind !== 'stopped') return;
     this.#state = { kind: 'standby' };
+    this.#metrics.observe();
     await this.#subscribe();
     if (this.#seat === undefined) void this.#checkRedisConfig(); // a group checks once for all
     await this.#runAttempt();
@@ -166,6 +175,7 @@ export class Coordinator extends EventEmitter<CoordinatorEventMap> {
     this.#subscriber = undefined;
     subscriber?.close();
     await this.#attempt?.catch(() => undefined);
+    this.#metrics.unobserve();
   }
 
   /**
@@ -304,6 +314,8 @@ export class Coordinator extends EventEmitter<CoordinatorEventMap> {
       this.#state = { kind: 'leader', term: { token, leaseValue, signal: controller.signal, regressed }, controller, deadline };
       this.#armDeadline();
       this.#scheduleRenew(this.renewIntervalMs);
+      this.#metrics.elected();
+      this.#noteElection(token, regressed);
       emit(this.#logger, { type: 'lease.acquired', lease: this.lease, nodeId: this.nodeId, token });
       this.emit('elected', { token });
       return;
@@ -311,11 +323,22 @@ export class Coordinator extends EventEmitter<CoordinatorEventMap> {
     this.#scheduleAttempt(jitter(this.#acquireRetryMs));
   }
 
+  /**
+   * Appends the election to the lease's capped stream, for `fenced status` and `fenced doctor`. Not
+   * awaited and never fatal: it is a record for operators, and the term is already decided.
+   */
+  #noteElection(token: Token, regressed: boolean): void {
+    this.#redis
+      .xadd(this.keys.elections, 'MAXLEN', '~', String(ELECTIONS_KEPT), '*', 'token', token.toString(), 'node', this.nodeId, 'ttl', String(this.ttlMs), 'fences', String(this.#fences.length), 'regressed', regressed ? '1' : '0')
+      .catch(() => {});
+  }
+
   /** Advances every fence to `token` at once and decides the election from their answers. */
   async #advanceFences(token: Token): Promise<FenceVerdict> {
     const answers = judgeFenceAnswers(this.#fences, await Promise.allSettled(this.#fences.map((fence) => fence.advance(token))));
     for (const { resource, highest } of answers.ahead) {
       this.#regressions++;
+      this.#metrics.regressed();
       emit(this.#logger, { type: 'token.regression', lease: this.lease, nodeId: this.nodeId, token, fenceHighest: highest, resource });
       this.emit('regression', { token, fenceHighest: highest, resource, total: this.#regressions });
     }
@@ -352,6 +375,7 @@ export class Coordinator extends EventEmitter<CoordinatorEventMap> {
     if (state.kind !== 'leader') return;
     if (this.currentTerm() === null) return; // the deadline passed while the timer waited (a pause)
     const sentAt = this.#clock.now();
+    const remainingMs = state.deadline - sentAt;
     // Waiting past the deadline is pointless: by then the term is over anyway.
     const budget = () => Math.max(1, Math.min(this.#commandTimeoutMs(), state.deadline - this.#clock.now()));
     let reply: Array<string | number>;
@@ -378,6 +402,7 @@ export class Coordinator extends EventEmitter<CoordinatorEventMap> {
       this.#loseLeadership(state, 'stolen');
       return;
     }
+    this.#metrics.renewed(receivedAt - sentAt, remainingMs);
     // The new deadline counts from when the request was sent: the reply may have come late.
     state.deadline = Math.max(state.deadline, sentAt + this.ttlMs - this.driftMs);
     this.#armDeadline();
@@ -403,6 +428,7 @@ export class Coordinator extends EventEmitter<CoordinatorEventMap> {
 
   #endTerm(state: Extract<State, { kind: 'leader' }>, reason: LeaseLossReason): void {
     state.controller.abort(new NotLeaderError(this.lease, `leadership ended: ${reason}`));
+    this.#metrics.lost(reason);
     emit(this.#logger, { type: 'lease.lost', lease: this.lease, nodeId: this.nodeId, token: state.term.token, reason });
     // Listeners run on the next tick: isLeader() may end a term and must not call user code inline.
     process.nextTick(() => this.emit('lost', { token: state.term.token, reason }));

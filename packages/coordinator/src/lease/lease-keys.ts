@@ -7,6 +7,8 @@ export interface LeaseKeys {
   readonly counter: string;
   readonly released: string;
   readonly fires: string;
+  /** A capped stream of this lease's last elections (token, node, TTL, fences): for operators. */
+  readonly elections: string;
 }
 
 export function leaseKeys(prefix: string, lease: string): LeaseKeys {
@@ -16,5 +18,6 @@ export function leaseKeys(prefix: string, lease: string): LeaseKeys {
     counter: `${base}:token`,
     released: `${base}:released`,
     fires: `${base}:fires`,
+    elections: `${base}:elections`,
   };
 }

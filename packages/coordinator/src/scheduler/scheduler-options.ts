@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { meterProviderSchema } from '@fenced/shared/internal';
 
 const isObject = (v: unknown): v is object => typeof v === 'object' && v !== null;
 const isFunction = (v: unknown): v is (...args: never[]) => unknown => typeof v === 'function';
@@ -78,6 +79,7 @@ export const schedulerOptionsSchema = z
     concurrency: z.number().int().min(1).max(100_000).default(256),
     /** Receives structured events. */
     logger: z.custom<(event: never) => void>(isFunction, { message: 'must be a function' }).optional(),
+    meterProvider: meterProviderSchema.optional(),
     /** Turns each envelope into what is dispatched (for example: signs it). */
     seal: z.custom<(envelope: never) => unknown>(isFunction, { message: 'must be a function' }).optional(),
     /** Where to resume jobs whose record Redis lost (see `CreateSchedulerOptions`). */

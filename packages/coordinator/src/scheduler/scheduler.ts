@@ -14,6 +14,8 @@ import { planCatchUp, type MisfirePolicy } from './catch-up.js';
 import { recoverLastFires, resumePoint } from './resume.js';
 import { DueQueue } from './due-queue.js';
 import { cronSchedule, intervalSchedule, type JobSchedule } from './job-schedule.js';
+import { SchedulerMetrics } from '../metrics/scheduler-metrics.js';
+import type { MeterProvider } from '@opentelemetry/api';
 
 /** What an in-process handler is given besides the envelope. */
 export interface FireContext {
@@ -40,8 +42,13 @@ export type JobDefinition = Omit<JobOptionsInput, 'handler' | 'queue' | 'payload
   payload?: unknown;
 };
 
-export type CreateSchedulerOptions = Omit<SchedulerOptionsInput, 'coordinator' | 'jobs' | 'logger'> & {
+export type CreateSchedulerOptions = Omit<SchedulerOptionsInput, 'coordinator' | 'jobs' | 'logger' | 'meterProvider'> & {
   coordinator: Coordinator;
+  /**
+   * The OpenTelemetry meter provider the scheduler's instruments come from (README, "Metrics").
+   * @defaultValue the global provider of `@opentelemetry/api` when the scheduler is created
+   */
+  meterProvider?: MeterProvider;
   jobs: Record<string, JobDefinition>;
   logger?: FencedLogger;
   /** Turns each envelope into what is dispatched (for example: signs it). @defaultValue identity */
@@ -59,6 +66,19 @@ export type CreateSchedulerOptions = Omit<SchedulerOptionsInput, 'coordinator' |
 
 /** The field that tells the fires hash was initialized (not a valid job name). */
 const STATE_MARK = ':initialized';
+/** The fires hash's fields of dispatch times, one per job: `:dispatched:<job>` (record-fire-2.lua). */
+const DISPATCHED_PREFIX = ':dispatched:';
+
+/** When the last term dispatched its last fire (server clock, epoch ms), from the fires hash. */
+function lastDispatchIn(recorded: Record<string, string>): number | null {
+  let last: number | null = null;
+  for (const [field, value] of Object.entries(recorded)) {
+    if (!field.startsWith(DISPATCHED_PREFIX)) continue;
+    const at = Number(value);
+    if (Number.isFinite(at) && (last === null || at > last)) last = at;
+  }
+  return last;
+}
 
 interface Job {
   readonly name: string;
@@ -68,6 +88,8 @@ interface Job {
   readonly payload: unknown;
   /** Fires due for dispatch, oldest first. */
   readonly pending: number[];
+  /** How many of the first pending fires were planned as catch-up at the election. */
+  catchUp: number;
   inFlight: boolean;
 }
 
@@ -88,6 +110,9 @@ export class Scheduler {
   readonly #seal: (envelope: Envelope) => Envelope;
   readonly #scripts: SchedulerScripts;
   readonly #recoverLastFired: ((jobs: readonly string[]) => Promise<ReadonlyMap<string, number>>) | undefined;
+  readonly #metrics: SchedulerMetrics;
+  /** The previous term's last dispatch, until this term's first one measures the gap. */
+  #gapFrom: number | null = null;
 
   readonly #due = new DueQueue();
   #term: LeaderTerm | null = null;
@@ -118,9 +143,12 @@ export class Scheduler {
       } catch (err) {
         throw new ConfigError('scheduler', [{ path: `jobs.${name}.cron`, message: (err as Error).message }]);
       }
-      jobs.set(name, { name, schedule, handler: def.handler, queue: def.queue, payload: def.payload, pending: [], inFlight: false });
+      jobs.set(name, { name, schedule, handler: def.handler, queue: def.queue, payload: def.payload, pending: [], catchUp: 0, inFlight: false });
     }
     this.#jobs = jobs;
+    this.#metrics = new SchedulerMetrics(options.meterProvider as MeterProvider | undefined, this.#coordinator.lease, () =>
+      [...jobs.values()].map((job): [string, number] => [job.name, job.pending.length]),
+    );
   }
 
   /** The job names. */
@@ -132,6 +160,7 @@ export class Scheduler {
   start(): void {
     if (this.#running) return;
     this.#running = true;
+    this.#metrics.observe();
     this.#coordinator.on('elected', this.#onElected);
     this.#coordinator.on('lost', this.#onLost);
     if (this.#coordinator.isLeader()) void this.#lead();
@@ -143,6 +172,7 @@ export class Scheduler {
     this.#coordinator.off('elected', this.#onElected);
     this.#coordinator.off('lost', this.#onLost);
     this.#standDown();
+    this.#metrics.unobserve();
     if (this.#active > 0) await new Promise<void>((resolve) => this.#idle.push(resolve));
   }
 
@@ -165,6 +195,7 @@ export class Scheduler {
     }
     const now = this.#coordinator.serverNow();
     if (this.#term !== term || now === null) return;
+    this.#gapFrom = lastDispatchIn(recorded);
     const baselines: Array<[string, number]> = [];
     // The hash carries a field no job can be named (job names have no colon), written with the first
     // baselines: without it, the records were never kept here or Redis lost them.
@@ -202,6 +233,8 @@ export class Scheduler {
       if (baseline !== null) baselines.push([job.name, baseline]);
       const plan = planCatchUp(job.schedule, last, now, this.#misfire, this.#catchUpWindowMs, this.#maxCatchUpFires);
       job.pending.push(...plan.fires);
+      job.catchUp = plan.fires.length;
+      this.#metrics.skipped(job.name, plan.skipped);
       if (plan.skipped > 0 || plan.beforeWindow) {
         emit(this.#logger, {
           type: 'fire.skipped',
@@ -227,12 +260,28 @@ export class Scheduler {
     this.#tick();
   }
 
+  /** Counts a dispatch; returns the failover gap (ms) when it is the first of a term that follows another. */
+  #countDispatch(job: Job, scheduledAt: number, dispatchedAt: number | null, term: LeaderTerm): number | null {
+    const caughtUp = this.#term === term && job.catchUp > 0;
+    if (caughtUp) job.catchUp--;
+    this.#metrics.dispatched(job.name, dispatchedAt === null ? null : dispatchedAt - scheduledAt, caughtUp);
+    if (this.#gapFrom === null || dispatchedAt === null || this.#term !== term) return null;
+    const gapMs = Math.max(0, dispatchedAt - this.#gapFrom);
+    this.#gapFrom = null;
+    this.#metrics.failoverGap(gapMs);
+    return gapMs;
+  }
+
   #standDown(): void {
     clearTimeout(this.#timer);
     this.#timer = undefined;
     this.#term = null;
     this.#due.clear();
-    for (const job of this.#jobs.values()) job.pending.length = 0;
+    this.#gapFrom = null;
+    for (const job of this.#jobs.values()) {
+      job.pending.length = 0;
+      job.catchUp = 0;
+    }
   }
 
   /** Moves due fires to their jobs and dispatches; runs every tickMs while leading. */
@@ -275,6 +324,7 @@ export class Scheduler {
       // Self-fence before every dispatch: the term must still be current by our own deadline.
       if (this.#coordinator.currentTerm() !== term) return;
       const scheduledAt = job.pending[0]!;
+      const dispatchedAt = this.#coordinator.serverNow();
       const envelope = this.#seal(
         createEnvelope({
           job: job.name,
@@ -290,6 +340,7 @@ export class Scheduler {
           await job.queue.add(job.name, envelope, { jobId: dispatchKey(envelope) });
         } catch (error) {
           // Not enqueued: keep the fire pending and try again on a later tick.
+          this.#metrics.failed(job.name);
           emit(this.#logger, { type: 'fire.failed', ...event, error });
           return;
         }
@@ -298,9 +349,11 @@ export class Scheduler {
           await job.handler!(envelope, { signal: term.signal });
         } catch (error) {
           // The handler saw the fire; retrying it is the handler's business (at-least-once).
+          this.#metrics.failed(job.name);
           emit(this.#logger, { type: 'fire.failed', ...event, error });
         }
       }
+      const gapMs = this.#countDispatch(job, scheduledAt, dispatchedAt, term);
       emit(this.#logger, { type: 'fire.dispatched', ...event });
       // The term may have ended while the handler ran, and a new term may already have planned this
       // job's fires again (this very one included, if its write was refused): its pending list is not
@@ -312,7 +365,15 @@ export class Scheduler {
       // the guard's dedupe on fireId makes harmless. The script refuses a stale lease.
       let recorded: number;
       try {
-        recorded = await this.#scripts.recordFire(this.#coordinator.keys.lease, this.#coordinator.keys.fires, term.leaseValue, job.name, String(scheduledAt));
+        recorded = await this.#scripts.recordFire(
+          this.#coordinator.keys.lease,
+          this.#coordinator.keys.fires,
+          term.leaseValue,
+          job.name,
+          String(scheduledAt),
+          ...(dispatchedAt === null ? [] : [String(Math.floor(dispatchedAt))]),
+          ...(gapMs === null ? [] : [String(Math.round(gapMs))]),
+        );
       } catch (error) {
         emit(this.#logger, { type: 'redis.error', lease: this.#coordinator.lease, nodeId: this.#coordinator.nodeId, operation: 'record fire', error });
         continue;

@@ -9,3 +9,4 @@ export { canonicalJson } from '../signing.js';
 export { envelopeSchema, tokenStringSchema } from '../envelope.js';
 export { toValidationIssues } from '../validation.js';
 export { redisClientProblem, redisClientSchema } from './redis-client-check.js';
+export { meterProviderSchema } from './meter-provider-check.js';

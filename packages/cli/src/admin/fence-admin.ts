@@ -1,0 +1,104 @@
+import { createPostgresGuard, type AuditEntry } from '@fenced/consumer-guard/postgres';
+import { createRedisGuard } from '@fenced/consumer-guard/redis';
+import { isFencedError, parseResource, parseToken, type Token } from '@fenced/shared';
+import type pg from 'pg';
+import type { RedisTarget } from '../connections.js';
+import { CliError, ExitCode } from '../exit-codes.js';
+
+export interface GuardInstallation {
+  readonly pool: pg.Pool;
+  /** The fast path's Redis, or null when the guard runs on PostgreSQL alone (`--no-redis`). */
+  readonly redis: RedisTarget | null;
+  readonly keyPrefix: string;
+  readonly schema: string;
+  readonly table: string;
+}
+
+export interface FenceState {
+  readonly fence: string | null;
+  readonly mark: string | null;
+}
+
+export interface FenceShow extends FenceState {
+  readonly resource: string;
+  readonly audit: readonly AuditEntryJson[];
+}
+
+export interface AuditEntryJson {
+  readonly at: string;
+  readonly from: string | null;
+  readonly to: string;
+  readonly actor: string;
+  readonly reason: string;
+}
+
+export interface LowerResult {
+  readonly resource: string;
+  readonly before: FenceState;
+  readonly after: FenceState;
+  readonly audit: AuditEntryJson;
+}
+
+const auditJson = (e: AuditEntry): AuditEntryJson => ({ at: e.at.toISOString(), from: e.from?.toString() ?? null, to: e.to.toString(), actor: e.actor, reason: e.reason });
+
+/** Input errors are the operator's to fix: one line, exit 2, nothing changed. */
+function parsed<T>(what: string, parse: () => T): T {
+  try {
+    return parse();
+  } catch (err) {
+    throw new CliError(ExitCode.USAGE, `${what}: ${(err as Error).message}`);
+  }
+}
+
+function guards(installation: GuardInstallation, resource: string) {
+  const postgres = createPostgresGuard({ db: installation.pool, resource, schema: installation.schema, table: installation.table });
+  const redis = installation.redis === null ? null : createRedisGuard({ redis: installation.redis.client, resource, keyPrefix: installation.keyPrefix });
+  return { postgres, redis };
+}
+
+async function stateOf(g: ReturnType<typeof guards>): Promise<FenceState> {
+  const [fence, mark] = await Promise.all([g.postgres.highest(), g.redis?.highest() ?? Promise.resolve(null)]);
+  return { fence: fence?.toString() ?? null, mark: mark?.toString() ?? null };
+}
+
+export async function showFence(installation: GuardInstallation, resourceInput: string, history: number): Promise<FenceShow> {
+  const resource = parsed('--resource', () => parseResource(resourceInput));
+  const g = guards(installation, resource);
+  const [state, audit] = await Promise.all([stateOf(g), g.postgres.auditLog(resource, history)]);
+  return { resource, ...state, audit: audit.map(auditJson) };
+}
+
+/**
+ * The audited lowering: only downwards, only with an actor and a reason; the fence and the audit
+ * row change in one transaction, then the Redis mark is reset to the new fence (a mark left above
+ * it would keep refusing the tokens the lowering is meant to let through).
+ */
+export async function lowerFence(installation: GuardInstallation, request: { resource: string; to: string; actor: string; reason: string }): Promise<LowerResult> {
+  const resource = parsed('--resource', () => parseResource(request.resource));
+  const to: Token = parsed('--to', () => parseToken(request.to));
+  for (const [flag, value] of [['--actor', request.actor], ['--reason', request.reason]] as const) {
+    if (value.trim().length === 0) throw new CliError(ExitCode.USAGE, `${flag} is required and must not be blank: lowering a fence is an audited act`);
+  }
+  const g = guards(installation, resource);
+  const before = await stateOf(g);
+  if (before.fence === null) throw new CliError(ExitCode.USAGE, `resource ${JSON.stringify(resource)} has no fence in ${installation.schema}.${installation.table}: nothing to lower`);
+  if (to >= BigInt(before.fence)) throw new CliError(ExitCode.USAGE, `--to ${to} is not below the fence (${before.fence}): a fence only ever goes up by itself, and lowering is the only act this command does`);
+  try {
+    await g.postgres.lowerFence({ resource, token: to, actor: request.actor, reason: request.reason });
+  } catch (err) {
+    if (isFencedError(err, 'INVALID_CONFIG')) throw new CliError(ExitCode.USAGE, (err as Error).message);
+    throw err;
+  }
+  if (g.redis !== null) {
+    await g.redis.forgetMark();
+    await g.redis.raise(to);
+  }
+  const [after, [audit]] = await Promise.all([stateOf(g), g.postgres.auditLog(resource, 1)]);
+  return { resource, before, after, audit: auditJson(audit!) };
+}
+
+/** Deletes applied-fire records older than `olderThanMs`, on every resource of the installation. */
+export async function pruneFires(installation: Omit<GuardInstallation, 'redis'>, olderThanMs: number): Promise<{ deleted: number; olderThanMs: number }> {
+  const guard = createPostgresGuard({ db: installation.pool, resource: 'fenced-cli', schema: installation.schema, table: installation.table });
+  return { deleted: await guard.pruneAppliedFires(olderThanMs), olderThanMs };
+}

@@ -1,0 +1,115 @@
+import { Cluster, Redis } from 'ioredis';
+import pg from 'pg';
+import { CliError, ExitCode } from './exit-codes.js';
+
+/** Where the services are, as the global options give them. */
+export interface ConnectionOptions {
+  /** redis://… URL of a single server (default: REDIS_URL, else redis://127.0.0.1:6379). */
+  readonly redis?: string;
+  /** Cluster seed nodes, host:port,host:port. */
+  readonly cluster?: string;
+  /** Sentinels, host:port,host:port, with the primary's name in `sentinelName`. */
+  readonly sentinels?: string;
+  readonly sentinelName: string;
+  /** postgres://… URL (default: DATABASE_URL). Without one, the PostgreSQL parts are skipped. */
+  readonly database?: string;
+}
+
+/** The Redis deployment the command talks to, with what its checks need to know about it. */
+export type RedisTarget =
+  | { readonly kind: 'single'; readonly client: Redis; readonly url: string }
+  | { readonly kind: 'cluster'; readonly client: Cluster; readonly seeds: readonly HostPort[] }
+  | { readonly kind: 'sentinel'; readonly client: Redis; readonly sentinels: readonly HostPort[]; readonly name: string };
+
+export interface HostPort {
+  readonly host: string;
+  readonly port: number;
+}
+
+export function parseHostPorts(option: string, text: string): HostPort[] {
+  const parsed = text.split(',').map((part) => {
+    const match = /^\[?([^\]]+?)\]?:(\d{1,5})$/.exec(part.trim());
+    const port = match === null ? NaN : Number(match[2]);
+    if (match === null || !(port > 0 && port < 65536)) throw new CliError(ExitCode.USAGE, `--${option}: expected host:port[,host:port…], got ${JSON.stringify(part)}`);
+    return { host: match[1]!, port };
+  });
+  return parsed;
+}
+
+// Commands fail fast on a service that does not answer: an operator waits seconds, not minutes.
+const REDIS_DEFAULTS = { lazyConnect: true, maxRetriesPerRequest: 1, connectTimeout: 3000, enableOfflineQueue: true } as const;
+
+/** Opens the Redis deployment the options name (one of --redis, --cluster, --sentinels). */
+export async function openRedis(options: ConnectionOptions): Promise<RedisTarget> {
+  const given = [options.redis, options.cluster, options.sentinels].filter((v) => v !== undefined).length;
+  if (given > 1) throw new CliError(ExitCode.USAGE, 'give one of --redis, --cluster, --sentinels');
+  let target: RedisTarget;
+  if (options.cluster !== undefined) {
+    const seeds = parseHostPorts('cluster', options.cluster);
+    const client = new Cluster(seeds, { lazyConnect: true, redisOptions: { connectTimeout: 3000, maxRetriesPerRequest: 1 }, clusterRetryStrategy: () => null });
+    target = { kind: 'cluster', client, seeds };
+  } else if (options.sentinels !== undefined) {
+    const sentinels = parseHostPorts('sentinels', options.sentinels);
+    const client = new Redis({ ...REDIS_DEFAULTS, sentinels, name: options.sentinelName, sentinelRetryStrategy: () => null, failoverDetector: true });
+    target = { kind: 'sentinel', client, sentinels, name: options.sentinelName };
+  } else {
+    const url = options.redis ?? process.env['REDIS_URL'] ?? 'redis://127.0.0.1:6379';
+    if (!/^rediss?:\/\//.test(url)) throw new CliError(ExitCode.USAGE, `--redis: expected a redis:// or rediss:// URL, got ${JSON.stringify(url)}`);
+    const client = new Redis(url, { ...REDIS_DEFAULTS, retryStrategy: () => null });
+    target = { kind: 'single', client, url };
+  }
+  target.client.on('error', () => {}); // reported by the command that fails, once
+  try {
+    await target.client.connect();
+    // A cluster client is ready once it has the slots; a plain one once the server answers.
+    await target.client.ping();
+  } catch (cause) {
+    target.client.disconnect();
+    throw new CliError(ExitCode.UNREACHABLE, `Redis did not answer (${describeRedis(target)}): ${(cause as Error).message}`, { cause });
+  }
+  return target;
+}
+
+export function describeRedis(target: RedisTarget): string {
+  if (target.kind === 'single') return target.url.replace(/\/\/[^@/]*@/, '//***@');
+  if (target.kind === 'cluster') return `cluster ${target.seeds.map((s) => `${s.host}:${s.port}`).join(',')}`;
+  return `sentinel ${target.name} via ${target.sentinels.map((s) => `${s.host}:${s.port}`).join(',')}`;
+}
+
+/** The database URL from the options or DATABASE_URL, or null when neither names one. */
+export function databaseUrl(options: ConnectionOptions): string | null {
+  return options.database ?? process.env['DATABASE_URL'] ?? null;
+}
+
+/** Opens a small pool on the database and proves it answers. */
+export async function openDatabase(url: string): Promise<pg.Pool> {
+  if (!/^postgres(ql)?:\/\//.test(url)) throw new CliError(ExitCode.USAGE, `--database: expected a postgres:// URL, got ${JSON.stringify(url.replace(/\/\/[^@/]*@/, '//***@'))}`);
+  const pool = new pg.Pool({ connectionString: url, max: 2, connectionTimeoutMillis: 3000 });
+  pool.on('error', () => {});
+  try {
+    await pool.query('SELECT 1');
+  } catch (cause) {
+    await pool.end().catch(() => {});
+    throw new CliError(ExitCode.UNREACHABLE, `PostgreSQL did not answer: ${(cause as Error).message}`, { cause });
+  }
+  return pool;
+}
+
+/** Every primary of the deployment (one for a single server or Sentinel). */
+export function primaries(target: RedisTarget): Array<Redis> {
+  return target.kind === 'cluster' ? target.client.nodes('master') : [target.client];
+}
+
+/** Every key matching `pattern` on every primary (SCAN, never KEYS). */
+export async function scanKeys(target: RedisTarget, pattern: string): Promise<string[]> {
+  const found = new Set<string>();
+  for (const node of primaries(target)) {
+    let cursor = '0';
+    do {
+      const [next, keys] = await node.scan(cursor, 'MATCH', pattern, 'COUNT', 1000);
+      cursor = next;
+      for (const key of keys) found.add(key);
+    } while (cursor !== '0');
+  }
+  return [...found].sort();
+}

@@ -1,0 +1,66 @@
+import type pg from 'pg';
+import { createPostgresGuard } from '@fenced/consumer-guard/postgres';
+import type { RedisTarget } from '../connections.js';
+import { readStatus } from '../status/read-status.js';
+import { skip, type CheckResult } from './check.js';
+import { clusterSlotsCheck, failoverCheck, fencesCheck } from './lease-checks.js';
+import { appliedFiresCheck, isolationCheck, migrationsCheck } from './postgres-checks.js';
+import { clockCheck, evictionCheck, persistenceCheck, replicationCheck, sentinelCheck } from './redis-checks.js';
+
+export interface DoctorOptions {
+  readonly redis: RedisTarget;
+  readonly pool: pg.Pool | null;
+  readonly keyPrefix: string;
+  readonly schema: string;
+  readonly table: string;
+  /** How long applied-fire records are meant to be kept (the guard's appliedFireRetentionMs). */
+  readonly retentionMs: number;
+}
+
+export interface DoctorReport {
+  readonly ok: boolean;
+  readonly checks: readonly CheckResult[];
+}
+
+/** Every check, in the order an operator reads them: Redis, the leases on it, PostgreSQL. */
+export async function runDoctor(options: DoctorOptions): Promise<DoctorReport> {
+  const { redis } = options;
+  const status = await readStatus({ redis, pool: options.pool, keyPrefix: options.keyPrefix, schema: options.schema, table: options.table, history: 1 });
+  const checks: CheckResult[] = [await evictionCheck(redis), await persistenceCheck(redis), await replicationCheck(redis)];
+
+  const ttls = status.leases.flatMap((l) => (l.elections[0] === undefined ? [] : [l.elections[0].ttlMs]));
+  let redisFailoverMs: number | null = null;
+  if (redis.kind === 'sentinel') {
+    const sentinel = await sentinelCheck(redis, ttls);
+    checks.push(sentinel.result);
+    redisFailoverMs = sentinel.downAfterMs;
+  } else {
+    checks.push(skip('redis.sentinel', 'not a Sentinel deployment.'));
+  }
+  if (redis.kind === 'cluster') {
+    const timeout = (await redis.client.nodes('master')[0]!.config('GET', 'cluster-node-timeout').catch(() => [])) as string[];
+    redisFailoverMs = timeout[1] === undefined ? null : Number(timeout[1]);
+  }
+  checks.push(await clusterSlotsCheck(redis, options.keyPrefix, status.leases.map((l) => l.lease), status.resources.map((r) => r.resource)));
+  checks.push(await clockCheck(redis));
+  checks.push(fencesCheck(status.leases));
+  checks.push(failoverCheck(status.leases, redisFailoverMs));
+
+  if (options.pool === null) {
+    for (const id of ['postgres.migrations', 'postgres.isolation', 'postgres.applied-fires']) checks.push(skip(id, 'no database given (--database or DATABASE_URL).'));
+  } else {
+    const inspection = await createPostgresGuard({ db: options.pool, resource: 'fenced-cli', schema: options.schema, table: options.table }).inspect();
+    checks.push(migrationsCheck(inspection, `${options.schema}.${options.table}`));
+    checks.push(isolationCheck(inspection));
+    checks.push(appliedFiresCheck(inspection, options.retentionMs, Date.parse(status.at)));
+  }
+  return { ok: checks.every((c) => c.verdict !== 'fail'), checks };
+}
+
+const MARK = { pass: 'ok  ', warn: 'WARN', fail: 'FAIL', skip: 'skip' } as const;
+
+export function formatDoctor(report: DoctorReport): string {
+  const lines = report.checks.flatMap((c) => [`${MARK[c.verdict]}  ${c.id}: ${c.detail}`, ...(c.fix === undefined ? [] : [`      fix: ${c.fix}`])]);
+  const counts = (['fail', 'warn', 'pass', 'skip'] as const).map((v) => `${report.checks.filter((c) => c.verdict === v).length} ${v === 'pass' ? 'ok' : v === 'skip' ? 'skipped' : v === 'warn' ? 'warnings' : 'failed'}`);
+  return [...lines, '', `${report.ok ? 'doctor: no check failed' : 'doctor: a check failed'} (${counts.join(', ')})`].join('\n');
+}

@@ -1,0 +1,226 @@
+import { createServer } from 'node:http';
+import { Command, CommanderError, InvalidArgumentError, Option } from 'commander';
+import type pg from 'pg';
+import { databaseUrl, openDatabase, openRedis, type ConnectionOptions, type RedisTarget } from './connections.js';
+import { CliError, ExitCode } from './exit-codes.js';
+import { parseDuration } from './duration.js';
+import { formatStatus } from './status/format-status.js';
+import { readStatus } from './status/read-status.js';
+import { createStatusHandler } from './status/status-handler.js';
+import { formatDoctor, runDoctor } from './doctor/run-doctor.js';
+import { lowerFence, pruneFires, showFence } from './admin/fence-admin.js';
+import { textTable } from './text-table.js';
+
+interface GlobalOptions extends ConnectionOptions {
+  readonly prefix: string;
+  readonly schema: string;
+  readonly table: string;
+  readonly json: boolean;
+}
+
+/** Where the command writes; a seam so tests of the parser need no subprocess (the CLI tests use one). */
+export interface Io {
+  out(text: string): void;
+  err(text: string): void;
+}
+
+const EXIT_CODES_HELP = `
+Exit codes:
+  0  done; for doctor: no check failed (warnings allowed)
+  1  doctor: a check failed; fence show: the resource has no fence
+  2  bad usage or input (unknown option, malformed token or URL, a refused admin act); nothing changed
+  3  Redis or PostgreSQL could not be reached; nothing changed
+
+Connections: --redis URL (default REDIS_URL, else redis://127.0.0.1:6379), or --cluster host:port,…,
+or --sentinels host:port,… with --sentinel-name; --database URL (default DATABASE_URL).`;
+
+const positiveInt = (flag: string) => (text: string) => {
+  const n = Number(text);
+  if (!Number.isInteger(n) || n < 1 || n > 10_000) throw new InvalidArgumentError(`${flag} must be an integer from 1 to 10000`);
+  return n;
+};
+const port = (text: string) => {
+  const n = Number(text);
+  if (!Number.isInteger(n) || n < 0 || n > 65535) throw new InvalidArgumentError('must be a port number (0 picks a free one)');
+  return n;
+};
+
+/** Runs `fenced` with `argv` (as process.argv: node, script, args…); resolves with the exit code. */
+export async function main(argv: readonly string[], io: Io = { out: (t) => process.stdout.write(t), err: (t) => process.stderr.write(t) }): Promise<number> {
+  const resources: Array<() => Promise<void>> = [];
+  let serving: Promise<void> | undefined;
+
+  const connectRedis = async (o: GlobalOptions): Promise<RedisTarget> => {
+    const target = await openRedis(o);
+    resources.push(async () => target.client.disconnect());
+    return target;
+  };
+  const connectDatabase = async (o: GlobalOptions, required: boolean): Promise<pg.Pool | null> => {
+    const url = databaseUrl(o);
+    if (url === null) {
+      if (required) throw new CliError(ExitCode.USAGE, 'this command needs the database: give --database postgres://… or set DATABASE_URL');
+      return null;
+    }
+    const pool = await openDatabase(url);
+    resources.push(() => pool.end());
+    return pool;
+  };
+  const print = (o: GlobalOptions, value: unknown, text: () => string) => io.out(`${o.json ? JSON.stringify(value, null, 2) : text()}\n`);
+
+  const program = new Command('fenced')
+    .description('Operate fenced: who leads what with which token, whether fires are late or refused, whether the deployment keeps the guarantees.')
+    .addOption(new Option('--redis <url>', 'a single Redis server (or set REDIS_URL)'))
+    .addOption(new Option('--cluster <nodes>', 'Redis Cluster seed nodes, host:port,host:port'))
+    .addOption(new Option('--sentinels <nodes>', 'Redis Sentinels, host:port,host:port'))
+    .addOption(new Option('--sentinel-name <name>', 'the primary the sentinels watch').default('mymaster'))
+    .addOption(new Option('--database <url>', 'PostgreSQL holding the fences (or set DATABASE_URL)'))
+    .addOption(new Option('--prefix <prefix>', 'the key prefix the coordinators and guards use').default('fenced'))
+    .addOption(new Option('--schema <schema>', "the guard's schema").default('public'))
+    .addOption(new Option('--table <table>', "the guard's table").default('fenced_fences'))
+    .option('--json', 'machine-readable output', false)
+    .addHelpText('after', EXIT_CODES_HELP)
+    .showHelpAfterError('(run with --help for usage)')
+    .exitOverride()
+    .configureOutput({ writeOut: io.out, writeErr: io.err });
+
+  program
+    .command('status')
+    .description('per lease: leader, token, time left, counter, last elections, last fire per job and its lateness; per resource: fence, Redis mark, last applied fire, applied-fire count, oldest record, refused writes')
+    .option('--lease <names...>', 'only these leases (default: every lease under the prefix)')
+    .option('--history <n>', 'elections and refusals shown per lease or resource', positiveInt('--history'), 10)
+    .option('--serve', 'serve the status page (and status.json) instead of printing once; stops on Ctrl-C')
+    .option('--host <host>', 'address to serve on', '127.0.0.1')
+    .option('--port <port>', 'port to serve on (0: a free one; the URL is printed)', port, 9464)
+    .option('--refresh <duration>', 'how often the page refreshes itself', '2s')
+    .addHelpText('after', EXIT_CODES_HELP)
+    .action(async (local: { lease?: string[]; history: number; serve?: boolean; host: string; port: number; refresh: string }, command: Command) => {
+      const o = command.optsWithGlobals<GlobalOptions>();
+      const redis = await connectRedis(o);
+      const pool = await connectDatabase(o, false);
+      const source = { redis, pool, keyPrefix: o.prefix, schema: o.schema, table: o.table, history: local.history, ...(local.lease === undefined ? {} : { leases: local.lease }) };
+      if (!local.serve) {
+        const status = await readStatus(source);
+        print(o, status, () => formatStatus(status));
+        return;
+      }
+      const refreshMs = parseDuration('--refresh', local.refresh);
+      const server = createServer(createStatusHandler({ ...source, refreshMs }));
+      await new Promise<void>((resolve, reject) => server.once('error', reject).listen(local.port, local.host, resolve));
+      const address = server.address();
+      const url = `http://${local.host.includes(':') ? `[${local.host}]` : local.host}:${typeof address === 'object' && address !== null ? address.port : local.port}/`;
+      print(o, { serving: url }, () => `serving the status page at ${url} (Ctrl-C to stop)`);
+      serving = new Promise<void>((resolve) => {
+        const stop = () => server.close(() => resolve());
+        process.once('SIGINT', stop);
+        process.once('SIGTERM', stop);
+      });
+    });
+
+  program
+    .command('doctor')
+    .description('checks the deployment against what the guarantees need, each with a verdict and the fix; exits 1 when a check fails (a deploy gate)')
+    .option('--retention <duration>', 'how long applied-fire records are meant to be kept (the guard\'s appliedFireRetentionMs)', '7d')
+    .addHelpText('after', EXIT_CODES_HELP)
+    .action(async (local: { retention: string }, command: Command) => {
+      const o = command.optsWithGlobals<GlobalOptions>();
+      const retentionMs = parseDuration('--retention', local.retention);
+      const redis = await connectRedis(o);
+      const pool = await connectDatabase(o, false);
+      const report = await runDoctor({ redis, pool, keyPrefix: o.prefix, schema: o.schema, table: o.table, retentionMs });
+      print(o, report, () => formatDoctor(report));
+      if (!report.ok) throw new ExitWith(ExitCode.FAILED);
+    });
+
+  const fence = program.command('fence').description('read a fence, or lower it (audited)').addHelpText('after', EXIT_CODES_HELP);
+  fence
+    .command('show')
+    .description('the fence of a resource in PostgreSQL, its Redis mark, and the latest audited lowerings')
+    .requiredOption('--resource <name>', 'the resource')
+    .option('--history <n>', 'audit entries to show', positiveInt('--history'), 10)
+    .option('--no-mark', 'the guard runs on PostgreSQL alone (no Redis fast path): do not read a Redis mark')
+    .addHelpText('after', EXIT_CODES_HELP)
+    .action(async (local: { resource: string; history: number; mark: boolean }, command: Command) => {
+      const o = command.optsWithGlobals<GlobalOptions>();
+      const pool = (await connectDatabase(o, true))!;
+      const redis = local.mark ? await connectRedis(o) : null;
+      const shown = await showFence({ pool, redis, keyPrefix: o.prefix, schema: o.schema, table: o.table }, local.resource, local.history);
+      print(o, shown, () =>
+        [
+          `resource ${shown.resource}: fence ${shown.fence ?? '(none)'}, redis mark ${local.mark ? (shown.mark ?? '(none)') : '(not read)'}`,
+          ...(shown.audit.length === 0 ? ['no audited lowering'] : ['audited lowerings (newest first):', textTable(['at', 'from', 'to', 'actor', 'reason'], shown.audit.map((a) => [a.at, a.from ?? '-', a.to, a.actor, a.reason]))]),
+        ].join('\n'),
+      );
+      if (shown.fence === null) throw new ExitWith(ExitCode.FAILED);
+    });
+  fence
+    .command('lower')
+    .description('lowers a poisoned fence: only downwards, only with an actor and a reason; writes the audit row in the same transaction and resets the Redis mark; prints before and after')
+    .requiredOption('--resource <name>', 'the resource')
+    .requiredOption('--to <token>', 'the new fence, below the current one')
+    .requiredOption('--actor <who>', 'who does this (kept in the audit table)')
+    .requiredOption('--reason <why>', 'why (kept in the audit table)')
+    .option('--no-mark', 'the guard runs on PostgreSQL alone (no Redis fast path): there is no Redis mark to reset')
+    .addHelpText('after', EXIT_CODES_HELP)
+    .action(async (local: { resource: string; to: string; actor: string; reason: string; mark: boolean }, command: Command) => {
+      const o = command.optsWithGlobals<GlobalOptions>();
+      const pool = (await connectDatabase(o, true))!;
+      // Redis first: if it cannot be reached, nothing is changed (a lowered fence under a mark left
+      // above it would keep refusing what the lowering lets through).
+      const redis = local.mark ? await connectRedis(o) : null;
+      const result = await lowerFence({ pool, redis, keyPrefix: o.prefix, schema: o.schema, table: o.table }, local);
+      print(o, result, () =>
+        [
+          `lowered the fence of ${result.resource}`,
+          `  before: fence ${result.before.fence ?? '(none)'}, redis mark ${redis === null ? '(no redis)' : (result.before.mark ?? '(none)')}`,
+          `  after:  fence ${result.after.fence ?? '(none)'}, redis mark ${redis === null ? '(no redis)' : (result.after.mark ?? '(none)')}`,
+          `  audit:  ${result.audit.at} ${result.audit.actor}: ${result.audit.reason}`,
+        ].join('\n'),
+      );
+    });
+
+  const fires = program.command('fires').description('the table of applied fires').addHelpText('after', EXIT_CODES_HELP);
+  fires
+    .command('prune')
+    .description('deletes applied-fire records older than a duration, on every resource (keep it longer than the catch-up window)')
+    .requiredOption('--older-than <duration>', 'for example 7d, 12h')
+    .addHelpText('after', EXIT_CODES_HELP)
+    .action(async (local: { olderThan: string }, command: Command) => {
+      const o = command.optsWithGlobals<GlobalOptions>();
+      const olderThanMs = parseDuration('--older-than', local.olderThan);
+      const pool = (await connectDatabase(o, true))!;
+      const result = await pruneFires({ pool, keyPrefix: o.prefix, schema: o.schema, table: o.table }, olderThanMs);
+      print(o, result, () => `pruned ${result.deleted} applied-fire record(s) older than ${local.olderThan}`);
+    });
+
+  try {
+    await program.parseAsync(argv as string[]);
+    if (serving !== undefined) await serving;
+    return ExitCode.OK;
+  } catch (err) {
+    if (err instanceof ExitWith) return err.code;
+    if (err instanceof CommanderError) {
+      // --help and --version end here too, with their own exit code 0.
+      return err.exitCode === 0 ? ExitCode.OK : ExitCode.USAGE;
+    }
+    if (err instanceof CliError) {
+      io.err(`fenced: ${err.message}\n`);
+      return err.exitCode;
+    }
+    const code = (err as { code?: unknown }).code;
+    if (code === 'GUARD_UNAVAILABLE') {
+      io.err(`fenced: PostgreSQL failed: ${(err as Error).message}\n`);
+      return ExitCode.UNREACHABLE;
+    }
+    io.err(`fenced: ${err instanceof Error ? err.message : String(err)}\n`);
+    return ExitCode.UNREACHABLE;
+  } finally {
+    for (const close of resources.reverse()) await close().catch(() => {});
+  }
+}
+
+/** Ends a command that finished its output with a non-zero exit code. */
+class ExitWith extends Error {
+  constructor(readonly code: number) {
+    super(`exit ${code}`);
+  }
+}

@@ -1,0 +1,192 @@
+import { leaseKeys, parseLeaseValue } from '@fenced/coordinator';
+import { createPostgresGuard } from '@fenced/consumer-guard/postgres';
+import { createRedisGuard } from '@fenced/consumer-guard/redis';
+import type pg from 'pg';
+import { scanKeys, type RedisTarget } from '../connections.js';
+
+/** One election, from the lease's stream. */
+export interface ElectionRecord {
+  readonly at: string;
+  readonly token: string;
+  readonly node: string;
+  readonly ttlMs: number;
+  /** How many fences the elected coordinator advanced (0: no fence at all). */
+  readonly fences: number;
+  /** The election found Redis behind a fence and raised the counter past it. */
+  readonly regressed: boolean;
+}
+
+export interface JobStatus {
+  readonly job: string;
+  /** Due time of the last fire recorded as dispatched. */
+  readonly lastFire: string;
+  /** When it was dispatched (server clock), when recorded by this version of fenced. */
+  readonly dispatchedAt: string | null;
+  readonly latenessMs: number | null;
+}
+
+export interface LeaseStatus {
+  readonly lease: string;
+  readonly leader: { readonly node: string; readonly token: string } | null;
+  /** Time left on the lease in Redis (its PTTL), or null with no leader. */
+  readonly timeLeftMs: number | null;
+  /** The token counter: the last token minted. */
+  readonly counter: string | null;
+  readonly jobs: readonly JobStatus[];
+  /** The last failover gap a new term measured (previous term's last dispatch to its first). */
+  readonly failoverGapMs: number | null;
+  /** The last elections, newest first. */
+  readonly elections: readonly ElectionRecord[];
+}
+
+export interface Refusal {
+  readonly at: string;
+  readonly token: string;
+  readonly highest: string;
+  readonly via: string;
+  readonly fireId: string | null;
+}
+
+export interface ResourceStatus {
+  readonly resource: string;
+  /** The PostgreSQL fence (null when no database was given or the resource has no fence there). */
+  readonly fence: string | null;
+  /** The Redis mark of the fast path (null when Redis holds none). */
+  readonly mark: string | null;
+  readonly lastAppliedFire: { readonly fireId: string; readonly token: string; readonly appliedAt: string } | null;
+  readonly appliedFires: number | null;
+  readonly oldestAppliedAt: string | null;
+  /** The latest refused writes, newest first. */
+  readonly refusals: readonly Refusal[];
+}
+
+export interface Status {
+  /** When it was read, by the Redis server's clock. */
+  readonly at: string;
+  readonly keyPrefix: string;
+  readonly leases: readonly LeaseStatus[];
+  readonly resources: readonly ResourceStatus[];
+  /** False when no database was given: fences and applied fires are then not shown. */
+  readonly database: boolean;
+}
+
+export interface StatusSource {
+  readonly redis: RedisTarget;
+  readonly pool: pg.Pool | null;
+  readonly keyPrefix: string;
+  readonly schema: string;
+  readonly table: string;
+  /** Only these leases (default: every lease found under the prefix). */
+  readonly leases?: readonly string[];
+  /** How many elections and refusals to show per lease or resource. */
+  readonly history?: number;
+}
+
+const iso = (ms: number) => new Date(ms).toISOString();
+
+/** The server's clock, read once, so every age in the report counts from the same instant. */
+async function serverNow(redis: RedisTarget): Promise<number> {
+  const [seconds, micros] = await redis.client.time();
+  return Number(seconds) * 1000 + Math.floor(Number(micros) / 1000);
+}
+
+/** The names of the leases under `keyPrefix`: every lease that ever minted a token has a counter. */
+export async function leaseNames(redis: RedisTarget, keyPrefix: string): Promise<string[]> {
+  const suffix = '}:token';
+  const head = `${keyPrefix}:{`;
+  return (await scanKeys(redis, `${keyPrefix}:{*}:token`))
+    .filter((key) => key.startsWith(head) && key.endsWith(suffix))
+    .map((key) => key.slice(head.length, -suffix.length))
+    .filter((name) => /^[A-Za-z0-9_.-]{1,64}$/.test(name));
+}
+
+async function readLease(redis: RedisTarget, keyPrefix: string, lease: string, history: number): Promise<LeaseStatus> {
+  const keys = leaseKeys(keyPrefix, lease);
+  const client = redis.client;
+  const [value, pttl, counter, fires, entries] = await Promise.all([
+    client.get(keys.lease),
+    client.pttl(keys.lease),
+    client.get(keys.counter),
+    client.hgetall(keys.fires),
+    client.xrevrange(keys.elections, '+', '-', 'COUNT', history),
+  ]);
+  const holder = value === null ? null : parseLeaseValue(value);
+  const jobs: JobStatus[] = [];
+  for (const [field, at] of Object.entries(fires)) {
+    if (field.startsWith(':')) continue; // the hash's own marks: never a job name
+    const scheduled = Number(at);
+    const dispatched = fires[`:dispatched:${field}`] === undefined ? null : Number(fires[`:dispatched:${field}`]);
+    jobs.push({ job: field, lastFire: iso(scheduled), dispatchedAt: dispatched === null ? null : iso(dispatched), latenessMs: dispatched === null ? null : Math.max(0, dispatched - scheduled) });
+  }
+  jobs.sort((a, b) => a.job.localeCompare(b.job));
+  const elections = entries.map(([id, flat]): ElectionRecord => {
+    const f = fieldsOf(flat);
+    return { at: iso(Number(id.split('-')[0])), token: f['token'] ?? '?', node: f['node'] ?? '?', ttlMs: Number(f['ttl'] ?? NaN), fences: Number(f['fences'] ?? NaN), regressed: f['regressed'] === '1' };
+  });
+  const gap = fires[':failover-gap'];
+  return {
+    lease,
+    leader: holder === null ? null : { node: holder.nodeId, token: holder.token.toString() },
+    timeLeftMs: holder === null || pttl < 0 ? null : pttl,
+    counter,
+    jobs,
+    failoverGapMs: gap === undefined ? null : Number(gap),
+    elections,
+  };
+}
+
+function fieldsOf(flat: readonly string[]): Record<string, string> {
+  const out: Record<string, string> = {};
+  for (let i = 0; i + 1 < flat.length; i += 2) out[flat[i]!] = flat[i + 1]!;
+  return out;
+}
+
+/** The resources named in Redis: every resource that refused a write has a stream of refusals. */
+async function refusalResources(redis: RedisTarget, keyPrefix: string): Promise<Map<string, string>> {
+  const found = new Map<string, string>();
+  for (const key of await scanKeys(redis, `${keyPrefix}:guard:*::refusals`)) {
+    const [entry] = await redis.client.xrevrange(key, '+', '-', 'COUNT', 1);
+    const resource = entry === undefined ? undefined : fieldsOf(entry[1])['resource'];
+    if (resource !== undefined) found.set(resource, key);
+  }
+  return found;
+}
+
+async function readRefusals(redis: RedisTarget, key: string, history: number): Promise<Refusal[]> {
+  const entries = await redis.client.xrevrange(key, '+', '-', 'COUNT', history);
+  return entries.map(([id, flat]) => {
+    const f = fieldsOf(flat);
+    return { at: iso(Number(id.split('-')[0])), token: f['token'] ?? '?', highest: f['highest'] ?? '?', via: f['via'] ?? '?', fireId: f['fire'] ? f['fire'] : null };
+  });
+}
+
+/** Everything `fenced status` shows, read from Redis and (when given) PostgreSQL. */
+export async function readStatus(source: StatusSource): Promise<Status> {
+  const history = source.history ?? 10;
+  const now = await serverNow(source.redis);
+  const names = source.leases ?? (await leaseNames(source.redis, source.keyPrefix));
+  const leases = await Promise.all(names.map((lease) => readLease(source.redis, source.keyPrefix, lease, history)));
+
+  const inspection = source.pool === null ? null : await createPostgresGuard({ db: source.pool, resource: 'fenced-cli', schema: source.schema, table: source.table }).inspect();
+  const refusalKeys = await refusalResources(source.redis, source.keyPrefix);
+  const resourceNames = new Set([...(inspection?.fences.map((f) => f.resource) ?? []), ...refusalKeys.keys()]);
+  const resources: ResourceStatus[] = [];
+  for (const resource of [...resourceNames].sort()) {
+    const fence = inspection?.fences.find((f) => f.resource === resource);
+    const redisGuard = createRedisGuard({ redis: source.redis.client, resource, keyPrefix: source.keyPrefix });
+    const [mark, refusals] = await Promise.all([redisGuard.highest(), readRefusals(source.redis, redisGuard.refusalsKey, history)]);
+    resources.push({
+      resource,
+      fence: fence?.token.toString() ?? null,
+      mark: mark?.toString() ?? null,
+      lastAppliedFire:
+        fence?.lastAppliedFire == null
+          ? null
+          : { fireId: fence.lastAppliedFire.fireId, token: fence.lastAppliedFire.token.toString(), appliedAt: fence.lastAppliedFire.appliedAt.toISOString() },
+      appliedFires: fence?.appliedFires ?? null,
+      oldestAppliedAt: fence?.oldestAppliedAt?.toISOString() ?? null,
+      refusals,
+    });
+  }
+  return { at: iso(now), keyPrefix: source.keyPrefix, leases, resources, database: inspection !== null };
+}

@@ -1,0 +1,152 @@
+import { metrics, ValueType, type Attributes, type Counter, type Histogram, type MeterProvider, type ObservableGauge } from '@opentelemetry/api';
+import type { FencedEvent, FencedLogger } from '@fenced/shared';
+
+/** The instrumentation scope the guard's instruments are created under. */
+export const METER_NAME = '@fenced/consumer-guard';
+
+/** Bucket boundaries in seconds, from a loopback round trip to a slow transaction. */
+const SECONDS_BUCKETS = [0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10];
+
+/** Attribute keys. Never fire ids or tokens; the resource only when the guard's options ask for it. */
+export const ATTR_RESOURCE = 'fenced.resource';
+export const ATTR_OUTCOME = 'fenced.guard.outcome';
+export const ATTR_PATH = 'fenced.guard.path';
+export const ATTR_HANDLER_OUTCOME = 'fenced.handler.outcome';
+
+/** How a guarded write ended, as the duration histogram labels it. */
+export type WriteOutcome = 'accepted' | 'stale' | 'duplicate' | 'unavailable' | 'error';
+/** How a wrapped handler ended. */
+export type HandlerRunOutcome = 'applied' | 'duplicate' | 'stale' | 'refused' | 'failed';
+
+export interface GuardMetricsOptions {
+  readonly meterProvider: MeterProvider | undefined;
+  /** Label every instrument with the resource (opt-in: resources named per customer would be unbounded). */
+  readonly resourceAttribute: boolean;
+  /** The guard's own resource: what the degraded gauge reports under when resources are labelled. */
+  readonly resource: string;
+}
+
+/**
+ * The guard's and the handler wrapper's instruments. Decisions are counted from the guard's own
+ * events (one place decides what an event means, so the log and the metrics never disagree);
+ * durations are timed where the work happens. Without an OpenTelemetry SDK every call is a no-op.
+ */
+export class GuardMetrics {
+  readonly #resourceAttribute: boolean;
+  readonly #attributeCache = new Map<string, Attributes>();
+  readonly #writes: Counter;
+  readonly #unavailable: Counter;
+  readonly #retries: Counter;
+  readonly #writeDuration: Histogram;
+  readonly #checkDuration: Histogram;
+  readonly #handlerRuns: Counter;
+  readonly #handlerDuration: Histogram;
+  readonly #degradedGauge: ObservableGauge;
+  #degraded = false;
+
+  constructor(options: GuardMetricsOptions) {
+    const meter = (options.meterProvider ?? metrics.getMeterProvider()).getMeter(METER_NAME);
+    this.#resourceAttribute = options.resourceAttribute;
+    const seconds = (name: string, description: string) =>
+      meter.createHistogram(name, { unit: 's', description, valueType: ValueType.DOUBLE, advice: { explicitBucketBoundaries: SECONDS_BUCKETS } });
+    this.#writes = meter.createCounter('fenced.guard.writes', {
+      unit: '{write}',
+      description: 'Guarded writes by outcome: accepted, stale (refused on the redis or postgres path), duplicate (fire already applied)',
+    });
+    this.#unavailable = meter.createCounter('fenced.guard.unavailable', { unit: '{error}', description: 'Calls that failed closed because PostgreSQL could not be reached or failed' });
+    this.#retries = meter.createCounter('fenced.guard.retries', { unit: '{retry}', description: 'Transactions run again after a deadlock or serialization failure' });
+    this.#writeDuration = seconds('fenced.guard.write.duration', 'A guarded write from call to settle: fence check, your function, commit');
+    this.#checkDuration = seconds('fenced.guard.check.duration', 'A check made before any transaction: the Redis fast path, or the pre-check (redis or postgres)');
+    this.#handlerRuns = meter.createCounter('fenced.handler.fires', { unit: '{fire}', description: 'Fires a wrapped handler settled, by outcome' });
+    this.#handlerDuration = seconds('fenced.handler.duration', 'A wrapped handler from envelope to outcome');
+    this.#degradedGauge = meter.createObservableGauge('fenced.guard.degraded', {
+      unit: '{guard}',
+      description: '1 while the Redis fast path is not answering and the guard decides on PostgreSQL alone',
+      valueType: ValueType.INT,
+    });
+    const degradedAttributes = this.#attributes(options.resource);
+    // The guard lives as long as the process in practice; the callback holds nothing but this object.
+    this.#degradedGauge.addCallback((result) => result.observe(this.#degraded ? 1 : 0, degradedAttributes));
+  }
+
+  /** A logger that feeds the instruments, then the user's logger. */
+  observing(logger: FencedLogger | undefined): FencedLogger {
+    return (event) => {
+      this.record(event);
+      logger?.(event);
+    };
+  }
+
+  record(event: FencedEvent): void {
+    switch (event.type) {
+      case 'token.accepted':
+        return this.#writes.add(1, this.#attributes(event.resource, 'accepted', 'postgres'));
+      case 'token.rejected':
+        return this.#writes.add(1, this.#attributes(event.resource, 'stale', event.via));
+      case 'guard.duplicate':
+        return this.#writes.add(1, this.#attributes(event.resource, 'duplicate', 'postgres'));
+      case 'guard.unavailable':
+        return this.#unavailable.add(1, this.#attributes(event.resource));
+      case 'guard.retry':
+        return this.#retries.add(1, this.#attributes(event.resource));
+      case 'guard.degraded':
+        this.#degraded = true;
+        return;
+      case 'guard.recovered':
+        this.#degraded = false;
+        return;
+      default:
+        return;
+    }
+  }
+
+  write(startedAt: number, resource: string, outcome: WriteOutcome): void {
+    this.#writeDuration.record((performance.now() - startedAt) / 1000, this.#attributes(resource, outcome));
+  }
+
+  check(startedAt: number, resource: string, path: 'redis' | 'postgres'): void {
+    this.#checkDuration.record((performance.now() - startedAt) / 1000, this.#attributes(resource, undefined, path));
+  }
+
+  handler(startedAt: number, resource: string, outcome: HandlerRunOutcome): void {
+    const attributes = this.#handlerAttributes(resource, outcome);
+    this.#handlerRuns.add(1, attributes);
+    this.#handlerDuration.record((performance.now() - startedAt) / 1000, attributes);
+  }
+
+  /** Attribute sets are built once per combination and reused: recording allocates nothing. */
+  #attributes(resource: string, outcome?: string, path?: string): Attributes {
+    const key = `${this.#resourceAttribute ? resource : ''}\u0000${outcome ?? ''}\u0000${path ?? ''}`;
+    let attributes = this.#attributeCache.get(key);
+    if (attributes === undefined) {
+      attributes = {
+        ...(this.#resourceAttribute ? { [ATTR_RESOURCE]: resource } : {}),
+        ...(outcome === undefined ? {} : { [ATTR_OUTCOME]: outcome }),
+        ...(path === undefined ? {} : { [ATTR_PATH]: path }),
+      };
+      // Bounded: without the resource there are a handful of combinations; with it, as many as the
+      // resources the user chose to label by.
+      this.#attributeCache.set(key, attributes);
+    }
+    return attributes;
+  }
+
+  #handlerAttributes(resource: string, outcome: HandlerRunOutcome): Attributes {
+    const key = `${this.#resourceAttribute ? resource : ''}\u0001${outcome}`;
+    let attributes = this.#attributeCache.get(key);
+    if (attributes === undefined) {
+      attributes = { ...(this.#resourceAttribute ? { [ATTR_RESOURCE]: resource } : {}), [ATTR_HANDLER_OUTCOME]: outcome };
+      this.#attributeCache.set(key, attributes);
+    }
+    return attributes;
+  }
+}
+
+/** How a guarded write's error reads as an outcome. */
+export function writeOutcomeOf(err: unknown): WriteOutcome {
+  const code = (err as { code?: unknown } | null)?.code;
+  if (code === 'STALE_TOKEN') return 'stale';
+  if (code === 'DUPLICATE_FIRE') return 'duplicate';
+  if (code === 'GUARD_UNAVAILABLE') return 'unavailable';
+  return 'error';
+}

@@ -1,0 +1,110 @@
+import { parseResource, type Token } from '@fenced/shared';
+import type { AdminContext } from './admin.js';
+import { LATEST_MIGRATION } from './migrator.js';
+import type { AppliedFire } from './postgres-guard.js';
+
+/** One resource's fence and its record of applied fires. */
+export interface FenceReport {
+  readonly resource: string;
+  readonly token: Token;
+  readonly appliedFires: number;
+  readonly lastAppliedFire: AppliedFire | null;
+  readonly oldestAppliedAt: Date | null;
+}
+
+/** One deliberate lowering of a fence, from the audit table. */
+export interface AuditEntry {
+  readonly resource: string;
+  readonly from: Token | null;
+  readonly to: Token;
+  readonly actor: string;
+  readonly reason: string;
+  readonly at: Date;
+}
+
+/** What an operator (or `fenced status` and `fenced doctor`) reads about an installation. */
+export interface GuardInspection {
+  /** The newest migration applied here, and the newest this version of the guard knows. */
+  readonly migrations: { readonly applied: number; readonly known: number };
+  /** Every fence of the installation, with its applied-fire record (empty before `migrate()`). */
+  readonly fences: readonly FenceReport[];
+  /** The applied-fires table as a whole: rows, bytes on disk (indexes included), oldest record. */
+  readonly appliedFires: { readonly rows: number; readonly bytes: number; readonly oldest: Date | null };
+  /** The server's `default_transaction_isolation` and `default_transaction_read_only`. */
+  readonly server: { readonly defaultIsolation: string; readonly readOnly: boolean };
+}
+
+const asDate = (value: unknown): Date | null => (value === null || value === undefined ? null : new Date(value as string | Date));
+
+/** Reads of the installation outside any write path: one round trip per question, nothing locked. */
+export function inspectionOperations(ctx: AdminContext) {
+  async function inspect(): Promise<GuardInspection> {
+    try {
+      const [state] = await ctx.session.query({
+        text: `SELECT to_regclass($1) IS NOT NULL AS migrated_table,
+                      to_regclass($2) IS NOT NULL AS applied_table,
+                      current_setting('default_transaction_isolation') AS isolation,
+                      current_setting('default_transaction_read_only') AS read_only`,
+        values: [ctx.names.migrations, ctx.names.applied],
+      });
+      const server = { defaultIsolation: String(state!['isolation']), readOnly: state!['read_only'] === 'on' };
+      const applied = state!['migrated_table'] === true ? Number((await ctx.session.query({ text: `SELECT coalesce(max(id), 0) AS id FROM ${ctx.names.migrations}`, values: [] }))[0]!['id']) : 0;
+      const migrations = { applied, known: LATEST_MIGRATION };
+      if (state!['applied_table'] !== true) return { migrations, fences: [], appliedFires: { rows: 0, bytes: 0, oldest: null }, server };
+      // Per resource: the fence, and the record of applied fires (count, oldest, latest) in one pass.
+      const fenceRows = await ctx.session.query({
+        text: `SELECT f.resource, f.token::text AS token, a.n, a.oldest, last.fire_id, last.token::text AS last_token, last.applied_at
+                 FROM ${ctx.names.fences} f
+                 LEFT JOIN LATERAL (SELECT count(*)::bigint AS n, min(applied_at) AS oldest FROM ${ctx.names.applied} WHERE resource = f.resource) a ON true
+                 LEFT JOIN LATERAL (SELECT fire_id, token, applied_at FROM ${ctx.names.applied} WHERE resource = f.resource ORDER BY applied_at DESC, fire_id DESC LIMIT 1) last ON true
+                ORDER BY f.resource`,
+        values: [],
+      });
+      const [table] = await ctx.session.query({
+        text: `SELECT (SELECT count(*) FROM ${ctx.names.applied})::bigint AS n, (SELECT min(applied_at) FROM ${ctx.names.applied}) AS oldest, pg_total_relation_size($1)::bigint AS bytes`,
+        values: [ctx.names.applied],
+      });
+      return {
+        migrations,
+        server,
+        appliedFires: { rows: Number(table!['n']), bytes: Number(table!['bytes']), oldest: asDate(table!['oldest']) },
+        fences: fenceRows.map((row) => ({
+          resource: String(row['resource']),
+          token: BigInt(String(row['token'])),
+          appliedFires: Number(row['n'] ?? 0),
+          oldestAppliedAt: asDate(row['oldest']),
+          lastAppliedFire:
+            row['fire_id'] === null || row['fire_id'] === undefined
+              ? null
+              : { fireId: String(row['fire_id']), token: BigInt(String(row['last_token'])), appliedAt: asDate(row['applied_at'])! },
+        })),
+      };
+    } catch (err) {
+      throw ctx.fail(ctx.defaultResource, 'inspect', err);
+    }
+  }
+
+  async function auditLog(resource?: string, limit = 20): Promise<AuditEntry[]> {
+    const name = resource === undefined ? null : parseResource(resource);
+    let rows: Record<string, unknown>[];
+    try {
+      rows = await ctx.session.query({
+        text: `SELECT resource, from_token::text AS from_token, to_token::text AS to_token, actor, reason, at FROM ${ctx.names.audit}
+                WHERE $1::text IS NULL OR resource = $1 ORDER BY id DESC LIMIT $2`,
+        values: [name, Math.max(1, Math.min(1000, Math.floor(limit)))],
+      });
+    } catch (err) {
+      throw ctx.fail(name ?? ctx.defaultResource, 'read audit', err);
+    }
+    return rows.map((row) => ({
+      resource: String(row['resource']),
+      from: row['from_token'] === null ? null : BigInt(String(row['from_token'])),
+      to: BigInt(String(row['to_token'])),
+      actor: String(row['actor']),
+      reason: String(row['reason']),
+      at: asDate(row['at'])!,
+    }));
+  }
+
+  return { inspect, auditLog };
+}
