@@ -38,7 +38,7 @@ steps.push({ name: 'type check (ioredis 6)', code: run(bin('tsc'), ['-p', 'tscon
 
 // The packages as a consumer gets them: built, packed, their exports maps and types resolved the way
 // Node (node16) and bundlers resolve them (attw), and their package.json linted (publint).
-const packages = ['shared', 'coordinator', 'consumer-guard', 'chaos'];
+const packages = ['shared', 'coordinator', 'consumer-guard', 'chaos', 'cli'];
 const built = run('pnpm', ['--reporter', 'silent', 'build']) === 0;
 let packaged = built;
 for (const pkg of built ? packages : []) {

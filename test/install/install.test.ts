@@ -1,5 +1,5 @@
 /**
- * The install path a user takes before anything is published: the four packages packed as tarballs,
+ * The install path a user takes before anything is published: the five packages packed as tarballs,
  * installed into a fresh project by npm, pnpm and yarn (no overrides, no workspace), a strict
  * TypeScript app compiled against them (`node16` and `bundler` resolution, `skipLibCheck: false`)
  * and run against the local services, on ioredis 6 and then 5. Also a service on PostgreSQL alone,
@@ -112,6 +112,19 @@ async function start(dir: string, entry: string): Promise<Record<string, unknown
   }
 }
 
+/** `fenced …` through the manager's own way of running an installed bin (npx, pnpm exec, yarn run); its JSON. */
+async function fencedBin(manager: Manager, dir: string, args: readonly string[]): Promise<unknown> {
+  const env = { ...userEnv, DATABASE_URL: testDatabaseUrl(), REDIS_URL: testRedisUrl() };
+  const [command, prefix] =
+    manager === 'npm' ? ['npx', ['--no-install', 'fenced']] : manager === 'pnpm' ? ['pnpm', ['exec', 'fenced']] : [process.execPath, [yarnJs, 'fenced']];
+  try {
+    const { stdout } = await run(command, [...prefix, ...args], { cwd: dir, env, timeout: 60_000 });
+    return JSON.parse(stdout) as unknown;
+  } catch (err) {
+    throw new Error(`${manager}: fenced ${args.join(' ')} failed:\n${output(err)}`);
+  }
+}
+
 function output(err: unknown): string {
   const e = err as { stdout?: string; stderr?: string; message?: string };
   return [e.message, e.stdout, e.stderr].filter(Boolean).join('\n').slice(-4000);
@@ -149,6 +162,8 @@ describe.concurrent('installed from the packed tarballs', () => {
         const result = await start(dir, 'app.ts');
         expect(result).toMatchObject({ ok: true, applied: 1 });
         expect(BigInt(result['refusedAt'] as string)).toBe(BigInt(result['token'] as string) + 1n);
+        // The operators' command line, as the package manager runs an installed bin.
+        if (ioredis === versions.ioredis6) expect(await fencedBin(manager, dir, ['status', '--json', '--prefix', `fenced-install-${manager}`])).toMatchObject({ leases: [], database: true });
       }
     },
     INSTALL_TIMEOUT_MS,
@@ -178,7 +193,7 @@ describe.concurrent('installed from the packed tarballs', () => {
 });
 
 describe('versioning with changesets', () => {
-  it('`changeset version` bumps the four packages together and writes their changelogs', async () => {
+  it('`changeset version` bumps the five packages together and writes their changelogs', async () => {
     // A copy of the workspace's manifests and pending changesets; node_modules linked for the CLI.
     const dir = mkdtempSync(join(tmpdir(), 'fenced-changeset-'));
     projects.push(dir);

@@ -1,5 +1,5 @@
 /**
- * The four packages as a registry would get them: built, then packed by pnpm (which rewrites each
+ * The five packages as a registry would get them: built, then packed by pnpm (which rewrites each
  * `workspace:` range to the version it points at), into one folder of tarballs.
  */
 import { execFileSync } from 'node:child_process';
@@ -9,7 +9,7 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
 export const repoRoot = fileURLToPath(new URL('../..', import.meta.url));
-export const PACKAGES = ['shared', 'coordinator', 'consumer-guard', 'chaos'] as const;
+export const PACKAGES = ['shared', 'coordinator', 'consumer-guard', 'chaos', 'cli'] as const;
 export type PackageDir = (typeof PACKAGES)[number];
 
 /** Builds every package and packs it; returns the tarball path of each, by folder name. */
