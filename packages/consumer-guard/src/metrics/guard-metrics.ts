@@ -33,7 +33,8 @@ export interface GuardMetricsOptions {
  */
 export class GuardMetrics {
   readonly #resourceAttribute: boolean;
-  readonly #attributeCache = new Map<string, Attributes>();
+  readonly #byResource = new Map<string, AttributeSets>();
+  #unlabelled: AttributeSets | undefined;
   readonly #writes: Counter;
   readonly #unavailable: Counter;
   readonly #retries: Counter;
@@ -64,7 +65,7 @@ export class GuardMetrics {
       description: '1 while the Redis fast path is not answering and the guard decides on PostgreSQL alone',
       valueType: ValueType.INT,
     });
-    const degradedAttributes = this.#attributes(options.resource);
+    const degradedAttributes = this.#attributes(options.resource).base;
     // The guard lives as long as the process in practice; the callback holds nothing but this object.
     this.#degradedGauge.addCallback((result) => result.observe(this.#degraded ? 1 : 0, degradedAttributes));
   }
@@ -80,15 +81,17 @@ export class GuardMetrics {
   record(event: FencedEvent): void {
     switch (event.type) {
       case 'token.accepted':
-        return this.#writes.add(1, this.#attributes(event.resource, 'accepted', 'postgres'));
-      case 'token.rejected':
-        return this.#writes.add(1, this.#attributes(event.resource, 'stale', event.via));
+        return this.#writes.add(1, this.#attributes(event.resource).writes.accepted);
+      case 'token.rejected': {
+        const writes = this.#attributes(event.resource).writes;
+        return this.#writes.add(1, event.via === 'redis' ? writes.staleRedis : writes.stalePostgres);
+      }
       case 'guard.duplicate':
-        return this.#writes.add(1, this.#attributes(event.resource, 'duplicate', 'postgres'));
+        return this.#writes.add(1, this.#attributes(event.resource).writes.duplicate);
       case 'guard.unavailable':
-        return this.#unavailable.add(1, this.#attributes(event.resource));
+        return this.#unavailable.add(1, this.#attributes(event.resource).base);
       case 'guard.retry':
-        return this.#retries.add(1, this.#attributes(event.resource));
+        return this.#retries.add(1, this.#attributes(event.resource).base);
       case 'guard.degraded':
         this.#degraded = true;
         return;
@@ -101,45 +104,60 @@ export class GuardMetrics {
   }
 
   write(startedAt: number, resource: string, outcome: WriteOutcome): void {
-    this.#writeDuration.record((performance.now() - startedAt) / 1000, this.#attributes(resource, outcome));
+    this.#writeDuration.record((performance.now() - startedAt) / 1000, this.#attributes(resource).durations[outcome]);
   }
 
   check(startedAt: number, resource: string, path: 'redis' | 'postgres'): void {
-    this.#checkDuration.record((performance.now() - startedAt) / 1000, this.#attributes(resource, undefined, path));
+    this.#checkDuration.record((performance.now() - startedAt) / 1000, this.#attributes(resource).checks[path]);
   }
 
   handler(startedAt: number, resource: string, outcome: HandlerRunOutcome): void {
-    const attributes = this.#handlerAttributes(resource, outcome);
+    const attributes = this.#attributes(resource).handler[outcome];
     this.#handlerRuns.add(1, attributes);
     this.#handlerDuration.record((performance.now() - startedAt) / 1000, attributes);
   }
 
-  /** Attribute sets are built once per combination and reused: recording allocates nothing. */
-  #attributes(resource: string, outcome?: string, path?: string): Attributes {
-    const key = `${this.#resourceAttribute ? resource : ''}\u0000${outcome ?? ''}\u0000${path ?? ''}`;
-    let attributes = this.#attributeCache.get(key);
-    if (attributes === undefined) {
-      attributes = {
-        ...(this.#resourceAttribute ? { [ATTR_RESOURCE]: resource } : {}),
-        ...(outcome === undefined ? {} : { [ATTR_OUTCOME]: outcome }),
-        ...(path === undefined ? {} : { [ATTR_PATH]: path }),
-      };
-      // Bounded: without the resource there are a handful of combinations; with it, as many as the
-      // resources the user chose to label by.
-      this.#attributeCache.set(key, attributes);
+  /** The attribute sets of one resource (of every resource, when resources are not labelled). */
+  #attributes(resource: string): AttributeSets {
+    if (!this.#resourceAttribute) return (this.#unlabelled ??= attributeSets({}));
+    let sets = this.#byResource.get(resource);
+    if (sets === undefined) {
+      // Bounded by the resources the user chose to label by (that is what opting in means).
+      sets = attributeSets({ [ATTR_RESOURCE]: resource });
+      this.#byResource.set(resource, sets);
     }
-    return attributes;
+    return sets;
   }
+}
 
-  #handlerAttributes(resource: string, outcome: HandlerRunOutcome): Attributes {
-    const key = `${this.#resourceAttribute ? resource : ''}\u0001${outcome}`;
-    let attributes = this.#attributeCache.get(key);
-    if (attributes === undefined) {
-      attributes = { ...(this.#resourceAttribute ? { [ATTR_RESOURCE]: resource } : {}), [ATTR_HANDLER_OUTCOME]: outcome };
-      this.#attributeCache.set(key, attributes);
-    }
-    return attributes;
-  }
+/**
+ * Every attribute set an instrument records with, built once: recording looks one up and allocates
+ * nothing, which keeps the cost of the instruments off the write path when no SDK is installed.
+ */
+interface AttributeSets {
+  readonly base: Attributes;
+  readonly writes: { readonly accepted: Attributes; readonly staleRedis: Attributes; readonly stalePostgres: Attributes; readonly duplicate: Attributes };
+  readonly durations: Readonly<Record<WriteOutcome, Attributes>>;
+  readonly checks: Readonly<Record<'redis' | 'postgres', Attributes>>;
+  readonly handler: Readonly<Record<HandlerRunOutcome, Attributes>>;
+}
+
+function attributeSets(base: Attributes): AttributeSets {
+  const with_ = (extra: Attributes): Attributes => Object.freeze({ ...base, ...extra });
+  const outcomes: WriteOutcome[] = ['accepted', 'stale', 'duplicate', 'unavailable', 'error'];
+  const runs: HandlerRunOutcome[] = ['applied', 'duplicate', 'stale', 'refused', 'failed'];
+  return {
+    base: Object.freeze({ ...base }),
+    writes: {
+      accepted: with_({ [ATTR_OUTCOME]: 'accepted', [ATTR_PATH]: 'postgres' }),
+      staleRedis: with_({ [ATTR_OUTCOME]: 'stale', [ATTR_PATH]: 'redis' }),
+      stalePostgres: with_({ [ATTR_OUTCOME]: 'stale', [ATTR_PATH]: 'postgres' }),
+      duplicate: with_({ [ATTR_OUTCOME]: 'duplicate', [ATTR_PATH]: 'postgres' }),
+    },
+    durations: Object.fromEntries(outcomes.map((o) => [o, with_({ [ATTR_OUTCOME]: o })])) as Record<WriteOutcome, Attributes>,
+    checks: { redis: with_({ [ATTR_PATH]: 'redis' }), postgres: with_({ [ATTR_PATH]: 'postgres' }) },
+    handler: Object.fromEntries(runs.map((o) => [o, with_({ [ATTR_HANDLER_OUTCOME]: o })])) as Record<HandlerRunOutcome, Attributes>,
+  };
 }
 
 /** How a guarded write's error reads as an outcome. */

@@ -1,5 +1,5 @@
 import { isFencedError } from '@fenced/shared';
-import { createRedis, deleteKeys, uniquePrefix } from '#test-support';
+import { createRedis, deleteKeys, uniquePrefix, waitFor } from '#test-support';
 import type { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createRedisGuard } from './index.js';
@@ -91,5 +91,31 @@ describe('createRedisGuard', () => {
     const g = guard();
     await expect(g.check('abc')).rejects.toSatisfy((e: unknown) => isFencedError(e, 'INVALID_TOKEN'));
     expect(await g.highest()).toBeNull();
+  });
+});
+
+describe('the record of refused writes', () => {
+  it('a refused guarded write is appended to the resource stream, in the mark slot, newest last, trimmed to the last 100', async () => {
+    const g = guard();
+    await g.raise(200n);
+    for (let i = 1; i <= 105; i++) await expect(g.guardedWrite(BigInt(i), [{ command: 'SET', keys: [g.key('a')], args: ['x'] }])).rejects.toThrow();
+    // Appended after the refusal is thrown, without being awaited: wait for the last one.
+    const newest = async () => ((await redis.xrevrange(g.refusalsKey, '+', '-', 'COUNT', 1)) as Array<[string, string[]]>)[0]?.[1];
+    await waitFor(async () => (await newest())?.[3] === '105');
+    expect(await redis.xlen(g.refusalsKey)).toBe(100);
+    const fields = await newest();
+    expect(fields).toEqual(['resource', g.resource, 'token', '105', 'highest', '200', 'via', 'redis', 'fire', '']);
+    expect(g.refusalsKey.slice(0, g.refusalsKey.lastIndexOf('}') + 1)).toBe(g.markKey.slice(0, g.markKey.lastIndexOf('}') + 1));
+  });
+
+  it('check reads and records nothing; recordRefusal records a decision made elsewhere with its fire id', async () => {
+    const g = guard();
+    await g.raise(9n);
+    await expect(g.check(3n)).rejects.toThrow();
+    expect(await redis.xlen(g.refusalsKey)).toBe(0);
+    g.recordRefusal(4n, 9n, 'postgres', 'invoices@20261201T100000.000Z');
+    await waitFor(async () => (await redis.xlen(g.refusalsKey)) === 1);
+    const [[, fields]] = (await redis.xrange(g.refusalsKey, '-', '+')) as [[string, string[]]];
+    expect(fields).toEqual(['resource', g.resource, 'token', '4', 'highest', '9', 'via', 'postgres', 'fire', 'invoices@20261201T100000.000Z']);
   });
 });

@@ -64,15 +64,16 @@ export interface RedisGuard {
   /**
    * Appends a refused write to the resource's capped stream of refusals (key `refusalsKey`), which
    * `fenced status` shows. Best effort and never awaited by a write: it records a refusal already
-   * decided. The guard records its own refusals; the combined guard adds PostgreSQL's.
+   * decided. `guardedWrite` records its refusals; `check` is a read and records nothing (the
+   * combined guard records its pre-check's refusals with their fire ids, and PostgreSQL's).
    */
   recordRefusal(token: Token, highest: Token, via: 'redis' | 'postgres', fireId?: string): void;
   /** The stream of refusals: in the mark's slot. */
   readonly refusalsKey: string;
 }
 
-/** How many refusals a resource's stream keeps (approximately: trimmed with MAXLEN ~). */
-export const REFUSALS_KEPT = 200;
+/** How many refusals a resource's stream keeps. */
+export const REFUSALS_KEPT = 100;
 
 // Commands that have no business inside a fenced mutation (or cannot run in a script at all).
 const FORBIDDEN = new Set(['EVAL', 'EVALSHA', 'EVAL_RO', 'EVALSHA_RO', 'FCALL', 'FCALL_RO', 'FUNCTION', 'SCRIPT', 'FLUSHALL', 'FLUSHDB', 'CONFIG', 'SHUTDOWN', 'MULTI', 'EXEC', 'WATCH', 'SUBSCRIBE', 'PSUBSCRIBE', 'BLPOP', 'BRPOP', 'BLMOVE', 'BZPOPMIN', 'BZPOPMAX', 'XREAD', 'XREADGROUP', 'WAIT', 'KEYS', 'DEBUG']);

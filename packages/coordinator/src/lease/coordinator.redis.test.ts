@@ -268,3 +268,22 @@ describe('bad options', () => {
     expect((caught as { issues: { path: string }[] }).issues.map((i) => i.path)).toContain(path);
   });
 });
+
+describe('the record of elections', () => {
+  it('each election is appended to the lease stream with its token, node, TTL and fence count, the last 32 kept', async () => {
+    prefix = uniquePrefix('coord');
+    const c = coordinator({ nodeId: 'node-x' });
+    const tokens: Token[] = [];
+    c.on('elected', ({ token }) => tokens.push(token));
+    for (let i = 0; i < 34; i++) {
+      await c.start();
+      await waitFor(() => c.isLeader());
+      await c.stop();
+    }
+    // Appended after the election without being awaited: wait for the last one.
+    const newest = async () => ((await admin.xrevrange(c.keys.elections, '+', '-', 'COUNT', 1)) as Array<[string, string[]]>)[0];
+    await waitFor(async () => (await newest())?.[1][1] === tokens.at(-1)!.toString());
+    expect(await admin.xlen(c.keys.elections)).toBe(32);
+    expect((await newest())![1]).toEqual(['token', tokens.at(-1)!.toString(), 'node', 'node-x', 'ttl', '600', 'fences', '0', 'regressed', '0']);
+  });
+});

@@ -55,8 +55,8 @@ export type CreateCoordinatorOptions = Omit<CoordinatorOptionsInput, 'redis' | '
   clock?: Clock;
 };
 
-/** How many elections the lease's stream keeps (approximately: trimmed with MAXLEN ~). */
-const ELECTIONS_KEPT = 100;
+/** How many elections the lease's stream keeps (trimmed exactly: elections are rare). */
+const ELECTIONS_KEPT = 32;
 
 type State =
   | { kind: 'stopped' }
@@ -329,7 +329,7 @@ export class Coordinator extends EventEmitter<CoordinatorEventMap> {
    */
   #noteElection(token: Token, regressed: boolean): void {
     this.#redis
-      .xadd(this.keys.elections, 'MAXLEN', '~', String(ELECTIONS_KEPT), '*', 'token', token.toString(), 'node', this.nodeId, 'ttl', String(this.ttlMs), 'fences', String(this.#fences.length), 'regressed', regressed ? '1' : '0')
+      .xadd(this.keys.elections, 'MAXLEN', String(ELECTIONS_KEPT), '*', 'token', token.toString(), 'node', this.nodeId, 'ttl', String(this.ttlMs), 'fences', String(this.#fences.length), 'regressed', regressed ? '1' : '0')
       .catch(() => {});
   }
 

@@ -253,3 +253,32 @@ describe('the scheduler', () => {
     expect(late.map((e) => e.fireId)).toEqual([]);
   });
 });
+
+describe('what the scheduler records for operators', () => {
+  it('when each job last fire was dispatched, and the gap a new term closed with its first dispatch', async () => {
+    prefix = uniquePrefix('sched');
+    const dispatched: Array<{ node: string; at: number; envelope: Envelope }> = [];
+    const job = (node: string) => ({ ticks: { everyMs: 100, handler: async (envelope: Envelope) => void dispatched.push({ node, at: await serverNow(), envelope }) } });
+    const a = replica(job('a'));
+    await startAll([a]);
+    await waitFor(() => dispatched.length >= 2, 10_000);
+    const fires = a.coordinator.keys.fires;
+    await waitFor(async () => (await admin.hget(fires, ':dispatched:ticks')) !== null);
+    const lastOfA = async () => Number(await admin.hget(fires, ':dispatched:ticks'));
+    expect(await lastOfA()).toBeGreaterThanOrEqual(Number(await admin.hget(fires, 'ticks')));
+    expect(await admin.hget(fires, ':failover-gap')).toBeNull(); // one term so far: no gap to measure
+
+    const b = replica(job('b'));
+    await startAll([b]);
+    await a.scheduler.stop();
+    const aRecorded = await lastOfA();
+    await a.coordinator.stop();
+    await waitFor(async () => (await admin.hget(fires, ':failover-gap')) !== null, 10_000);
+    const gap = Number(await admin.hget(fires, ':failover-gap'));
+    const firstOfB = dispatched.find((d) => d.node === 'b')!;
+    // From A's last recorded dispatch to B's first, by the server clock: never negative, and no more
+    // than the time between them as the test saw it (plus the clock's millisecond rounding).
+    expect(gap).toBeGreaterThanOrEqual(0);
+    expect(gap).toBeLessThanOrEqual(firstOfB.at - aRecorded + 2);
+  });
+});

@@ -66,11 +66,11 @@ return {1, cjson.encode(results)}
     ARGV[3] the fence or mark that refused it, decimal string
     ARGV[4] where it was refused: "redis" or "postgres"
     ARGV[5] the fire id, or "" when the write carried none
-    ARGV[6] how many entries to keep (approximately)
+    ARGV[6] how many entries to keep (exactly: refusals are rare, trimming them costs little)
 
   Output: the new entry's id (its first part is the server time in milliseconds)
 ]]
-return redis.call('XADD', KEYS[1], 'MAXLEN', '~', ARGV[6], '*',
+return redis.call('XADD', KEYS[1], 'MAXLEN', ARGV[6], '*',
   'resource', ARGV[1], 'token', ARGV[2], 'highest', ARGV[3], 'via', ARGV[4], 'fire', ARGV[5])
 `,
   },
