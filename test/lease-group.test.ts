@@ -21,14 +21,19 @@ afterEach(async () => {
 });
 afterAll(() => admin.disconnect());
 
-/** Every belief interval of every member, per lease, on this process's monotonic clock. */
+/**
+ * Every belief interval of every member, per lease, on this process's monotonic clock. A belief ends
+ * when the term ended (`endedAt`: for a lapsed lease, its deadline, after which `isLeader()` answers
+ * false), not when the event arrives: on a loaded machine a timer can fire tens of milliseconds late,
+ * and the late event would count as belief what the coordinator no longer held.
+ */
 class Beliefs {
   readonly intervals: Array<{ lease: string; node: string; from: number; until: number }> = [];
   watch(group: LeaseGroup): void {
     group.on('elected', ({ lease }) => this.intervals.push({ lease, node: group.nodeId, from: performance.now(), until: Number.POSITIVE_INFINITY }));
-    group.on('lost', ({ lease }) => {
+    group.on('lost', ({ lease, endedAt }) => {
       const open = this.intervals.find((b) => b.lease === lease && b.node === group.nodeId && b.until === Number.POSITIVE_INFINITY);
-      if (open !== undefined) open.until = performance.now();
+      if (open !== undefined) open.until = endedAt;
     });
   }
   /** Pairs of members that believed they led one lease at the same time for longer than `marginMs`. */

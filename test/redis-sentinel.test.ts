@@ -111,9 +111,11 @@ describe('the coordinator when the Sentinel primary freezes (SIGSTOP past down-a
       const redis = sentinelClient(true);
       const c = createCoordinator({ redis, lease: 'frozen', keyPrefix: prefix, ttlMs: TTL, renewIntervalMs: RENEW, acquireRetryMs: RENEW, nodeId: `n${i}` });
       c.on('elected', ({ token }) => beliefs.push({ node: c.nodeId, token, from: performance.now(), until: Number.POSITIVE_INFINITY, port: redis.stream?.remotePort }));
-      c.on('lost', () => {
+      // A belief ends when the term did (for a lapsed lease, at its deadline), not when a late timer
+      // delivers the event.
+      c.on('lost', ({ endedAt }) => {
         const open = [...beliefs].reverse().find((b) => b.node === c.nodeId);
-        if (open !== undefined && open.until === Number.POSITIVE_INFINITY) open.until = performance.now();
+        if (open !== undefined && open.until === Number.POSITIVE_INFINITY) open.until = endedAt;
       });
       coordinators.push(c);
     }

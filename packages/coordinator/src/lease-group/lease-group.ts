@@ -12,7 +12,8 @@ import { luaScripts } from './lua/generated-lua.js';
 
 export interface LeaseGroupEventMap {
   elected: [{ lease: string; token: Token }];
-  lost: [{ lease: string; token: Token; reason: LeaseLossReason }];
+  /** `endedAt` as on the coordinator's `lost` event. */
+  lost: [{ lease: string; token: Token; reason: LeaseLossReason; endedAt: number }];
   /** The live members changed; `members` is the new list, sorted. */
   members: [{ members: readonly string[] }];
   error: [Error];
@@ -113,7 +114,7 @@ export class LeaseGroup extends EventEmitter<LeaseGroupEventMap> {
         seat(lease),
       );
       coordinator.on('elected', ({ token }) => this.emit('elected', { lease, token }));
-      coordinator.on('lost', ({ token, reason }) => this.emit('lost', { lease, token, reason }));
+      coordinator.on('lost', ({ token, reason, endedAt }) => this.emit('lost', { lease, token, reason, endedAt }));
       this.#coordinators.set(lease, coordinator);
     }
   }

@@ -109,6 +109,29 @@ describe('the lease', () => {
     expect(lost).toEqual(['deadline']);
   });
 
+  it('a lapsed term reports when it ended: its deadline, the instant isLeader() turned false, even when the event comes late', async () => {
+    prefix = uniquePrefix('coord');
+    const redis = createRedis();
+    clients.push(redis);
+    // A clock the test moves: the renews stop (Redis cut), then time jumps past the deadline at once,
+    // as after a pause; the term's end is the deadline, not the moment the jump was noticed.
+    let now = 1_000_000;
+    const a = coordinator({ redis, clock: { now: () => now } });
+    const ended: number[] = [];
+    a.on('lost', ({ reason, endedAt }) => reason === 'deadline' && ended.push(endedAt));
+    const sentAt = now;
+    await a.start();
+    expect(a.isLeader()).toBe(true);
+    redis.disconnect();
+    const deadline = sentAt + a.ttlMs - a.driftMs;
+    now = deadline - 1;
+    expect(a.isLeader()).toBe(true);
+    now = deadline + 5_000;
+    expect(a.isLeader()).toBe(false);
+    await waitFor(() => ended.length === 1);
+    expect(ended).toEqual([deadline]);
+  });
+
   it('loses the lease when another term holds it: a renew extends only its own term (found by pnpm mutants)', async () => {
     prefix = uniquePrefix('coord');
     const a = coordinator();

@@ -41,7 +41,13 @@ export interface LeaderTerm {
 
 export interface CoordinatorEventMap {
   elected: [{ token: Token }];
-  lost: [{ token: Token; reason: LeaseLossReason }];
+  /**
+   * `endedAt`: when the term ended, on the coordinator's monotonic clock (`performance.now()` unless
+   * a clock was injected). For `deadline` it is the deadline itself: from that instant on
+   * `isLeader()` answered false, though timers that run late (a loaded or paused process) deliver
+   * this event after it.
+   */
+  lost: [{ token: Token; reason: LeaseLossReason; endedAt: number }];
   regression: [{ token: Token; fenceHighest: Token; resource: string; total: number }];
   error: [Error];
 }
@@ -430,8 +436,9 @@ export class Coordinator extends EventEmitter<CoordinatorEventMap> {
     state.controller.abort(new NotLeaderError(this.lease, `leadership ended: ${reason}`));
     this.#metrics.lost(reason);
     emit(this.#logger, { type: 'lease.lost', lease: this.lease, nodeId: this.nodeId, token: state.term.token, reason });
+    const endedAt = reason === 'deadline' ? state.deadline : this.#clock.now();
     // Listeners run on the next tick: isLeader() may end a term and must not call user code inline.
-    process.nextTick(() => this.emit('lost', { token: state.term.token, reason }));
+    process.nextTick(() => this.emit('lost', { token: state.term.token, reason, endedAt }));
   }
 
   async #release(leaseValue: string, token: Token, announce = true): Promise<void> {
