@@ -53,7 +53,7 @@ export async function openRedis(options: ConnectionOptions): Promise<RedisTarget
     const client = new Redis({ ...REDIS_DEFAULTS, sentinels, name: options.sentinelName, sentinelRetryStrategy: () => null, failoverDetector: true });
     target = { kind: 'sentinel', client, sentinels, name: options.sentinelName };
   } else {
-    const url = options.redis ?? process.env['REDIS_URL'] ?? 'redis://127.0.0.1:6379';
+    const url = options.redis ?? (process.env['REDIS_URL'] || 'redis://127.0.0.1:6379');
     if (!/^rediss?:\/\//.test(url)) throw new CliError(ExitCode.USAGE, `--redis: expected a redis:// or rediss:// URL, got ${JSON.stringify(url)}`);
     const client = new Redis(url, { ...REDIS_DEFAULTS, retryStrategy: () => null });
     target = { kind: 'single', client, url };
@@ -78,7 +78,8 @@ export function describeRedis(target: RedisTarget): string {
 
 /** The database URL from the options or DATABASE_URL, or null when neither names one. */
 export function databaseUrl(options: ConnectionOptions): string | null {
-  return options.database ?? process.env['DATABASE_URL'] ?? null;
+  // An empty variable counts as unset, as shells and .env files leave them.
+  return options.database ?? (process.env['DATABASE_URL'] || null);
 }
 
 /** Opens a small pool on the database and proves it answers. */
