@@ -88,7 +88,7 @@ describe('fenced status', () => {
     expect(run.stdout).toContain('give --database to read the fences');
     expect(run.stdout).toMatch(/billing\s+node-a/);
     // An empty variable (as a .env file leaves it) counts as unset, not as a malformed URL.
-    const empty = await runCli(['status', '--prefix', prefix], { DATABASE_URL: '', REDIS_URL: '' });
+    const empty = await runCli(['status', '--redis', testRedisUrl(), '--prefix', prefix], { DATABASE_URL: '' });
     expect(empty.code, empty.stderr).toBe(0);
   });
 });
