@@ -6,7 +6,7 @@
  * transaction of the same shape, measured in adjacent slices (see main).
  *
  * Flags: --seconds S (one slice, default 1), --rounds R (pairs of slices per comparison, default 10),
- * --clients N (default 8),
+ * --clients N (default 8), --only a,b (comparisons whose name contains one of these),
  * --json (machine-readable output only).
  */
 import { randomBytes } from 'node:crypto';
@@ -21,6 +21,7 @@ const { values: args } = parseArgs({
     seconds: { type: 'string', default: '1' },
     rounds: { type: 'string', default: '10' },
     clients: { type: 'string', default: '8' },
+    only: { type: 'string' },
     json: { type: 'boolean', default: false },
   },
 });
@@ -73,11 +74,53 @@ async function unguardedPg(resource: string, token: bigint): Promise<void> {
   }
 }
 
+/**
+ * The floor of the design: what any guard that reads (and locks) the fence row in the write's own
+ * transaction pays at least. The read rides in BEGIN's round trip, as the guard's check does, so each
+ * case has the same three round trips as the unguarded transaction (BEGIN+read, INSERT, COMMIT).
+ */
+async function floorPg(read: string): Promise<void> {
+  const c = await pool.connect();
+  try {
+    await c.query(`BEGIN; ${read}`);
+    await insertPg(c, 'same', 7n);
+    await c.query('COMMIT');
+  } finally {
+    c.release();
+  }
+}
+const FENCE_ROW = `SELECT token FROM ${schema}.fenced_fences WHERE resource = 'same'`;
+
+/** A realistic transaction: an invoice with its lines, a balance update and a read back (four statements). */
+async function invoiceStatements(c: pg.PoolClient, token: bigint): Promise<void> {
+  const amount = Number(token % 1000n) + 1;
+  const { rows } = await c.query('INSERT INTO invoices (token, amount) VALUES ($1, $2) RETURNING id', [token.toString(), amount]);
+  await c.query('INSERT INTO invoice_lines (invoice_id, sku, cents) VALUES ($1, $2, $3), ($1, $4, $5)', [rows[0].id, 'a', amount, 'b', amount * 2]);
+  await c.query('UPDATE balances SET cents = cents + $1 WHERE account = $2', [amount * 3, (amount % 64) + 1]);
+  await c.query('SELECT cents FROM balances WHERE account = $1', [(amount % 64) + 1]);
+}
+
 let raiseCounter = 1_000_000n;
 const manyTokens = new Map<number, bigint>();
 
 const cases: Record<string, Worker> = {
   'unguarded one-resource': (_c) => unguardedPg('one', 1n),
+  'floor: SELECT 1 in BEGIN': () => floorPg('SELECT 1'),
+  'floor: fence row SELECT in BEGIN': () => floorPg(FENCE_ROW),
+  'floor: fence row SELECT FOR SHARE in BEGIN': () => floorPg(`${FENCE_ROW} FOR SHARE`),
+  // The guard's own check statement sent by hand: what the guard costs on the server, without its client-side work.
+  'the check function in BEGIN': () => floorPg(`SELECT ${schema}.fenced_fences_check('same', 7, false, NULL)`),
+  'unguarded invoice': async () => {
+    const c = await pool.connect();
+    try {
+      await c.query('BEGIN');
+      await invoiceStatements(c, 7n);
+      await c.query('COMMIT');
+    } finally {
+      c.release();
+    }
+  },
+  'same-token invoice': () => guardFor('invoice').guardedWrite(7n, (c) => invoiceStatements(c as pg.PoolClient, 7n)),
   'unguarded many-resources': (c) => unguardedPg(`many-${c}`, 1n),
   'unguarded kysely one-resource': () =>
     kysely.transaction().execute(async (trx) => {
@@ -139,7 +182,16 @@ const median = (xs: number[]) => {
 
 /** A guarded case and the unguarded transaction of the same shape it is compared with. */
 const comparisons: Array<{ name: string; guarded: string; baseline: string }> = [
+  { name: 'floor SELECT 1', guarded: 'floor: SELECT 1 in BEGIN', baseline: 'unguarded one-resource' },
+  { name: 'floor plain SELECT', guarded: 'floor: fence row SELECT in BEGIN', baseline: 'unguarded one-resource' },
+  { name: 'floor SELECT FOR SHARE', guarded: 'floor: fence row SELECT FOR SHARE in BEGIN', baseline: 'unguarded one-resource' },
+  { name: 'check function by hand', guarded: 'the check function in BEGIN', baseline: 'unguarded one-resource' },
   { name: 'same-token one-resource', guarded: 'same-token one-resource', baseline: 'unguarded one-resource' },
+  { name: 'same-token invoice', guarded: 'same-token invoice', baseline: 'unguarded invoice' },
+  // The gap to the floor measured directly, pair by pair: two ratios taken against the unguarded
+  // transaction in different slices differ by the machine's drift as well, often by 0.03-0.05 here.
+  { name: 'guard over floor SELECT FOR SHARE', guarded: 'same-token one-resource', baseline: 'floor: fence row SELECT FOR SHARE in BEGIN' },
+  { name: 'guard over its check function by hand', guarded: 'same-token one-resource', baseline: 'the check function in BEGIN' },
   { name: 'metrics on over off, same-token one-resource', guarded: 'same-token one-resource, metrics on', baseline: 'same-token one-resource' },
   { name: 'same-token one-resource kysely', guarded: 'same-token one-resource kysely', baseline: 'unguarded kysely one-resource' },
   { name: 'rising-token many-resources', guarded: 'rising-token many-resources', baseline: 'unguarded many-resources' },
@@ -152,7 +204,12 @@ async function main(): Promise<void> {
   try {
     await pool.query(`CREATE TABLE ledger (id serial PRIMARY KEY, resource text NOT NULL, token bigint NOT NULL)`);
     await pool.query(`CREATE TABLE naive_fence (resource text PRIMARY KEY, token bigint NOT NULL)`);
+    await pool.query(`CREATE TABLE invoices (id serial PRIMARY KEY, token bigint NOT NULL, amount int NOT NULL)`);
+    await pool.query(`CREATE TABLE invoice_lines (id serial PRIMARY KEY, invoice_id int NOT NULL, sku text NOT NULL, cents int NOT NULL)`);
+    await pool.query(`CREATE TABLE balances (account int PRIMARY KEY, cents bigint NOT NULL)`);
+    await pool.query(`INSERT INTO balances SELECT g, 0 FROM generate_series(1, 64) g`);
     await guardFor('x').migrate();
+    await guardFor('same').guardedWrite(7n, async () => undefined); // the fence row the floors read
     // Warm up connections, plans and the JIT.
     for (const worker of Object.values(cases)) await measure(worker, 0.3);
 
@@ -161,7 +218,8 @@ async function main(): Promise<void> {
     // effect we measure from one second to the next; pairing cancels the drift, the median the outliers.
     const tps = new Map<string, number[]>();
     const ratios = new Map<string, number[]>();
-    for (const { name, guarded, baseline } of comparisons) {
+    const wanted = args.only?.split(',').map((s) => s.trim());
+    for (const { name, guarded, baseline } of comparisons.filter((c) => wanted === undefined || wanted.some((w) => c.name.includes(w)))) {
       for (let r = 0; r < rounds; r++) {
         const order = r % 2 === 0 ? [baseline, guarded] : [guarded, baseline];
         const got: Record<string, number> = {};
@@ -171,7 +229,7 @@ async function main(): Promise<void> {
       }
       if (!args.json) process.stderr.write(`${name}: ${ratios.get(name)!.map((x) => x.toFixed(2)).join(' ')}\n`);
     }
-    const recording = recordingCostNs(meterProvider);
+    const recording = wanted === undefined || wanted.some((w) => 'metrics'.includes(w)) ? recordingCostNs(meterProvider) : { on: NaN, off: NaN };
     const medianTps = Object.fromEntries([...tps].map(([k, v]) => [k, Math.round(median(v))]));
     const medianRatios = Object.fromEntries([...ratios].map(([k, v]) => [k, Math.round(median(v) * 100) / 100]));
     if (args.json) {
@@ -181,7 +239,20 @@ async function main(): Promise<void> {
     process.stdout.write(`guard benchmark: ${clients} clients, ${rounds} pairs of ${seconds}s slices per comparison, median tx/s\n`);
     for (const [name, value] of Object.entries(medianTps)) process.stdout.write(`  ${name.padEnd(34)} ${String(value).padStart(8)} tx/s\n`);
     for (const [name, value] of Object.entries(medianRatios)) process.stdout.write(`ratio ${name}: ${value.toFixed(2)}\n`);
-    process.stdout.write(`metrics recording per guarded write: ${recording.on} ns with the SDK, ${recording.off} ns without one (no-op API)\n`);
+    const floor = medianRatios['floor SELECT FOR SHARE'];
+    const guard = medianRatios['same-token one-resource'];
+    const direct = medianRatios['guard over floor SELECT FOR SHARE'];
+    if (floor !== undefined && guard !== undefined) {
+      process.stdout.write(`target one insert: guard ${guard.toFixed(2)} >= floor SELECT FOR SHARE ${floor.toFixed(2)} - 0.03 = ${(floor - 0.03).toFixed(2)}: ${guard >= floor - 0.03 ? 'met' : 'not met'}\n`);
+    }
+    if (floor !== undefined && direct !== undefined) {
+      // The same target from the direct pairs: guard >= floor - 0.03 means guard/floor >= 1 - 0.03/floor.
+      const needed = 1 - 0.03 / floor;
+      process.stdout.write(`target one insert, paired against the floor: guard/floor ${direct.toFixed(2)} >= ${needed.toFixed(2)}: ${direct >= needed ? 'met' : 'not met'}\n`);
+    }
+    const invoice = medianRatios['same-token invoice'];
+    if (invoice !== undefined) process.stdout.write(`target invoice: guard ${invoice.toFixed(2)} >= 0.90: ${invoice >= 0.9 ? 'met' : 'not met'}\n`);
+    if (!Number.isNaN(recording.on)) process.stdout.write(`metrics recording per guarded write: ${recording.on} ns with the SDK, ${recording.off} ns without one (no-op API)\n`);
   } finally {
     await meterProvider.shutdown();
     await pool.query(`DROP SCHEMA IF EXISTS ${schema} CASCADE`);

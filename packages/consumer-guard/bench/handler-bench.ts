@@ -80,6 +80,23 @@ const wrappedFor = (shape: Shape, guard = combined) =>
     ctx.guardedWrite((c) => shapes[shape](c, ctx.fireId, ctx.token.toString(), (payload as { amount: number }).amount)),
   );
 
+/**
+ * The floor of the wrapper's design on PostgreSQL: the bare handler's transaction plus what any
+ * fenced handler must add to it, the fence row read FOR SHARE in BEGIN's round trip and the claim row
+ * of the fire, and nothing else (no envelope validation, no Redis, no function call).
+ */
+const floorFor = (shape: Shape) => async (e: Envelope): Promise<void> => {
+  const c = await pool.connect();
+  try {
+    await c.query(`BEGIN; SELECT token FROM ${schema}.fenced_fences WHERE resource = 'ledger' AND token >= ${BigInt(e.token)} FOR SHARE`);
+    await c.query(`INSERT INTO ${schema}.fenced_fences_applied (resource, fire_id, token) VALUES ('ledger', $1, $2)`, [e.fireId, e.token]);
+    await shapes[shape](c, e.fireId, e.token, (e.payload as { amount: number }).amount);
+    await c.query('COMMIT');
+  } finally {
+    c.release();
+  }
+};
+
 /** The same work with nothing around it: what a handler does without fenced. */
 const bareFor = (shape: Shape) => async (e: Envelope): Promise<void> => {
   const c = await pool.connect();
@@ -121,9 +138,12 @@ async function main(): Promise<void> {
     await wrappedFor('one insert')(envelope('10')); // fence and mark at 10
 
     // 1. Stale refusal latency, alternating the two paths call by call.
-    const staleVia = { redis: [] as number[], postgres: [] as number[] };
+    // A bare GET of the mark, alternated with the refusals: the Redis round trip the refusal on the
+    // fast path cannot go below.
+    const staleVia = { redis: [] as number[], postgres: [] as number[], get: [] as number[] };
     const staleCombined = combined.wrapHandler(async () => undefined, { onStale: 'return' });
     const stalePg = pgOnly.wrapHandler(async () => undefined, { onStale: 'return' });
+    const markKey = (await import('@fenced/consumer-guard/redis')).createRedisGuard({ redis, resource: 'ledger', keyPrefix }).markKey;
     for (let i = 0; i < samples; i++) {
       for (const [via, handle] of [['redis', staleCombined], ['postgres', stalePg]] as const) {
         const t0 = performance.now();
@@ -131,11 +151,31 @@ async function main(): Promise<void> {
         staleVia[via].push((performance.now() - t0) * 1000);
         if (outcome.status !== 'stale') throw new Error(`expected a stale outcome, got ${outcome.status}`);
       }
+      const t0 = performance.now();
+      await redis.get(markKey);
+      staleVia.get.push((performance.now() - t0) * 1000);
     }
 
     // 2. Throughput, paired slices, per shape.
-    const throughput: Record<string, { bare: number; wrapped: number; ratio: number }> = {};
+    const throughput: Record<string, { bare: number; wrapped: number; ratio: number; floor: number; floorRatio: number; overFloor: number }> = {};
     for (const shape of Object.keys(shapes) as Shape[]) {
+      // The floor, paired with the bare handler and with the wrapped one in the same way.
+      const floor = floorFor(shape);
+      const floorPairs = { overBare: [] as number[], wrappedOver: [] as number[], tps: [] as number[] };
+      {
+        const wrapped = wrappedFor(shape);
+        const bare = bareFor(shape);
+        await measure(() => floor(envelope('10')), 0.3);
+        for (let r = 0; r < rounds; r++) {
+          const order = r % 2 === 0 ? (['bare', 'floor', 'wrapped'] as const) : (['wrapped', 'floor', 'bare'] as const);
+          const got = { bare: 0, floor: 0, wrapped: 0 };
+          for (const which of order) got[which] = await measure(() => (which === 'bare' ? bare : which === 'floor' ? floor : wrapped)(envelope('10')), seconds);
+          floorPairs.overBare.push(got.floor / got.bare);
+          floorPairs.wrappedOver.push(got.wrapped / got.floor);
+          floorPairs.tps.push(got.floor);
+          if (!args.json) process.stderr.write(`${shape} floor triple ${r + 1}/${rounds}: bare ${got.bare.toFixed(0)}, floor ${got.floor.toFixed(0)}, wrapped ${got.wrapped.toFixed(0)} tx/s\n`);
+        }
+      }
       const wrapped = wrappedFor(shape);
       const bare = bareFor(shape);
       await measure(() => wrapped(envelope('10')), 0.3);
@@ -151,7 +191,14 @@ async function main(): Promise<void> {
         ratios.push(got.wrapped / got.bare);
         if (!args.json) process.stderr.write(`${shape} pair ${r + 1}/${rounds}: bare ${got.bare.toFixed(0)} tx/s, wrapped ${got.wrapped.toFixed(0)} tx/s\n`);
       }
-      throughput[shape] = { bare: Math.round(median(tps.bare)), wrapped: Math.round(median(tps.wrapped)), ratio: Math.round(median(ratios) * 100) / 100 };
+      throughput[shape] = {
+        bare: Math.round(median(tps.bare)),
+        wrapped: Math.round(median(tps.wrapped)),
+        ratio: Math.round(median(ratios) * 100) / 100,
+        floor: Math.round(median(floorPairs.tps)),
+        floorRatio: Math.round(median(floorPairs.overBare) * 100) / 100,
+        overFloor: Math.round(median(floorPairs.wrappedOver) * 100) / 100,
+      };
     }
 
     // 3. The instruments: the same wrapped handler with and without an SDK, paired the same way.
@@ -173,11 +220,16 @@ async function main(): Promise<void> {
       staleRejectionMicros: {
         redis: { median: Math.round(median(staleVia.redis)), p99: Math.round(pct(staleVia.redis, 0.99)) },
         postgres: { median: Math.round(median(staleVia.postgres)), p99: Math.round(pct(staleVia.postgres, 0.99)) },
+        bareGet: { median: Math.round(median(staleVia.get)), p99: Math.round(pct(staleVia.get, 0.99)) },
       },
       throughput,
       ratios: {
         'stale rejection postgres over redis': Math.round((median(staleVia.postgres) / median(staleVia.redis)) * 100) / 100,
+        'stale rejection redis over a bare GET, median': Math.round((median(staleVia.redis) / median(staleVia.get)) * 100) / 100,
+        'stale rejection redis over a bare GET, p99': Math.round((pct(staleVia.redis, 0.99) / pct(staleVia.get, 0.99)) * 100) / 100,
         ...Object.fromEntries(Object.entries(throughput).map(([shape, t]) => [`wrapped over bare handler, ${shape}`, t.ratio])),
+        ...Object.fromEntries(Object.entries(throughput).map(([shape, t]) => [`floor over bare handler, ${shape}`, t.floorRatio])),
+        ...Object.fromEntries(Object.entries(throughput).map(([shape, t]) => [`wrapped over floor, ${shape}`, t.overFloor])),
         'metrics on over off, wrapped handler, one insert': Math.round(median(metricsRatios) * 100) / 100,
       },
     };
@@ -189,10 +241,19 @@ async function main(): Promise<void> {
     process.stdout.write(`handler benchmark: ${samples} stale envelopes per path; ${clients} clients, ${rounds} pairs of ${seconds}s slices\n`);
     process.stdout.write(`stale rejection via redis: median ${s.redis.median} µs, p99 ${s.redis.p99} µs\n`);
     process.stdout.write(`stale rejection via postgres: median ${s.postgres.median} µs, p99 ${s.postgres.p99} µs\n`);
+    process.stdout.write(`bare GET of the mark: median ${s.bareGet.median} µs, p99 ${s.bareGet.p99} µs\n`);
     for (const [shape, t] of Object.entries(throughput)) {
-      process.stdout.write(`throughput ${shape}: bare handler ${t.bare} tx/s, wrapped handler ${t.wrapped} tx/s\n`);
+      process.stdout.write(`throughput ${shape}: bare handler ${t.bare} tx/s, floor ${t.floor} tx/s, wrapped handler ${t.wrapped} tx/s\n`);
     }
     for (const [name, value] of Object.entries(result.ratios)) process.stdout.write(`ratio ${name}: ${value.toFixed(2)}\n`);
+    const r = result.ratios as Record<string, number>;
+    const one = throughput['one insert']!;
+    const invoice = throughput['invoice (4 statements)']!;
+    process.stdout.write(`target one insert: wrapped ${one.ratio.toFixed(2)} >= floor ${one.floorRatio.toFixed(2)} - 0.05 = ${(one.floorRatio - 0.05).toFixed(2)}: ${one.ratio >= one.floorRatio - 0.05 ? 'met' : 'not met'}\n`);
+    process.stdout.write(`target invoice: wrapped ${invoice.ratio.toFixed(2)} >= 0.85: ${invoice.ratio >= 0.85 ? 'met' : 'not met'}\n`);
+    const staleMedian = r['stale rejection redis over a bare GET, median']!;
+    const staleP99 = r['stale rejection redis over a bare GET, p99']!;
+    process.stdout.write(`target stale refusal on redis <= 2 x bare GET: median ${staleMedian.toFixed(2)}x, p99 ${staleP99.toFixed(2)}x: ${staleMedian <= 2 && staleP99 <= 2 ? 'met' : 'not met'}\n`);
   } finally {
     await meterProvider.shutdown();
     await pool.query(`DROP SCHEMA IF EXISTS ${schema} CASCADE`);
