@@ -6,6 +6,11 @@ export class DueQueue {
     return this.#heap.length;
   }
 
+  /** The earliest due time queued, or undefined when empty. */
+  nextAt(): number | undefined {
+    return this.#heap[0]?.at;
+  }
+
   push(job: string, at: number): void {
     const heap = this.#heap;
     heap.push({ at, job });

@@ -91,6 +91,8 @@ interface Job {
   /** How many of the first pending fires were planned as catch-up at the election. */
   catchUp: number;
   inFlight: boolean;
+  /** In the ready queue (see #pump). */
+  queued: boolean;
 }
 
 /**
@@ -119,6 +121,9 @@ export class Scheduler {
   #timer: NodeJS.Timeout | undefined;
   #running = false;
   #active = 0;
+  /** Jobs with fires to dispatch and no drain running, oldest first; `#readyHead` is the next to start. */
+  readonly #ready: Job[] = [];
+  #readyHead = 0;
   #idle: Array<() => void> = [];
   readonly #onElected = () => void this.#lead();
   readonly #onLost = () => this.#standDown();
@@ -143,7 +148,7 @@ export class Scheduler {
       } catch (err) {
         throw new ConfigError('scheduler', [{ path: `jobs.${name}.cron`, message: (err as Error).message }]);
       }
-      jobs.set(name, { name, schedule, handler: def.handler, queue: def.queue, payload: def.payload, pending: [], catchUp: 0, inFlight: false });
+      jobs.set(name, { name, schedule, handler: def.handler, queue: def.queue, payload: def.payload, pending: [], catchUp: 0, inFlight: false, queued: false });
     }
     this.#jobs = jobs;
     this.#metrics = new SchedulerMetrics(options.meterProvider as MeterProvider | undefined, this.#coordinator.lease, () =>
@@ -278,18 +283,26 @@ export class Scheduler {
     this.#term = null;
     this.#due.clear();
     this.#gapFrom = null;
+    this.#ready.length = 0;
+    this.#readyHead = 0;
     for (const job of this.#jobs.values()) {
       job.pending.length = 0;
       job.catchUp = 0;
+      job.queued = false;
     }
   }
 
-  /** Moves due fires to their jobs and dispatches; runs every tickMs while leading. */
+  /**
+   * Moves due fires to their jobs and dispatches. Runs at the next due time (by the server clock, as
+   * this process estimates it) and at least every tickMs while leading: waking exactly when a fire is
+   * due keeps a single job's lateness at timer precision instead of up to a tick.
+   */
   #tick(): void {
     const term = this.#term;
     if (term === null) return;
     if (this.#coordinator.currentTerm() !== term) return this.#standDown();
     const now = this.#coordinator.serverNow();
+    let delay = this.#tickMs;
     if (now !== null) {
       for (let entry = this.#due.popDue(now); entry !== undefined; entry = this.#due.popDue(now)) {
         const job = this.#jobs.get(entry.job)!;
@@ -297,14 +310,33 @@ export class Scheduler {
         const next = job.schedule.nextAfter(entry.at);
         if (next !== null) this.#due.push(job.name, next);
       }
+      // Every job with fires left gets its turn: newly due ones, and one whose last drain stopped
+      // early (a queue that refused the job is retried here, a tick later, never in a tight loop).
+      for (const job of this.#jobs.values()) this.#markReady(job);
       this.#pump(term);
+      const next = this.#due.nextAt();
+      // Never early: popDue compares with the server clock, so a wake-up a little before the due
+      // time finds nothing and waits again, 1 ms at a time.
+      if (next !== undefined) delay = Math.min(delay, Math.max(1, Math.ceil(next - now)));
     }
-    this.#timer = setTimeout(() => this.#tick(), this.#tickMs);
+    this.#timer = setTimeout(() => this.#tick(), delay);
   }
 
+  #markReady(job: Job): void {
+    if (job.inFlight || job.queued || job.pending.length === 0) return;
+    job.queued = true;
+    this.#ready.push(job);
+  }
+
+  /**
+   * Starts drains for ready jobs up to the concurrency limit. A drain that ends starts the next ready
+   * job at once, so a burst of due fires (10,000 jobs due in the same second) flows through the
+   * limit without waiting for ticks; the ready queue keeps that O(1) per start.
+   */
   #pump(term: LeaderTerm): void {
-    for (const job of this.#jobs.values()) {
-      if (this.#active >= this.#concurrency) return;
+    while (this.#active < this.#concurrency && this.#readyHead < this.#ready.length) {
+      const job = this.#ready[this.#readyHead++]!;
+      job.queued = false;
       if (job.inFlight || job.pending.length === 0) continue;
       job.inFlight = true;
       this.#active++;
@@ -312,7 +344,13 @@ export class Scheduler {
         job.inFlight = false;
         this.#active--;
         if (this.#active === 0) for (const resolve of this.#idle.splice(0)) resolve();
+        // The job itself waits for the next tick (see #tick); the slot goes to the next ready one.
+        if (this.#term === term) this.#pump(term);
       });
+    }
+    if (this.#readyHead === this.#ready.length) {
+      this.#ready.length = 0;
+      this.#readyHead = 0;
     }
   }
 
