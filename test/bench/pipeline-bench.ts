@@ -1,0 +1,297 @@
+/**
+ * pnpm bench:pipeline — the whole path, end to end: a scheduler on a Redis lease dispatches every
+ * fire of `--jobs` jobs (each every second) into a queue, workers apply each fire to PostgreSQL. For
+ * BullMQ, graphile-worker and pg-boss in turn, two pipelines side by side in one run:
+ *   guarded    the fenced scheduler (fenced at election) → queue → the wrapped handler (pre-check,
+ *              fence check and fire claim in the write's transaction)
+ *   unguarded  the same scheduler with no fence → the same queue → a bare handler doing the same
+ *              INSERT in a plain transaction: what a team runs with a lease alone
+ * and prints, per pipeline, the fires applied per second and each fire's end-to-end lateness (commit
+ * time minus due time, by the Redis server's clock) over `--seconds` after a warm-up.
+ *
+ * Flags: --jobs N (default 300), --seconds S (default 8), --queues bullmq,graphile-worker,pg-boss, --json.
+ */
+import { randomBytes } from 'node:crypto';
+import { parseArgs } from 'node:util';
+import { Queue, Worker } from 'bullmq';
+import { Logger, makeWorkerUtils, run as runGraphileWorker } from 'graphile-worker';
+import { PgBoss } from 'pg-boss';
+import { Redis } from 'ioredis';
+import pg from 'pg';
+import { createCoordinator, createScheduler, graphileWorkerQueue, pgBossQueue, type QueueLike } from '@fenced/coordinator';
+import { createGuard, toGraphileTask, toPgBossHandler, toProcessor } from '@fenced/consumer-guard';
+import type { Envelope } from '@fenced/shared';
+
+const { values: args } = parseArgs({
+  options: {
+    jobs: { type: 'string', default: '300' },
+    seconds: { type: 'string', default: '8' },
+    queues: { type: 'string', default: 'bullmq,graphile-worker,pg-boss' },
+    json: { type: 'boolean', default: false },
+  },
+});
+const jobCount = Number(args.jobs);
+const seconds = Number(args.seconds);
+const queues = args.queues.split(',').map((q) => q.trim());
+if (!(jobCount >= 1) || !(seconds > 0) || queues.some((q) => !['bullmq', 'graphile-worker', 'pg-boss'].includes(q))) {
+  process.stderr.write('usage: bench:pipeline [--jobs N] [--seconds S] [--queues bullmq,graphile-worker,pg-boss] [--json]\n');
+  process.exit(2);
+}
+
+const databaseUrl = process.env['DATABASE_URL'] ?? 'postgres://postgres@127.0.0.1:5432/test';
+const redisUrl = process.env['REDIS_URL'] ?? 'redis://127.0.0.1:6379';
+const suffix = randomBytes(3).toString('hex');
+const schema = `pipe_${suffix}`;
+const keyPrefix = `pipe-${suffix}`;
+const WARMUP_MS = 2000;
+const CONCURRENCY = 16;
+
+const pool = new pg.Pool({ connectionString: databaseUrl, max: CONCURRENCY + 4 });
+pool.on('error', () => {});
+const redis = new Redis(redisUrl, { maxRetriesPerRequest: null });
+redis.on('error', () => {});
+
+type Variant = 'guarded' | 'unguarded';
+
+/** Milliseconds to add to Date.now() to read the Redis server's clock (the one due times come from). */
+async function serverOffset(): Promise<number> {
+  let best = { rtt: Infinity, offset: 0 };
+  for (let i = 0; i < 20; i++) {
+    const sent = Date.now();
+    const t0 = performance.now();
+    const [s, us] = await redis.time();
+    const rtt = performance.now() - t0;
+    if (rtt < best.rtt) best = { rtt, offset: Number(s) * 1000 + Number(us) / 1000 - (sent + rtt / 2) };
+  }
+  return best.offset;
+}
+
+/** Lateness of each fire applied inside the measured window, and how many were applied in it. */
+class Meter {
+  readonly lateness: number[] = [];
+  applied = 0;
+  constructor(
+    private readonly offset: number,
+    private readonly from: number,
+    private readonly until: number,
+  ) {}
+  note(scheduledAt: string): void {
+    const now = Date.now() + this.offset;
+    if (now < this.from || now > this.until) return;
+    this.applied++;
+    this.lateness.push(now - Date.parse(scheduledAt));
+  }
+}
+
+const pct = (xs: number[], q: number) => (xs.length === 0 ? NaN : [...xs].sort((a, b) => a - b)[Math.min(xs.length - 1, Math.floor(q * xs.length))]!);
+
+/** The bare handler: the same INSERT in a plain transaction, nothing around it. */
+async function bareInsert(table: string, envelope: Envelope): Promise<void> {
+  const c = await pool.connect();
+  try {
+    await c.query('BEGIN');
+    await c.query(`INSERT INTO ${table} (fire_id, token) VALUES ($1, $2)`, [envelope.fireId, envelope.token]);
+    await c.query('COMMIT');
+  } finally {
+    c.release();
+  }
+}
+
+interface Consumer {
+  readonly target: QueueLike;
+  stop(): Promise<void>;
+}
+
+/**
+ * Every job's fires into the one queue (graphile-worker and pg-boss name the task or queue after
+ * what is added; the scheduler adds each fire under its job's name).
+ */
+function intoOne(target: QueueLike, name: string): QueueLike {
+  return { add: (_job, data, options) => target.add(name, data, options) };
+}
+
+/** Workers of `queue` applying each fire to `table`, guarded or bare, reporting each applied fire. */
+async function startConsumer(queue: string, variant: Variant, table: string, resource: string, onApplied: (envelope: Envelope) => void): Promise<Consumer> {
+  const guard = createGuard({ db: pool, redis, resource, schema, keyPrefix });
+  const handle = guard.wrapHandler(
+    (_payload, ctx) => ctx.guardedWrite((client) => client.query(`INSERT INTO ${table} (fire_id, token) VALUES ($1, $2)`, [ctx.fireId, ctx.token.toString()])),
+    { onStale: 'return' },
+  );
+  const name = `pipe_${variant}`;
+  if (queue === 'bullmq') {
+    const connection = new Redis(redisUrl, { maxRetriesPerRequest: null });
+    const prefix = `${keyPrefix}-bull`;
+    const q = new Queue(name, { connection, prefix });
+    const processor = toProcessor(handle);
+    const worker = new Worker(
+      name,
+      async (job) => {
+        const envelope = job.data as Envelope;
+        if (variant === 'guarded') {
+          const status = await processor(job);
+          if (status === 'applied') onApplied(envelope);
+          return status;
+        }
+        await bareInsert(table, envelope);
+        onApplied(envelope);
+        return 'applied';
+      },
+      { connection: new Redis(redisUrl, { maxRetriesPerRequest: null }), prefix, concurrency: CONCURRENCY, removeOnComplete: { count: 0 } },
+    );
+    return {
+      target: intoOne(q, name),
+      async stop() {
+        await worker.close();
+        await q.obliterate({ force: true });
+        await q.close();
+        connection.disconnect();
+      },
+    };
+  }
+  if (queue === 'graphile-worker') {
+    const gwSchema = `${schema}_gw`;
+    const logger = new Logger(() => () => {});
+    const utils = await makeWorkerUtils({ connectionString: databaseUrl, schema: gwSchema, logger });
+    await utils.migrate();
+    const task = toGraphileTask(async (envelope, call) => {
+      const outcome = await handle(envelope, call);
+      if (outcome.status === 'applied') onApplied(envelope as Envelope);
+      return outcome;
+    });
+    const runner = await runGraphileWorker({
+      connectionString: databaseUrl,
+      schema: gwSchema,
+      concurrency: CONCURRENCY,
+      noHandleSignals: true,
+      pollInterval: 100,
+      logger,
+      taskList: {
+        [name]:
+          variant === 'guarded'
+            ? task
+            : async (payload) => {
+                await bareInsert(table, payload as Envelope);
+                onApplied(payload as Envelope);
+              },
+      },
+    });
+    return {
+      target: intoOne(graphileWorkerQueue(utils), name),
+      async stop() {
+        await runner.stop();
+        await utils.withPgClient((client) => client.query(`DROP SCHEMA ${gwSchema} CASCADE`));
+        await utils.release();
+      },
+    };
+  }
+  const boss = new PgBoss({ connectionString: databaseUrl, schema: `${schema}_boss`, schedule: false });
+  boss.on('error', () => {});
+  await boss.start();
+  await boss.createQueue(name);
+  const transactional = toPgBossHandler(
+    guard.wrapTransactionalHandler((_payload, ctx) =>
+      ctx.guardedWrite((tx) => tx.executeSql(`INSERT INTO ${table} (fire_id, token) VALUES ($1, $2)`, [ctx.fireId, ctx.token.toString()])),
+    ),
+  );
+  for (let i = 0; i < 4; i++) {
+    if (variant === 'guarded') {
+      await boss.work(name, { transactional: true, pollingIntervalSeconds: 0.5, batchSize: 50 }, async (jobs, tx) => {
+        const statuses = await transactional(jobs, tx);
+        statuses.forEach((status, j) => status === 'applied' && onApplied(jobs[j]!.data as Envelope));
+        return statuses;
+      });
+    } else {
+      await boss.work(name, { pollingIntervalSeconds: 0.5, batchSize: 50 }, async (jobs) => {
+        for (const job of jobs) {
+          await bareInsert(table, job.data as Envelope);
+          onApplied(job.data as Envelope);
+        }
+      });
+    }
+  }
+  return {
+    target: intoOne(pgBossQueue(boss), name),
+    async stop() {
+      await boss.stop({ graceful: false, close: true });
+    },
+  };
+}
+
+async function runPipeline(queue: string, variant: Variant, offset: number) {
+  const table = `${schema}.${queue.replace('-', '_')}_${variant}`;
+  await pool.query(`CREATE TABLE ${table} (fire_id text PRIMARY KEY, token bigint NOT NULL)`);
+  const resource = `${queue}-${variant}`;
+  const start = Date.now() + offset;
+  const meter = new Meter(offset, start + WARMUP_MS, start + WARMUP_MS + seconds * 1000);
+  const consumer = await startConsumer(queue, variant, table, resource, (e) => meter.note(e.scheduledAt));
+  const fence = variant === 'guarded' ? [createGuard({ db: pool, redis, resource, schema, keyPrefix })] : [];
+  const coordinator = createCoordinator({ redis, lease: `${queue}-${variant}`, keyPrefix, ttlMs: 10_000, renewIntervalMs: 2_000, fences: fence });
+  const jobs = Object.fromEntries(Array.from({ length: jobCount }, (_, i) => [`j${i}`, { everyMs: 1000, queue: consumer.target }]));
+  const scheduler = createScheduler({ coordinator, jobs, misfire: 'skip' });
+  const cpu0 = process.cpuUsage();
+  scheduler.start();
+  await coordinator.start();
+  await new Promise((resolve) => setTimeout(resolve, WARMUP_MS + seconds * 1000 + 500));
+  const cpu = process.cpuUsage(cpu0);
+  await scheduler.stop();
+  await coordinator.stop();
+  await consumer.stop();
+  return {
+    queue,
+    variant,
+    offered: jobCount,
+    appliedPerSecond: Math.round(meter.applied / seconds),
+    latenessMs: { median: Math.round(pct(meter.lateness, 0.5)), p99: Math.round(pct(meter.lateness, 0.99)) },
+    processCpu: Math.round(((cpu.user + cpu.system) / 1000 / (WARMUP_MS + seconds * 1000 + 500)) * 100) / 100,
+  };
+}
+
+async function main(): Promise<void> {
+  await pool.query(`CREATE SCHEMA ${schema}`);
+  const results: Array<Awaited<ReturnType<typeof runPipeline>>> = [];
+  try {
+    await createGuard({ db: pool, resource: 'setup', schema }).migrate();
+    const offset = await serverOffset();
+    for (const queue of queues) {
+      for (const variant of ['unguarded', 'guarded'] as const) {
+        const result = await runPipeline(queue, variant, offset);
+        results.push(result);
+        if (!args.json) process.stderr.write(`${queue} ${variant}: ${result.appliedPerSecond} fires/s applied, lateness median ${result.latenessMs.median} ms, p99 ${result.latenessMs.p99} ms\n`);
+      }
+    }
+    if (args.json) {
+      process.stdout.write(`${JSON.stringify({ jobs: jobCount, seconds, results }, null, 2)}\n`);
+      return;
+    }
+    process.stdout.write(`pipeline benchmark: ${jobCount} jobs each every second (${jobCount} fires/s offered), ${CONCURRENCY} workers, ${seconds} s measured after ${WARMUP_MS / 1000} s\n`);
+    for (const r of results) {
+      process.stdout.write(
+        `  ${r.queue.padEnd(16)} ${r.variant.padEnd(10)} ${String(r.appliedPerSecond).padStart(6)} fires/s applied   lateness median ${String(r.latenessMs.median).padStart(5)} ms, p99 ${String(r.latenessMs.p99).padStart(5)} ms   this process ${r.processCpu} cores\n`,
+      );
+    }
+    for (const queue of queues) {
+      const guarded = results.find((r) => r.queue === queue && r.variant === 'guarded')!;
+      const bare = results.find((r) => r.queue === queue && r.variant === 'unguarded')!;
+      process.stdout.write(`ratio ${queue} guarded over unguarded, fires/s applied: ${(guarded.appliedPerSecond / bare.appliedPerSecond).toFixed(2)}\n`);
+    }
+  } finally {
+    await pool.query(`DROP SCHEMA IF EXISTS ${schema} CASCADE`);
+    for (const extra of [`${schema}_gw`, `${schema}_boss`]) await pool.query(`DROP SCHEMA IF EXISTS ${extra} CASCADE`);
+    let cursor = '0';
+    do {
+      const [next, keys] = await redis.scan(cursor, 'MATCH', `${keyPrefix}*`, 'COUNT', 1000);
+      cursor = next;
+      if (keys.length > 0) await redis.del(...keys);
+    } while (cursor !== '0');
+    redis.disconnect();
+    await pool.end();
+  }
+}
+
+main().then(
+  () => process.exit(0),
+  (err: unknown) => {
+    process.stderr.write(`bench:pipeline failed: ${err instanceof Error ? (err.stack ?? err.message) : String(err)}\n`);
+    process.exit(1);
+  },
+);
