@@ -87,6 +87,15 @@ export function createGuard(input: CreateGuardOptions<object>): Guard<unknown> {
   const fastPath: RedisFastPath | undefined =
     input.redis === undefined ? undefined : createRedisFastPath({ redis: input.redis, keyPrefix: options.keyPrefix, timeoutMs: options.redisTimeoutMs, logger, metrics });
   const raiseMark = async (resource: string, token: Token) => fastPath?.raise(resource, token);
+  /**
+   * After PostgreSQL refused a write as stale: the refusal goes on the record, and a mark below the
+   * fence (Redis lost data, or missed a commit) is repaired from the authority.
+   */
+  const afterRefusal = async (err: unknown, fireId: string | undefined): Promise<void> => {
+    if (!isFencedError(err, 'STALE_TOKEN')) return;
+    fastPath?.recordRefusal(err.resource, err.token, err.highest, fireId);
+    await raiseMark(err.resource, err.highest);
+  };
 
   async function precheck(resource: string, token: Token, fireId?: string): Promise<void> {
     if (fastPath !== undefined && (await fastPath.check(resource, token, fireId))) return;
@@ -119,11 +128,7 @@ export function createGuard(input: CreateGuardOptions<object>): Guard<unknown> {
       await raiseMark(resource, token);
       return result;
     } catch (err) {
-      // A mark below the fence (Redis lost data, or missed a commit) is repaired from the authority.
-      if (isFencedError(err, 'STALE_TOKEN')) {
-        fastPath?.recordRefusal(resource, token, err.highest, pgOptions?.fireId);
-        await raiseMark(resource, err.highest);
-      }
+      await afterRefusal(err, pgOptions?.fireId);
       throw err;
     }
   }
@@ -140,10 +145,7 @@ export function createGuard(input: CreateGuardOptions<object>): Guard<unknown> {
       // get ahead of what PostgreSQL committed.
       return await postgres.guardedWriteIn(tx, token, fn, writeOptions);
     } catch (err) {
-      if (isFencedError(err, 'STALE_TOKEN')) {
-        fastPath?.recordRefusal(err.resource, token, err.highest, writeOptions?.fireId);
-        await raiseMark(err.resource, err.highest);
-      }
+      await afterRefusal(err, writeOptions?.fireId);
       throw err;
     }
   }

@@ -107,6 +107,19 @@ export class GuardMetrics {
     this.#writeDuration.record((performance.now() - startedAt) / 1000, this.#attributes(resource).durations[outcome]);
   }
 
+  /** Runs a guarded write and records its duration under the outcome it ended with. */
+  async timeWrite<T>(resource: string, run: () => Promise<T>): Promise<T> {
+    const startedAt = performance.now();
+    try {
+      const result = await run();
+      this.write(startedAt, resource, 'accepted');
+      return result;
+    } catch (err) {
+      this.write(startedAt, resource, writeOutcomeOf(err));
+      throw err;
+    }
+  }
+
   check(startedAt: number, resource: string, path: 'redis' | 'postgres'): void {
     this.#checkDuration.record((performance.now() - startedAt) / 1000, this.#attributes(resource).checks[path]);
   }

@@ -14,7 +14,7 @@ import {
 import { emit, parseOptions } from '@fenced/shared/internal';
 import { postgresGuardOptionsSchema, type PostgresGuardOptions, type PostgresGuardOptionsInput } from './postgres-guard-options.js';
 import type { MeterProvider } from '@opentelemetry/api';
-import { GuardMetrics, writeOutcomeOf } from '../metrics/guard-metrics.js';
+import { GuardMetrics } from '../metrics/guard-metrics.js';
 import type { KyselyLike, KyselyTransactionOf } from './kysely-like.js';
 import { isKyselyLike, kyselySession } from './kysely-session.js';
 import { adminOperations } from './admin.js';
@@ -196,15 +196,7 @@ export function postgresGuardWith(options: PostgresGuardOptions, metrics: GuardM
     writeOptions?: GuardedWriteOptions,
   ): Promise<T> {
     const { token, resource, fireId } = writeArguments('guardedWrite', tokenInput, fn, writeOptions);
-    const startedAt = performance.now();
-    try {
-      const result = await writeWithRetries(token, resource, fireId, fn);
-      metrics.write(startedAt, resource, 'accepted');
-      return result;
-    } catch (err) {
-      metrics.write(startedAt, resource, writeOutcomeOf(err));
-      throw err;
-    }
+    return metrics.timeWrite(resource, () => writeWithRetries(token, resource, fireId, fn));
   }
 
   async function writeWithRetries<T>(token: Token, resource: string, fireId: string | null, fn: (trx: unknown, ctx: GuardedWriteContext) => Promise<T>): Promise<T> {
@@ -243,15 +235,7 @@ export function postgresGuardWith(options: PostgresGuardOptions, metrics: GuardM
   ): Promise<T> {
     if (typeof tx?.executeSql !== 'function') throw new TypeError('guardedWriteIn: tx must have executeSql(text, values)');
     const { token, resource, fireId } = writeArguments('guardedWriteIn', tokenInput, fn, writeOptions);
-    const startedAt = performance.now();
-    try {
-      const result = await writeInTransaction(tx, token, resource, fireId, fn);
-      metrics.write(startedAt, resource, 'accepted');
-      return result;
-    } catch (err) {
-      metrics.write(startedAt, resource, writeOutcomeOf(err));
-      throw err;
-    }
+    return metrics.timeWrite(resource, () => writeInTransaction(tx, token, resource, fireId, fn));
   }
 
   async function writeInTransaction<T>(
