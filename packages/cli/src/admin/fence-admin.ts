@@ -1,3 +1,4 @@
+import { createGuard } from '@fenced/consumer-guard';
 import { createPostgresGuard, type AuditEntry } from '@fenced/consumer-guard/postgres';
 import { createRedisGuard } from '@fenced/consumer-guard/redis';
 import { isFencedError, parseResource, parseToken, type Token } from '@fenced/shared';
@@ -51,9 +52,12 @@ function parsed<T>(what: string, parse: () => T): T {
 }
 
 function guards(installation: GuardInstallation, resource: string) {
-  const postgres = createPostgresGuard({ db: installation.pool, resource, schema: installation.schema, table: installation.table });
-  const redis = installation.redis === null ? null : createRedisGuard({ redis: installation.redis.client, resource, keyPrefix: installation.keyPrefix });
-  return { postgres, redis };
+  const { pool: db, schema, table, keyPrefix } = installation;
+  const postgres = createPostgresGuard({ db, resource, schema, table });
+  const redis = installation.redis === null ? null : createRedisGuard({ redis: installation.redis.client, resource, keyPrefix });
+  // The guard the service runs: its lowerFence also resets the Redis mark, as the admin act must.
+  const admin = installation.redis === null ? postgres : createGuard({ db, redis: installation.redis.client, resource, schema, table, keyPrefix });
+  return { postgres, redis, admin };
 }
 
 async function stateOf(g: ReturnType<typeof guards>): Promise<FenceState> {
@@ -84,14 +88,10 @@ export async function lowerFence(installation: GuardInstallation, request: { res
   if (before.fence === null) throw new CliError(ExitCode.USAGE, `resource ${JSON.stringify(resource)} has no fence in ${installation.schema}.${installation.table}: nothing to lower`);
   if (to >= BigInt(before.fence)) throw new CliError(ExitCode.USAGE, `--to ${to} is not below the fence (${before.fence}): a fence only ever goes up by itself, and lowering is the only act this command does`);
   try {
-    await g.postgres.lowerFence({ resource, token: to, actor: request.actor, reason: request.reason });
+    await g.admin.lowerFence({ resource, token: to, actor: request.actor, reason: request.reason });
   } catch (err) {
     if (isFencedError(err, 'INVALID_CONFIG')) throw new CliError(ExitCode.USAGE, (err as Error).message);
     throw err;
-  }
-  if (g.redis !== null) {
-    await g.redis.forgetMark();
-    await g.redis.raise(to);
   }
   const [after, [audit]] = await Promise.all([stateOf(g), g.postgres.auditLog(resource, 1)]);
   return { resource, before, after, audit: auditJson(audit!) };
