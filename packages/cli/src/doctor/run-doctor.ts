@@ -1,7 +1,6 @@
 import type pg from 'pg';
-import { createPostgresGuard } from '@fenced/consumer-guard/postgres';
 import type { RedisTarget } from '../connections.js';
-import { readStatus } from '../status/read-status.js';
+import { collectStatus } from '../status/read-status.js';
 import { skip, type CheckResult } from './check.js';
 import { clusterSlotsCheck, failoverCheck, fencesCheck } from './lease-checks.js';
 import { appliedFiresCheck, isolationCheck, migrationsCheck } from './postgres-checks.js';
@@ -25,7 +24,7 @@ export interface DoctorReport {
 /** Every check, in the order an operator reads them: Redis, the leases on it, PostgreSQL. */
 export async function runDoctor(options: DoctorOptions): Promise<DoctorReport> {
   const { redis } = options;
-  const status = await readStatus({ redis, pool: options.pool, keyPrefix: options.keyPrefix, schema: options.schema, table: options.table, history: 1 });
+  const { status, inspection } = await collectStatus({ redis, pool: options.pool, keyPrefix: options.keyPrefix, schema: options.schema, table: options.table, history: 1 });
   const checks: CheckResult[] = [await evictionCheck(redis), await persistenceCheck(redis), await replicationCheck(redis)];
 
   const ttls = status.leases.flatMap((l) => (l.elections[0] === undefined ? [] : [l.elections[0].ttlMs]));
@@ -46,10 +45,9 @@ export async function runDoctor(options: DoctorOptions): Promise<DoctorReport> {
   checks.push(fencesCheck(status.leases));
   checks.push(failoverCheck(status.leases, redisFailoverMs));
 
-  if (options.pool === null) {
+  if (inspection === null) {
     for (const id of ['postgres.migrations', 'postgres.isolation', 'postgres.applied-fires']) checks.push(skip(id, 'no database given (--database or DATABASE_URL).'));
   } else {
-    const inspection = await createPostgresGuard({ db: options.pool, resource: 'fenced-cli', schema: options.schema, table: options.table }).inspect();
     checks.push(migrationsCheck(inspection, `${options.schema}.${options.table}`));
     checks.push(isolationCheck(inspection));
     checks.push(appliedFiresCheck(inspection, options.retentionMs, Date.parse(status.at)));

@@ -1,5 +1,5 @@
 import { leaseKeys, parseLeaseValue } from '@fenced/coordinator';
-import { createPostgresGuard } from '@fenced/consumer-guard/postgres';
+import { createPostgresGuard, type GuardInspection } from '@fenced/consumer-guard/postgres';
 import { createRedisGuard } from '@fenced/consumer-guard/redis';
 import type pg from 'pg';
 import { scanKeys, type RedisTarget } from '../connections.js';
@@ -141,40 +141,46 @@ function fieldsOf(flat: readonly string[]): Record<string, string> {
   return out;
 }
 
-/** The resources named in Redis: every resource that refused a write has a stream of refusals. */
-async function refusalResources(redis: RedisTarget, keyPrefix: string): Promise<Map<string, string>> {
-  const found = new Map<string, string>();
+/**
+ * The latest refusals of every resource named in Redis (every resource that refused a write has a
+ * stream of them, each entry naming its resource), read once per stream.
+ */
+async function refusalsByResource(redis: RedisTarget, keyPrefix: string, history: number): Promise<Map<string, Refusal[]>> {
+  const found = new Map<string, Refusal[]>();
   for (const key of await scanKeys(redis, `${keyPrefix}:guard:*::refusals`)) {
-    const [entry] = await redis.client.xrevrange(key, '+', '-', 'COUNT', 1);
-    const resource = entry === undefined ? undefined : fieldsOf(entry[1])['resource'];
-    if (resource !== undefined) found.set(resource, key);
+    const entries = await redis.client.xrevrange(key, '+', '-', 'COUNT', history);
+    const resource = entries[0] === undefined ? undefined : fieldsOf(entries[0][1])['resource'];
+    if (resource === undefined) continue;
+    found.set(
+      resource,
+      entries.map(([id, flat]) => {
+        const f = fieldsOf(flat);
+        return { at: iso(Number(id.split('-')[0])), token: f['token'] ?? '?', highest: f['highest'] ?? '?', via: f['via'] ?? '?', fireId: f['fire'] ? f['fire'] : null };
+      }),
+    );
   }
   return found;
 }
 
-async function readRefusals(redis: RedisTarget, key: string, history: number): Promise<Refusal[]> {
-  const entries = await redis.client.xrevrange(key, '+', '-', 'COUNT', history);
-  return entries.map(([id, flat]) => {
-    const f = fieldsOf(flat);
-    return { at: iso(Number(id.split('-')[0])), token: f['token'] ?? '?', highest: f['highest'] ?? '?', via: f['via'] ?? '?', fireId: f['fire'] ? f['fire'] : null };
-  });
-}
-
 /** Everything `fenced status` shows, read from Redis and (when given) PostgreSQL. */
 export async function readStatus(source: StatusSource): Promise<Status> {
+  return (await collectStatus(source)).status;
+}
+
+/** The status, and the installation's inspection it was built from (null without a database). */
+export async function collectStatus(source: StatusSource): Promise<{ status: Status; inspection: GuardInspection | null }> {
   const history = source.history ?? 10;
   const now = await serverNow(source.redis);
   const names = source.leases ?? (await leaseNames(source.redis, source.keyPrefix));
   const leases = await Promise.all(names.map((lease) => readLease(source.redis, source.keyPrefix, lease, history)));
 
   const inspection = source.pool === null ? null : await createPostgresGuard({ db: source.pool, resource: 'fenced-cli', schema: source.schema, table: source.table }).inspect();
-  const refusalKeys = await refusalResources(source.redis, source.keyPrefix);
-  const resourceNames = new Set([...(inspection?.fences.map((f) => f.resource) ?? []), ...refusalKeys.keys()]);
+  const refusals = await refusalsByResource(source.redis, source.keyPrefix, history);
+  const resourceNames = new Set([...(inspection?.fences.map((f) => f.resource) ?? []), ...refusals.keys()]);
   const resources: ResourceStatus[] = [];
   for (const resource of [...resourceNames].sort()) {
     const fence = inspection?.fences.find((f) => f.resource === resource);
-    const redisGuard = createRedisGuard({ redis: source.redis.client, resource, keyPrefix: source.keyPrefix });
-    const [mark, refusals] = await Promise.all([redisGuard.highest(), readRefusals(source.redis, redisGuard.refusalsKey, history)]);
+    const mark = await createRedisGuard({ redis: source.redis.client, resource, keyPrefix: source.keyPrefix }).highest();
     resources.push({
       resource,
       fence: fence?.token.toString() ?? null,
@@ -185,8 +191,8 @@ export async function readStatus(source: StatusSource): Promise<Status> {
           : { fireId: fence.lastAppliedFire.fireId, token: fence.lastAppliedFire.token.toString(), appliedAt: fence.lastAppliedFire.appliedAt.toISOString() },
       appliedFires: fence?.appliedFires ?? null,
       oldestAppliedAt: fence?.oldestAppliedAt?.toISOString() ?? null,
-      refusals,
+      refusals: refusals.get(resource) ?? [],
     });
   }
-  return { at: iso(now), keyPrefix: source.keyPrefix, leases, resources, database: inspection !== null };
+  return { status: { at: iso(now), keyPrefix: source.keyPrefix, leases, resources, database: inspection !== null }, inspection };
 }
