@@ -282,3 +282,32 @@ describe('what the scheduler records for operators', () => {
     expect(gap).toBeLessThanOrEqual(firstOfB.at - aRecorded + 2);
   });
 });
+
+describe('a queue that refuses a fire', () => {
+  it('gets it again on a later tick, before the job\'s next fire is due, and in order (the fire stays pending, never lost)', async () => {
+    prefix = uniquePrefix('sched');
+    const added: Array<{ envelope: Envelope; at: number }> = [];
+    let refusals = 0;
+    const events: FencedEvent[] = [];
+    const queue = {
+      async add(_name: string, data: unknown) {
+        // The first two adds fail, as a queue's Redis going away for a moment would.
+        if (refusals < 2) {
+          refusals++;
+          throw new Error('queue unavailable');
+        }
+        added.push({ envelope: data as Envelope, at: await serverNow() });
+      },
+    };
+    const everyMs = 2000;
+    const r = replica({ ticks: { everyMs, queue } }, { logger: (e) => events.push(e) });
+    await startAll([r]);
+    await waitFor(() => added.length >= 2, 15_000);
+    expect(events.filter((e) => e.type === 'fire.failed')).toHaveLength(2);
+    // The refused fire went in on a retry, not carried along by the next fire coming due; then the
+    // job went on with the next one, none skipped.
+    const [first, second] = added;
+    expect(first!.at).toBeLessThan(Date.parse(first!.envelope.scheduledAt) + everyMs);
+    expect(Date.parse(second!.envelope.scheduledAt) - Date.parse(first!.envelope.scheduledAt)).toBe(everyMs);
+  });
+});

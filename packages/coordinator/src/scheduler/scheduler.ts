@@ -124,6 +124,8 @@ export class Scheduler {
   /** Jobs with fires to dispatch and no drain running, oldest first; `#readyHead` is the next to start. */
   readonly #ready: Job[] = [];
   #readyHead = 0;
+  /** Jobs whose drain ended with fires left (a queue refused one, or more came due meanwhile): the next tick's. */
+  readonly #retry: Job[] = [];
   #idle: Array<() => void> = [];
   readonly #onElected = () => void this.#lead();
   readonly #onLost = () => this.#standDown();
@@ -238,6 +240,7 @@ export class Scheduler {
       if (baseline !== null) baselines.push([job.name, baseline]);
       const plan = planCatchUp(job.schedule, last, now, this.#misfire, this.#catchUpWindowMs, this.#maxCatchUpFires);
       job.pending.push(...plan.fires);
+      this.#markReady(job);
       job.catchUp = plan.fires.length;
       this.#metrics.skipped(job.name, plan.skipped);
       if (plan.skipped > 0 || plan.beforeWindow) {
@@ -285,6 +288,7 @@ export class Scheduler {
     this.#gapFrom = null;
     this.#ready.length = 0;
     this.#readyHead = 0;
+    this.#retry.length = 0;
     for (const job of this.#jobs.values()) {
       job.pending.length = 0;
       job.catchUp = 0;
@@ -307,12 +311,14 @@ export class Scheduler {
       for (let entry = this.#due.popDue(now); entry !== undefined; entry = this.#due.popDue(now)) {
         const job = this.#jobs.get(entry.job)!;
         job.pending.push(entry.at);
+        this.#markReady(job);
         const next = job.schedule.nextAfter(entry.at);
         if (next !== null) this.#due.push(job.name, next);
       }
-      // Every job with fires left gets its turn: newly due ones, and one whose last drain stopped
-      // early (a queue that refused the job is retried here, a tick later, never in a tight loop).
-      for (const job of this.#jobs.values()) this.#markReady(job);
+      // Jobs whose last drain ended with fires left get their turn a tick later: a queue that
+      // refused a fire is retried here, never in a tight loop. Only those and the newly due are
+      // looked at, so a tick costs what is due, not the number of jobs.
+      for (const job of this.#retry.splice(0)) this.#markReady(job);
       this.#pump(term);
       const next = this.#due.nextAt();
       // Never early: popDue compares with the server clock, so a wake-up a little before the due
@@ -344,7 +350,9 @@ export class Scheduler {
         job.inFlight = false;
         this.#active--;
         if (this.#active === 0) for (const resolve of this.#idle.splice(0)) resolve();
-        // The job itself waits for the next tick (see #tick); the slot goes to the next ready one.
+        // Fires left (of this term, or planned by a newer one while this drain ran) wait for the next
+        // tick (see #tick); the slot goes to the next ready job at once.
+        if (this.#term !== null && job.pending.length > 0) this.#retry.push(job);
         if (this.#term === term) this.#pump(term);
       });
     }
