@@ -1,17 +1,85 @@
 /**
  * What both example services' simulation glue needs (the ledger app in ledger-sim/, the BullMQ
- * service in bullmq-sim/): a short-lived pool, the run's schema, the guard's fence state, the
- * control's unguarded write, and the leadership lines a replica reports.
+ * service in bullmq-sim/): a short-lived pool, the run's schema, the effects and the fires expected,
+ * the guard's fence state, the control's unguarded write, and the leadership lines a replica reports.
  */
 import pg from 'pg';
 import type { Cluster, Redis } from 'ioredis';
-import type { FenceState, RunContext } from '@fenced/chaos';
-import type { Coordinator } from '@fenced/coordinator';
+import type { Effect, FenceState, RunContext } from '@fenced/chaos';
+import { fireId, type Coordinator } from '@fenced/coordinator';
+import { startNaiveScheduler } from './ledger-sim/naive-scheduler.js';
 import { createGuard } from '@fenced/consumer-guard';
 import { createRedisGuard } from '@fenced/consumer-guard/redis';
 import { failpoints } from '@fenced/shared/failpoints';
 
 export type Report = (record: Record<string, unknown>) => void;
+
+/**
+ * The control's scheduler, as both example services run it: on the coordinator's lease alone, the
+ * last fire kept beside the lease (the same hash tag, so the same Cluster slot) with a plain HSET, due
+ * times from the server's clock or, with CONTROL_CLOCK=local, this process's own. Each dispatch is
+ * reported, then handed to `deliver`. Returns its stop function.
+ */
+export function startControlScheduler(options: {
+  readonly redis: Redis | Cluster;
+  readonly keyPrefix: string;
+  readonly lease: string;
+  readonly job: string;
+  readonly everyMs: number;
+  readonly coordinator: Coordinator;
+  readonly report: Report;
+  readonly deliver: (fire: { fireId: string; scheduledAt: number; token: bigint }) => Promise<void>;
+}): () => void {
+  const { coordinator, report, deliver } = options;
+  return startNaiveScheduler({
+    redis: options.redis,
+    stateKey: `${options.keyPrefix}:{${options.lease}}:naive:last-fired`,
+    clock: process.env['CONTROL_CLOCK'] === 'local' ? 'local' : 'server',
+    job: options.job,
+    everyMs: options.everyMs,
+    catchUpWindowMs: 60_000,
+    isLeader: () => coordinator.isLeader(),
+    token: () => coordinator.token(),
+    fireId,
+    dispatch: async (fire) => {
+      report({ kind: 'dispatch', fireId: fire.fireId, token: fire.token, scheduledAt: fire.scheduledAt, leading: coordinator.token() === fire.token });
+      await deliver(fire);
+    },
+  });
+}
+
+/**
+ * The effects a run left, from a query returning one row per committed effect with the columns
+ * resource, fire_id, token, node, commit_seq, scheduled_at and committed_at (the times in epoch ms).
+ */
+export async function readEffects(run: RunContext, query: { text: string; values?: unknown[] }): Promise<Effect[]> {
+  return withPool(run.databaseUrl, async (pool) => {
+    const { rows } = await pool.query(query.text, query.values ?? []);
+    return rows.map(
+      (r): Effect => ({
+        resource: r.resource,
+        fireId: r.fire_id,
+        token: BigInt(r.token),
+        node: r.node,
+        commitSeq: Number(r.commit_seq),
+        scheduledAt: Number(r.scheduled_at),
+        committedAt: Number(r.committed_at),
+      }),
+    );
+  });
+}
+
+/**
+ * The ids of every fire of an `everyMs` job due in [from, to], as the wire contract spells them
+ * (`<job>@<basic ISO-8601 UTC, ms>`), written out here rather than taken from the SDK's `fireId`: the
+ * checker's expectations must not come from the code under test, or a fire id that loses precision
+ * would expect exactly the fires it merged.
+ */
+export function expectedFireIds(job: string, everyMs: number, from: number, to: number): string[] {
+  const ids: string[] = [];
+  for (let at = Math.ceil(from / everyMs) * everyMs; at <= to; at += everyMs) ids.push(`${job}@${new Date(at).toISOString().replace(/[-:]/g, '')}`);
+  return ids;
+}
 
 export async function withPool<T>(databaseUrl: string, fn: (pool: pg.Pool) => Promise<T>): Promise<T> {
   const pool = new pg.Pool({ connectionString: databaseUrl, max: 2 });

@@ -7,8 +7,8 @@ import { readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { Queue } from 'bullmq';
 import { Redis } from 'ioredis';
-import { SCENARIO_NAMES, type Effect, type RedisEndpoint, type SimApp } from '@fenced/chaos';
-import { dropSchema, guardFenceStates, prepareSchema, withPool } from '../sim-support.js';
+import { SCENARIO_NAMES, type RedisEndpoint, type SimApp } from '@fenced/chaos';
+import { dropSchema, expectedFireIds, guardFenceStates, prepareSchema, readEffects } from '../sim-support.js';
 import { JOB, QUEUE, RESOURCE } from './names.js';
 
 const root = fileURLToPath(new URL('../..', import.meta.url));
@@ -17,9 +17,6 @@ const SETTLEMENTS_SQL = readFileSync(fileURLToPath(new URL('./settlements.sql', 
 
 /** Where the faults that aim at a write land: between the worker's pre-check and its write. */
 const WORK_MS = 120;
-
-/** A fire's id as the wire contract spells it, written out here, not taken from the code under test. */
-const expectedFireId = (at: number) => `${JOB}@${new Date(at).toISOString().replace(/[-:]/g, '')}`;
 
 /** This service runs on one Redis server (BullMQ on Cluster needs a hash-tagged prefix; not set up here). */
 function serverUrl(endpoint: RedisEndpoint): string {
@@ -55,32 +52,15 @@ export const bullmqServiceApp: SimApp = {
     };
   },
 
-  async effects(run) {
-    return withPool(run.databaseUrl, async (pool) => {
-      const { rows } = await pool.query(
-        `SELECT fire_id, token::text AS token, worker, commit_seq::text AS commit_seq,
-                extract(epoch FROM scheduled_at) * 1000 AS scheduled_at, extract(epoch FROM committed_at) * 1000 AS committed_at
-           FROM "${run.id}".settlements WHERE commit_seq IS NOT NULL`,
-      );
-      return rows.map(
-        (r): Effect => ({
-          resource: RESOURCE,
-          fireId: r.fire_id,
-          token: BigInt(r.token),
-          node: r.worker,
-          commitSeq: Number(r.commit_seq),
-          scheduledAt: Number(r.scheduled_at),
-          committedAt: Number(r.committed_at),
-        }),
-      );
-    });
-  },
+  effects: (run) =>
+    readEffects(run, {
+      text: `SELECT $1::text AS resource, fire_id, token::text AS token, worker AS node, commit_seq::text AS commit_seq,
+                    extract(epoch FROM scheduled_at) * 1000 AS scheduled_at, extract(epoch FROM committed_at) * 1000 AS committed_at
+               FROM "${run.id}".settlements WHERE commit_seq IS NOT NULL`,
+      values: [RESOURCE],
+    }),
 
-  expectedFireIds(run, from, to) {
-    const ids: string[] = [];
-    for (let at = Math.ceil(from / run.everyMs) * run.everyMs; at <= to; at += run.everyMs) ids.push(expectedFireId(at));
-    return ids;
-  },
+  expectedFireIds: (run, from, to) => expectedFireIds(JOB, run.everyMs, from, to),
 
   async pendingWork(run, endpoint) {
     const connection = new Redis(serverUrl(endpoint), { maxRetriesPerRequest: 1, connectTimeout: 500 });

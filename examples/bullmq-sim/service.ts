@@ -17,14 +17,13 @@
 import { Queue, Worker, type Job } from 'bullmq';
 import { Redis } from 'ioredis';
 import pg from 'pg';
-import { createCoordinator, createScheduler, fireId, type QueueLike } from '@fenced/coordinator';
+import { createCoordinator, createScheduler, type QueueLike } from '@fenced/coordinator';
 import { createGuard, toProcessor } from '@fenced/consumer-guard';
 import type { Envelope } from '@fenced/shared';
 import { failpoints } from '@fenced/shared/failpoints';
 import { listenForFailpointCommands } from '../ledger-sim/failpoint-commands.js';
-import { startNaiveScheduler } from '../ledger-sim/naive-scheduler.js';
 import { JOB, LEASE, QUEUE, RESOURCE } from './names.js';
-import { reportLeadership, writeUnguarded } from '../sim-support.js';
+import { reportLeadership, startControlScheduler, writeUnguarded } from '../sim-support.js';
 
 const env = (name: string): string => {
   const value = process.env[name];
@@ -108,18 +107,15 @@ if (mode === 'guarded') {
 } else if (mode === 'control') {
   const coordinator = createCoordinator(coordinatorOptions);
   reportLeadership(coordinator, line);
-  const stop = startNaiveScheduler({
+  const stop = startControlScheduler({
     redis,
-    stateKey: `${keyPrefix}:{${LEASE}}:naive:last-fired`,
-    clock: process.env['CONTROL_CLOCK'] === 'local' ? 'local' : 'server',
+    keyPrefix,
+    lease: LEASE,
     job: JOB,
     everyMs,
-    catchUpWindowMs: 60_000,
-    isLeader: () => coordinator.isLeader(),
-    token: () => coordinator.token(),
-    fireId,
-    dispatch: async ({ fireId: id, scheduledAt, token }) => {
-      line({ kind: 'dispatch', fireId: id, token, scheduledAt, leading: coordinator.token() === token });
+    coordinator,
+    report: line,
+    deliver: async ({ fireId: id, scheduledAt, token }) => {
       await queue.add(JOB, { fireId: id, scheduledAt, token: token.toString() }, { jobId: id });
     },
   });

@@ -3,22 +3,14 @@
  * effect. This file is the glue between the toolkit (which imports no SDK package) and the SDK.
  */
 import { fileURLToPath } from 'node:url';
-import type { Effect, SimApp } from '@fenced/chaos';
+import type { SimApp } from '@fenced/chaos';
 import { leaseKeys } from '@fenced/coordinator';
-import { dropSchema, guardFenceStates, prepareSchema, withPool } from '../sim-support.js';
+import { dropSchema, expectedFireIds, guardFenceStates, prepareSchema, readEffects } from '../sim-support.js';
 import { JOB, LEASE, LEDGER_SQL, RESOURCE } from './ledger.js';
 import { connectRedis } from './redis-endpoint.js';
 
 const root = fileURLToPath(new URL('../..', import.meta.url));
 
-/**
- * A fire's id as the wire contract spells it (`<job>@<basic ISO-8601 UTC, ms>`), written out here
- * rather than taken from the SDK's `fireId`: the checker's expectations must not come from the code
- * under test, or a fire id that loses precision would expect exactly the fires it merged.
- */
-function expectedFireId(job: string, at: number): string {
-  return `${job}@${new Date(at).toISOString().replace(/[-:]/g, '')}`;
-}
 const replicaScript = fileURLToPath(new URL('./replica.ts', import.meta.url));
 
 /** Time between dispatch and write (where mid-write faults land), and between commit and record. */
@@ -52,32 +44,14 @@ export const ledgerApp: SimApp = {
     };
   },
 
-  async effects(run) {
-    return withPool(run.databaseUrl, async (pool) => {
-      const { rows } = await pool.query(
-        `SELECT resource, fire_id, token::text AS token, node, commit_seq::text AS commit_seq,
-                extract(epoch FROM scheduled_at) * 1000 AS scheduled_at, extract(epoch FROM committed_at) * 1000 AS committed_at
-           FROM "${run.id}".ledger WHERE commit_seq IS NOT NULL`,
-      );
-      return rows.map(
-        (r): Effect => ({
-          resource: r.resource,
-          fireId: r.fire_id,
-          token: BigInt(r.token),
-          node: r.node,
-          commitSeq: Number(r.commit_seq),
-          scheduledAt: Number(r.scheduled_at),
-          committedAt: Number(r.committed_at),
-        }),
-      );
-    });
-  },
+  effects: (run) =>
+    readEffects(run, {
+      text: `SELECT resource, fire_id, token::text AS token, node, commit_seq::text AS commit_seq,
+                    extract(epoch FROM scheduled_at) * 1000 AS scheduled_at, extract(epoch FROM committed_at) * 1000 AS committed_at
+               FROM "${run.id}".ledger WHERE commit_seq IS NOT NULL`,
+    }),
 
-  expectedFireIds(run, from, to) {
-    const ids: string[] = [];
-    for (let at = Math.ceil(from / run.everyMs) * run.everyMs; at <= to; at += run.everyMs) ids.push(expectedFireId(JOB, at));
-    return ids;
-  },
+  expectedFireIds: (run, from, to) => expectedFireIds(JOB, run.everyMs, from, to),
 
   fenceStates: (run, endpoint) => guardFenceStates(run, connectRedis(endpoint), RESOURCE),
 

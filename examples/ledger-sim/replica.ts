@@ -14,14 +14,13 @@
 import pg from 'pg';
 import { createGuard } from '@fenced/consumer-guard';
 import { createRedisGuard } from '@fenced/consumer-guard/redis';
-import { createCoordinator, createScheduler, fireId } from '@fenced/coordinator';
+import { createCoordinator, createScheduler } from '@fenced/coordinator';
 import { isFencedError } from '@fenced/shared';
 import { failpoints } from '@fenced/shared/failpoints';
 import { listenForFailpointCommands } from './failpoint-commands.js';
 import { INSERT_SQL, JOB, LEASE, RESOURCE } from './ledger.js';
-import { startNaiveScheduler } from './naive-scheduler.js';
 import { connectRedis, parseRedisEndpoint } from './redis-endpoint.js';
-import { reportLeadership, writeUnguarded } from '../sim-support.js';
+import { reportLeadership, startControlScheduler, writeUnguarded } from '../sim-support.js';
 
 const env = (name: string): string => {
   const value = process.env[name];
@@ -128,20 +127,16 @@ if (mode === 'guarded') {
 } else if (mode === 'control') {
   const coordinator = createCoordinator(coordinatorOptions);
   reportLeadership(coordinator, line);
-  const stop = startNaiveScheduler({
+  const stop = startControlScheduler({
     redis,
-    // Beside the lease (same hash tag, so the same Cluster slot), as the scheduler keeps its fires.
-    stateKey: `${env('KEY_PREFIX')}:{${LEASE}}:naive:last-fired`,
-    clock: process.env['CONTROL_CLOCK'] === 'local' ? 'local' : 'server',
+    keyPrefix: env('KEY_PREFIX'),
+    lease: LEASE,
     job: JOB,
     everyMs,
-    catchUpWindowMs: 60_000,
-    isLeader: () => coordinator.isLeader(),
-    token: () => coordinator.token(),
-    fireId,
+    coordinator,
+    report: line,
     // The same moments as the guarded run's failpoints, so that the same faults land at the same places.
-    dispatch: async ({ fireId: id, scheduledAt, token }) => {
-      line({ kind: 'dispatch', fireId: id, token, scheduledAt, leading: coordinator.token() === token });
+    deliver: async ({ fireId: id, scheduledAt, token }) => {
       if (failpoints.armed) await failpoints.hit('handler.prechecked-before-write');
       line({ kind: 'write', outcome: 'begin', fireId: id, token });
       await sleep(workMs);
