@@ -12,13 +12,14 @@ export interface CliRun {
   json<T = Record<string, unknown>>(): T;
 }
 
+/** `fenced` with `args` as its own OS process, on source, with `env` over this process's. */
+function spawnCli(args: readonly string[], env: Record<string, string | undefined>) {
+  return spawn(process.execPath, ['--import', 'tsx', '--conditions=@fenced/source', bin, ...args], { cwd: root, env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
+}
+
 /** Runs the `fenced` command line as its own OS process, on source, and collects what it printed. */
 export async function runCli(args: readonly string[], env: Record<string, string | undefined> = {}, timeoutMs = 60_000): Promise<CliRun> {
-  const child = spawn(process.execPath, ['--import', 'tsx', '--conditions=@fenced/source', bin, ...args], {
-    cwd: root,
-    env: { ...process.env, ...env },
-    stdio: ['ignore', 'pipe', 'pipe'],
-  });
+  const child = spawnCli(args, env);
   let stdout = '';
   let stderr = '';
   child.stdout.setEncoding('utf8').on('data', (chunk: string) => (stdout += chunk));
@@ -42,7 +43,7 @@ export async function runCli(args: readonly string[], env: Record<string, string
 
 /** `fenced … --serve`, running until stopped: its URL once it serves. */
 export async function serveCli(args: readonly string[], env: Record<string, string | undefined> = {}): Promise<{ url: string; stop(): Promise<number | null>; output(): string }> {
-  const child = spawn(process.execPath, ['--import', 'tsx', '--conditions=@fenced/source', bin, ...args], { cwd: root, env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
+  const child = spawnCli(args, env);
   let out = '';
   child.stdout.setEncoding('utf8');
   child.stderr.setEncoding('utf8').on('data', (chunk: string) => (out += chunk));

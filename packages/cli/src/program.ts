@@ -34,6 +34,9 @@ Exit codes:
 Connections: --redis URL (default REDIS_URL, else redis://127.0.0.1:6379), or --cluster host:port,…,
 or --sentinels host:port,… with --sentinel-name; --database URL (default DATABASE_URL).`;
 
+/** Where the coordinators' and guards' objects are named: the key prefix, the guard's schema and table. */
+const installationNames = (o: GlobalOptions) => ({ keyPrefix: o.prefix, schema: o.schema, table: o.table });
+
 const positiveInt = (flag: string) => (text: string) => {
   const n = Number(text);
   if (!Number.isInteger(n) || n < 1 || n > 10_000) throw new InvalidArgumentError(`${flag} must be an integer from 1 to 10000`);
@@ -97,7 +100,7 @@ export async function main(argv: readonly string[], io: Io = { out: (t) => proce
       const o = command.optsWithGlobals<GlobalOptions>();
       const redis = await connectRedis(o);
       const pool = await connectDatabase(o, false);
-      const source = { redis, pool, keyPrefix: o.prefix, schema: o.schema, table: o.table, history: local.history, ...(local.lease === undefined ? {} : { leases: local.lease }) };
+      const source = { redis, pool, ...installationNames(o), history: local.history, ...(local.lease === undefined ? {} : { leases: local.lease }) };
       if (!local.serve) {
         const status = await readStatus(source);
         print(o, status, () => formatStatus(status));
@@ -126,7 +129,7 @@ export async function main(argv: readonly string[], io: Io = { out: (t) => proce
       const retentionMs = parseDuration('--retention', local.retention);
       const redis = await connectRedis(o);
       const pool = await connectDatabase(o, false);
-      const report = await runDoctor({ redis, pool, keyPrefix: o.prefix, schema: o.schema, table: o.table, retentionMs });
+      const report = await runDoctor({ redis, pool, ...installationNames(o), retentionMs });
       print(o, report, () => formatDoctor(report));
       if (!report.ok) throw new ExitWith(ExitCode.FAILED);
     });
@@ -143,7 +146,7 @@ export async function main(argv: readonly string[], io: Io = { out: (t) => proce
       const o = command.optsWithGlobals<GlobalOptions>();
       const pool = (await connectDatabase(o, true))!;
       const redis = local.mark ? await connectRedis(o) : null;
-      const shown = await showFence({ pool, redis, keyPrefix: o.prefix, schema: o.schema, table: o.table }, local.resource, local.history);
+      const shown = await showFence({ pool, redis, ...installationNames(o) }, local.resource, local.history);
       print(o, shown, () =>
         [
           `resource ${shown.resource}: fence ${shown.fence ?? '(none)'}, redis mark ${local.mark ? (shown.mark ?? '(none)') : '(not read)'}`,
@@ -167,7 +170,7 @@ export async function main(argv: readonly string[], io: Io = { out: (t) => proce
       // Redis first: if it cannot be reached, nothing is changed (a lowered fence under a mark left
       // above it would keep refusing what the lowering lets through).
       const redis = local.mark ? await connectRedis(o) : null;
-      const result = await lowerFence({ pool, redis, keyPrefix: o.prefix, schema: o.schema, table: o.table }, local);
+      const result = await lowerFence({ pool, redis, ...installationNames(o) }, local);
       print(o, result, () =>
         [
           `lowered the fence of ${result.resource}`,
@@ -188,7 +191,7 @@ export async function main(argv: readonly string[], io: Io = { out: (t) => proce
       const o = command.optsWithGlobals<GlobalOptions>();
       const olderThanMs = parseDuration('--older-than', local.olderThan);
       const pool = (await connectDatabase(o, true))!;
-      const result = await pruneFires({ pool, keyPrefix: o.prefix, schema: o.schema, table: o.table }, olderThanMs);
+      const result = await pruneFires({ pool, ...installationNames(o) }, olderThanMs);
       print(o, result, () => `pruned ${result.deleted} applied-fire record(s) older than ${local.olderThan}`);
     });
 
