@@ -271,8 +271,8 @@ export const PLANTED_BUGS: readonly PlantedBug[] = [
     layer: 'dedupe',
     bug: 'the fence check and fire claim run before BEGIN, in their own transaction: a write that rolls back leaves its fire claimed, so the retry is dropped',
     file: 'packages/consumer-guard/src/postgres/session.ts',
-    find: 'await connection.exec(`BEGIN ISOLATION LEVEL ${isolation.toUpperCase()}; ${inlineStatement(check)}`);',
-    replace: 'await connection.exec(inlineStatement(check));\n    await connection.exec(`BEGIN ISOLATION LEVEL ${isolation.toUpperCase()}`);',
+    find: 'await connection.exec(`BEGIN ISOLATION LEVEL ${isolation.toUpperCase()}; ${checkSql}`);',
+    replace: 'await connection.exec(checkSql);\n    await connection.exec(`BEGIN ISOLATION LEVEL ${isolation.toUpperCase()}`);',
     tests: ['packages/consumer-guard/src/postgres/postgres-guard.pg.test.ts', 'packages/consumer-guard/src/handler/wrap-handler.pg.test.ts'],
   },
   {

@@ -1,6 +1,8 @@
 /**
  * A Map that forgets its oldest entries past `capacity`. For caches of hints, where forgetting is
- * always safe; insertion order approximates recency because `set` re-inserts.
+ * always safe. "Oldest" is by first insertion: updating a key in place keeps its position, because
+ * re-inserting (delete, then set) on every write cost more on the guard's hot path than an entry
+ * forgotten early ever does (one more statement).
  */
 export class BoundedMap<K, V> {
   readonly #map = new Map<K, V>();
@@ -15,8 +17,9 @@ export class BoundedMap<K, V> {
   }
 
   set(key: K, value: V): void {
-    this.#map.delete(key);
+    const size = this.#map.size;
     this.#map.set(key, value);
+    if (this.#map.size === size) return; // an update in place
     if (this.#map.size > this.capacity) {
       const oldest = this.#map.keys().next();
       if (oldest.done !== true) this.#map.delete(oldest.value);

@@ -42,7 +42,7 @@ function asTransaction<DB>(conn: Kysely<DB>): Transaction<DB> {
 
 export function kyselySession<DB>(db: Kysely<DB>): GuardSession<Transaction<DB>> {
   return {
-    async transaction(isolation, check, body) {
+    async transaction(isolation, checkSql, body) {
       const { CompiledQuery } = await loadKysely();
       try {
         return await db.connection().execute((conn) =>
@@ -56,7 +56,7 @@ export function kyselySession<DB>(db: Kysely<DB>): GuardSession<Transaction<DB>>
             },
             asTransaction(conn),
             isolation,
-            check,
+            checkSql,
             body,
           ),
         );

@@ -54,9 +54,9 @@ export function pgPoolSession<Client extends PgClientLike>(pool: PgPoolLike<Clie
   }
 
   return {
-    transaction: (isolation, check, body) =>
+    transaction: (isolation, checkSql, body) =>
       withClient(
-        (c) => runGuardedTransaction({ exec: async (text) => ({ command: lastCommand(await c.query(text)) }) }, c, isolation, check, body),
+        (c) => runGuardedTransaction({ exec: async (text) => ({ command: lastCommand(await c.query(text)) }) }, c, isolation, checkSql, body),
         (err) => new PhaseError('open', err),
       ),
 

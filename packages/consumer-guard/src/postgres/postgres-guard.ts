@@ -24,7 +24,8 @@ import { migrate } from './migrator.js';
 import { BoundedMap } from '../internal/bounded-map.js';
 import { guardObjectNames } from './names.js';
 import { isPgPoolLike, pgPoolSession, type PgPoolLike, type PoolClientOf } from './pg-pool-session.js';
-import { PhaseError, toParams, type GuardSession, type Statement } from './session.js';
+import { checkCall } from './check-call.js';
+import { PhaseError, toParams, type GuardSession } from './session.js';
 import {
   detailOf,
   DUPLICATE_FIRE,
@@ -154,15 +155,15 @@ export function postgresGuardWith(options: PostgresGuardOptions, metrics: GuardM
   const session = openSession(options.db);
 
   const unavailable = (resource: string, phase: string, cause: unknown) => guardUnavailable(logger, resource, phase, cause);
-  const checkText = `SELECT ${names.checkFn}($2::text, $1::bigint, $3::boolean, $4::text)`;
+  const check = checkCall(names.checkFn);
   // The last fence this process saw per resource. Only a hint for the check's statement order (see
   // the SQL): a stale or missing entry costs one more statement, never correctness.
   const lastSeen = new BoundedMap<string, Token>(10_000);
 
-  /** The fence check (and fire claim) of one write, with the hint of whether it raises the fence. */
-  function checkStatement(token: Token, resource: string, fireId: string | null): Statement {
+  /** The hint the check takes: whether this write may raise the fence. */
+  function raises(token: Token, resource: string): boolean {
     const seen = lastSeen.get(resource);
-    return { text: checkText, values: [token, resource, seen === undefined || token > seen, fireId] };
+    return seen === undefined || token > seen;
   }
 
   /** A guarded write's arguments, validated before any database call. */
@@ -202,7 +203,7 @@ export function postgresGuardWith(options: PostgresGuardOptions, metrics: GuardM
   async function writeWithRetries<T>(token: Token, resource: string, fireId: string | null, fn: (trx: unknown, ctx: GuardedWriteContext) => Promise<T>): Promise<T> {
     for (let attempt = 1; ; attempt++) {
       try {
-        const result = await session.transaction(options.isolationLevel, checkStatement(token, resource, fireId), (trx) => fn(trx, { token, resource, attempt }));
+        const result = await session.transaction(options.isolationLevel, check.inline(token, resource, raises(token, resource), fireId), (trx) => fn(trx, { token, resource, attempt }));
         lastSeen.set(resource, token);
         emit(logger, { type: 'token.accepted', resource, token });
         return result;
@@ -252,8 +253,8 @@ export function postgresGuardWith(options: PostgresGuardOptions, metrics: GuardM
       throw unavailable(resource, 'open', err);
     }
     try {
-      const check = checkStatement(token, resource, fireId);
-      await tx.executeSql(check.text, toParams(check.values));
+      const statement = check.statement(token, resource, raises(token, resource), fireId);
+      await tx.executeSql(statement.text, toParams(statement.values));
     } catch (err) {
       // Only the check is undone; the caller's transaction goes on. If the caller has already ended
       // it (a queue that gave up on a job past its expiry), the rollback fails: the refusal stands

@@ -1,6 +1,5 @@
 // How the guard talks to PostgreSQL, whatever the caller handed it (a Kysely instance or a pg pool).
 import { failpoints } from '@fenced/shared/failpoints';
-import { quoteLiteral } from './sql-text.js';
 
 export type IsolationLevel = 'read committed' | 'repeatable read' | 'serializable';
 
@@ -28,11 +27,12 @@ export class PhaseError extends Error {
 
 export interface GuardSession<Trx> {
   /**
-   * Opens a transaction whose first statement is `check`, sent in the same round trip as BEGIN;
+   * Opens a transaction whose first statement is `checkSql` (values inlined as literals), sent in the
+   * same round trip as BEGIN;
    * runs `body`; commits. Rolls back on any failure and throws a {@link PhaseError}. A COMMIT that
    * the server answers with ROLLBACK (the body swallowed an SQL error) fails the commit phase.
    */
-  transaction<T>(isolation: IsolationLevel, check: Statement, body: (trx: Trx) => Promise<T>): Promise<T>;
+  transaction<T>(isolation: IsolationLevel, checkSql: string, body: (trx: Trx) => Promise<T>): Promise<T>;
   /** One statement in its own implicit transaction. */
   query(statement: Statement): Promise<Record<string, unknown>[]>;
   /** Runs `body` in a transaction on one connection; `run` executes statements in it. */
@@ -49,20 +49,19 @@ export interface RawConnection {
  *
  * BEGIN and the check travel as one multi-statement simple query, which saves a round trip on every
  * write. If the check raises, the server skips the rest and leaves the transaction aborted; the catch
- * rolls it back. The simple protocol takes no bind parameters, so the check's values are inlined as
- * literals: a validated bigint (digits only) and a validated resource name quoted by
- * {@link quoteLiteral}.
+ * rolls it back. The simple protocol takes no bind parameters, so `checkSql` carries its values as
+ * literals (see `inlineCheck`).
  */
 export async function runGuardedTransaction<Trx, T>(
   connection: RawConnection,
   trx: Trx,
   isolation: IsolationLevel,
-  check: Statement,
+  checkSql: string,
   body: (trx: Trx) => Promise<T>,
 ): Promise<T> {
   let phase: TransactionPhase = 'open';
   try {
-    await connection.exec(`BEGIN ISOLATION LEVEL ${isolation.toUpperCase()}; ${inlineStatement(check)}`);
+    await connection.exec(`BEGIN ISOLATION LEVEL ${isolation.toUpperCase()}; ${checkSql}`);
     phase = 'body';
     const result = await body(trx);
     phase = 'commit';
@@ -88,18 +87,6 @@ class CommitRolledBackError extends Error {
   constructor() {
     super('COMMIT was answered with ROLLBACK: the transaction had already failed');
   }
-}
-
-/** Inlines bind parameters as literals, in one pass: a literal that contains "$2" is never substituted again. */
-export function inlineStatement(statement: Statement): string {
-  return statement.text.replace(/\$(\d+)/g, (_, n: string) => {
-    const value = statement.values[Number(n) - 1];
-    if (typeof value === 'bigint') return value.toString();
-    if (typeof value === 'string') return quoteLiteral(value);
-    if (typeof value === 'boolean') return value ? 'true' : 'false';
-    if (value === null) return 'NULL';
-    throw new TypeError(`cannot inline parameter $${n} of type ${typeof value}`);
-  });
 }
 
 /** Bind parameters: bigints travel as decimal strings (exact), cast in SQL with `::bigint`. */

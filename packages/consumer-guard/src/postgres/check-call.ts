@@ -1,0 +1,25 @@
+import { quoteLiteral } from './sql-text.js';
+import type { Statement } from './session.js';
+import type { Token } from '@fenced/shared';
+
+/**
+ * The call of the check function (`<table>_check(resource, token, raises, fire_id)`) in the two forms
+ * the guard sends it: with bind parameters inside a caller's transaction, and with its values inlined
+ * as literals where it rides in BEGIN's round trip (the simple-query protocol takes no parameters).
+ * The inlined form is built directly rather than by substituting `$n` in the other: it runs on every
+ * guarded write, and every value in it is validated first (a bigint prints as digits only; the
+ * resource and fire id are validated names, quoted by {@link quoteLiteral}).
+ */
+export interface CheckCall {
+  statement(token: Token, resource: string, raises: boolean, fireId: string | null): Statement;
+  inline(token: Token, resource: string, raises: boolean, fireId: string | null): string;
+}
+
+export function checkCall(checkFn: string): CheckCall {
+  const text = `SELECT ${checkFn}($2::text, $1::bigint, $3::boolean, $4::text)`;
+  return {
+    statement: (token, resource, raises, fireId) => ({ text, values: [token, resource, raises, fireId] }),
+    inline: (token, resource, raises, fireId) =>
+      `SELECT ${checkFn}(${quoteLiteral(resource)}::text, ${token.toString()}::bigint, ${raises ? 'true' : 'false'}::boolean, ${fireId === null ? 'NULL' : quoteLiteral(fireId)}::text)`,
+  };
+}
