@@ -1,6 +1,6 @@
 import { z } from 'zod';
 import { InvalidEnvelopeError, type ValidationIssue } from './errors.js';
-import { fireId } from './fire-id.js';
+import { fireId, instantText } from './fire-id.js';
 import { formatToken, isToken, type Token } from './token.js';
 import { toValidationIssues } from './validation.js';
 
@@ -84,7 +84,7 @@ export function createEnvelope(fields: EnvelopeFields): Envelope {
     v: ENVELOPE_VERSION,
     job: fields.job,
     fireId: fireId(fields.job, fields.scheduledAt),
-    scheduledAt: new Date(fields.scheduledAt).toISOString(),
+    scheduledAt: instantText(fields.scheduledAt).iso,
     token: formatToken(fields.token),
     issuer: fields.issuer,
     // A job without a payload: null, not undefined. JSON has no undefined, so a queue would store the

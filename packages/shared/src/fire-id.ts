@@ -6,8 +6,31 @@
  * @example fireId('invoices', Date.UTC(2026, 10, 29, 10)) // 'invoices@20261129T100000.000Z'
  */
 export function fireId(job: string, scheduledAtMs: number): string {
-  const iso = new Date(scheduledAtMs).toISOString(); // 2026-11-29T10:00:00.000Z
-  return `${job}@${iso.replaceAll('-', '').replaceAll(':', '')}`;
+  return `${job}@${instantText(scheduledAtMs).basic}`;
+}
+
+/** An instant in ISO-8601, extended (`2026-11-29T10:00:00.000Z`) and basic (`20261129T100000.000Z`). */
+export interface InstantText {
+  readonly ms: number;
+  readonly iso: string;
+  readonly basic: string;
+}
+
+let lastInstant: InstantText = { ms: Number.NaN, iso: '', basic: '' };
+
+/**
+ * The two ISO-8601 forms of an instant (epoch ms), for fire ids and envelopes. The last instant's
+ * are kept: the fires of a burst (10,000 jobs due in the same second) share their scheduled time,
+ * and formatting it once per fire was most of what making their envelopes cost.
+ *
+ * @throws {RangeError} for a time that is not a valid date (as `Date#toISOString` does).
+ */
+export function instantText(scheduledAtMs: number): InstantText {
+  if (scheduledAtMs !== lastInstant.ms) {
+    const iso = new Date(scheduledAtMs).toISOString(); // 2026-11-29T10:00:00.000Z
+    lastInstant = { ms: scheduledAtMs, iso, basic: iso.replaceAll('-', '').replaceAll(':', '') };
+  }
+  return lastInstant;
 }
 
 /**
