@@ -87,10 +87,10 @@ export const PLANTED_BUGS: readonly PlantedBug[] = [
     id: 'record-any-lease',
     layer: 'scheduler',
     bug: "the record script checks that a lease exists, not that it is the caller's: a deposed leader moves the schedule",
-    file: 'packages/coordinator/src/scheduler/lua/record-fire-2.lua',
+    file: 'packages/coordinator/src/scheduler/lua/record-fires-2.lua',
     find: "if redis.call('GET', KEYS[1]) ~= ARGV[1] then",
     replace: "if redis.call('EXISTS', KEYS[1]) == 0 then",
-    tests: ['packages/coordinator/src/scheduler/scheduler.redis.test.ts', 'test/scheduler-recovery.test.ts'],
+    tests: ['packages/coordinator/src/scheduler/record-fires.redis.test.ts', 'packages/coordinator/src/scheduler/scheduler.redis.test.ts', 'test/scheduler-recovery.test.ts'],
   },
   {
     id: 'check-off-by-one',

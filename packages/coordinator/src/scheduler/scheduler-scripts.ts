@@ -1,15 +1,31 @@
 import { defineScripts, type ScriptHost } from '@fenced/shared/internal';
 import { luaScripts } from './lua/generated-lua.js';
 
+/** One fire to record: a dispatched fire, or a job's baseline (no `dispatchedAt`). */
+export interface FireRecord {
+  readonly job: string;
+  /** The fire's scheduled time, epoch ms. */
+  readonly scheduledAt: number;
+  /** When it was dispatched by the server clock, epoch ms; absent for a baseline. */
+  readonly dispatchedAt?: number | null;
+}
+
 /** The scheduler's scripts on one client, typed (the Lua files beside this say what each returns). */
 export interface SchedulerScripts {
   /**
-   * Records a dispatched fire (with when it was dispatched) or, without `dispatchedAtMs`, a job's
-   * baseline, if the lease value still matches: 1 recorded, 0 not our lease.
+   * Records fires of several jobs in one call, if the lease value still matches: 1 recorded, 0 not
+   * our lease (nothing changed). `failoverGapMs` is the gap the batch's first dispatch of a term closed.
    */
-  recordFire(lease: string, fires: string, leaseValue: string, job: string, scheduledAtMs: string, dispatchedAtMs?: string, failoverGapMs?: string): Promise<number>;
+  recordFires(lease: string, fires: string, leaseValue: string, records: readonly FireRecord[], failoverGapMs?: number | null): Promise<number>;
 }
 
 export function schedulerScripts(redis: ScriptHost): SchedulerScripts {
-  return defineScripts(redis, { recordFire: luaScripts['record-fire'] }) as unknown as SchedulerScripts;
+  const { recordFires } = defineScripts(redis, { recordFires: luaScripts['record-fires'] });
+  return {
+    recordFires: async (lease, fires, leaseValue, records, failoverGapMs) => {
+      const args: string[] = [lease, fires, leaseValue, failoverGapMs == null ? '' : String(Math.round(failoverGapMs))];
+      for (const r of records) args.push(r.job, String(Math.floor(r.scheduledAt)), r.dispatchedAt == null ? '' : String(Math.floor(r.dispatchedAt)));
+      return Number(await recordFires(...args));
+    },
+  };
 }
