@@ -118,6 +118,54 @@ describe('the scheduler', () => {
     expect(times).toEqual(expectedFires(50, times[0]!, to));
   });
 
+  it('never has more fires in dispatch than its concurrency, and dispatches every due fire', async () => {
+    prefix = uniquePrefix('sched');
+    let running = 0;
+    let most = 0;
+    const gates: Array<() => void> = [];
+    const seen = new Set<string>();
+    const handler = async (e: Envelope) => {
+      running++;
+      most = Math.max(most, running);
+      seen.add(e.job);
+      await new Promise<void>((resolve) => gates.push(resolve));
+      running--;
+    };
+    const names = ['a', 'b', 'c', 'd', 'e', 'f'];
+    // Every job fires every hour, aligned: the election's baseline plans nothing, so the test arms
+    // the fires itself by moving each job's record an hour back (a catch-up of one fire each).
+    const a = replica(Object.fromEntries(names.map((n) => [n, { everyMs: 3_600_000, handler }])), { concurrency: 2, misfire: 'all' });
+    const hourAgo = Math.floor((await serverNow()) / 3_600_000) * 3_600_000 - 3_600_000;
+    await admin.hset(a.coordinator.keys.fires, { ':initialized': '1', ...Object.fromEntries(names.map((n) => [n, String(hourAgo)])) });
+    await startAll([a]);
+    // Release the handlers one at a time: each release frees a slot for the next job.
+    for (let released = 0; released < names.length; released++) {
+      await waitFor(() => gates.length > 0, 5000);
+      gates.shift()!();
+    }
+    expect(most).toBe(2);
+    expect([...seen].sort()).toEqual(names);
+  });
+
+  it('frees a dispatch slot when the fire is dispatched, before its record is written', async () => {
+    prefix = uniquePrefix('sched');
+    const started: string[] = [];
+    const handler = (e: Envelope) => void started.push(e.job);
+    const a = replica({ first: { everyMs: 3_600_000, handler }, second: { everyMs: 3_600_000, handler } }, { concurrency: 1, misfire: 'all' });
+    const hourAgo = Math.floor((await serverNow()) / 3_600_000) * 3_600_000 - 3_600_000;
+    await admin.hset(a.coordinator.keys.fires, { ':initialized': '1', first: String(hourAgo), second: String(hourAgo) });
+    // The first fire's record waits until the second fire has been dispatched: with the slot held
+    // through the record, the second could never start, and the gate would never open.
+    let recording!: () => void;
+    const held = new Promise<void>((r) => (recording = r));
+    failpoints.arm('scheduler.dispatched-before-record', { kind: 'call', run: () => held });
+    stoppers.push(() => failpoints.disarm(), () => recording()); // stoppers run last first: the record goes on, then stop
+    await startAll([a]);
+    await waitFor(() => started.length === 2, 5000);
+    recording();
+    expect(started.sort()).toEqual(['first', 'second']);
+  });
+
   it('dispatches nothing after its term ended, even in the middle of a catch-up batch (found by pnpm mutants)', async () => {
     prefix = uniquePrefix('sched');
     let skewMs = 0;
@@ -168,9 +216,9 @@ describe('the scheduler', () => {
     await startAll([b]);
     const scripts = schedulerScripts(admin);
     const keys = a.coordinator.keys;
-    expect(await scripts.recordFire(keys.lease, keys.fires, stale, 'tick', '99999999999999')).toBe(0);
+    expect(await scripts.recordFires(keys.lease, keys.fires, stale, [{ job: 'tick', scheduledAt: 99999999999999 }])).toBe(0);
     expect(await admin.hget(keys.fires, 'tick')).not.toBe('99999999999999');
-    expect(await scripts.recordFire(keys.lease, keys.fires, b.coordinator.currentTerm()!.leaseValue, 'tick', '5')).toBe(1);
+    expect(await scripts.recordFires(keys.lease, keys.fires, b.coordinator.currentTerm()!.leaseValue, [{ job: 'tick', scheduledAt: 5 }])).toBe(1);
   });
 
   it('hands fires to a BullMQ queue with the dispatch key (fire id and term) as job id, so a second copy by the term is dropped', async () => {

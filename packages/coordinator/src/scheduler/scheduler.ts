@@ -8,7 +8,8 @@ import {
 } from '@fenced/shared';
 import { emit, parseOptions } from '@fenced/shared/internal';
 import { schedulerOptionsSchema, type JobOptionsInput, type SchedulerOptionsInput } from './scheduler-options.js';
-import { schedulerScripts, type SchedulerScripts } from './scheduler-scripts.js';
+import { schedulerScripts } from './scheduler-scripts.js';
+import { FireRecordBatcher } from './fire-record-batcher.js';
 import type { Coordinator, LeaderTerm } from '../lease/coordinator.js';
 import { planCatchUp, type MisfirePolicy } from './catch-up.js';
 import { recoverLastFires, resumePoint } from './resume.js';
@@ -66,7 +67,7 @@ export type CreateSchedulerOptions = Omit<SchedulerOptionsInput, 'coordinator' |
 
 /** The field that tells the fires hash was initialized (not a valid job name). */
 const STATE_MARK = ':initialized';
-/** The fires hash's fields of dispatch times, one per job: `:dispatched:<job>` (record-fire-2.lua). */
+/** The fires hash's fields of dispatch times, one per job: `:dispatched:<job>` (record-fires-2.lua). */
 const DISPATCHED_PREFIX = ':dispatched:';
 
 /** When the last term dispatched its last fire (server clock, epoch ms), from the fires hash. */
@@ -110,7 +111,7 @@ export class Scheduler {
   readonly #concurrency: number;
   readonly #logger: FencedLogger | undefined;
   readonly #seal: (envelope: Envelope) => Envelope;
-  readonly #scripts: SchedulerScripts;
+  readonly #records: FireRecordBatcher;
   readonly #recoverLastFired: ((jobs: readonly string[]) => Promise<ReadonlyMap<string, number>>) | undefined;
   readonly #metrics: SchedulerMetrics;
   /** The previous term's last dispatch, until this term's first one measures the gap. */
@@ -120,7 +121,12 @@ export class Scheduler {
   #term: LeaderTerm | null = null;
   #timer: NodeJS.Timeout | undefined;
   #running = false;
+  /** Fires in dispatch (a handler or a queue's add running): what `concurrency` bounds. */
   #active = 0;
+  /** Drains waiting for a slot to dispatch their job's next fire (a catch-up), first come first served. */
+  readonly #slotWaiters: Array<() => void> = [];
+  /** Drains running, in dispatch or recording: what stop() waits for. */
+  #drains = 0;
   /** Jobs with fires to dispatch and no drain running, oldest first; `#readyHead` is the next to start. */
   readonly #ready: Job[] = [];
   #readyHead = 0;
@@ -140,7 +146,9 @@ export class Scheduler {
     this.#concurrency = options.concurrency;
     this.#logger = input.logger;
     this.#seal = input.seal ?? ((e) => e);
-    this.#scripts = schedulerScripts(this.#coordinator.redis);
+    const scripts = schedulerScripts(this.#coordinator.redis);
+    const keys = this.#coordinator.keys;
+    this.#records = new FireRecordBatcher((leaseValue, records, gapMs) => scripts.recordFires(keys.lease, keys.fires, leaseValue, records, gapMs));
     this.#recoverLastFired = input.recoverLastFired;
     const jobs = new Map<string, Job>();
     for (const [name, def] of Object.entries(input.jobs)) {
@@ -180,7 +188,7 @@ export class Scheduler {
     this.#coordinator.off('lost', this.#onLost);
     this.#standDown();
     this.#metrics.unobserve();
-    if (this.#active > 0) await new Promise<void>((resolve) => this.#idle.push(resolve));
+    if (this.#drains > 0) await new Promise<void>((resolve) => this.#idle.push(resolve));
   }
 
   // ---- leadership -------------------------------------------------------------------------
@@ -255,10 +263,7 @@ export class Scheduler {
       }
       if (plan.next !== null) this.#due.push(job.name, plan.next);
     }
-    const keys = this.#coordinator.keys;
-    const written = await Promise.all(
-      baselines.map(([name, at]) => this.#scripts.recordFire(keys.lease, keys.fires, term.leaseValue, name, String(Math.floor(at))).catch(() => 0)),
-    );
+    const written = await Promise.all(baselines.map(([job, scheduledAt]) => this.#records.record(term.leaseValue, { job, scheduledAt }).catch(() => 0)));
     if (written.some((ok) => ok !== 1)) {
       // The lease is gone (or Redis is): this term cannot keep its books, so it does not dispatch.
       if (this.#term === term) this.#standDown();
@@ -335,9 +340,10 @@ export class Scheduler {
   }
 
   /**
-   * Starts drains for ready jobs up to the concurrency limit. A drain that ends starts the next ready
-   * job at once, so a burst of due fires (10,000 jobs due in the same second) flows through the
-   * limit without waiting for ticks; the ready queue keeps that O(1) per start.
+   * Starts drains for ready jobs while dispatch slots are free. A slot is held while a fire is in
+   * dispatch and freed before its record is written, so a burst of due fires (10,000 jobs due in the
+   * same second) is handed out as fast as handlers take it, with the records batched behind; the
+   * ready queue keeps each start O(1).
    */
   #pump(term: LeaderTerm): void {
     while (this.#active < this.#concurrency && this.#readyHead < this.#ready.length) {
@@ -346,14 +352,14 @@ export class Scheduler {
       if (job.inFlight || job.pending.length === 0) continue;
       job.inFlight = true;
       this.#active++;
+      this.#drains++;
       void this.#drain(job, term).finally(() => {
         job.inFlight = false;
-        this.#active--;
-        if (this.#active === 0) for (const resolve of this.#idle.splice(0)) resolve();
+        this.#drains--;
+        if (this.#drains === 0) for (const resolve of this.#idle.splice(0)) resolve();
         // Fires left (of this term, or planned by a newer one while this drain ran) wait for the next
-        // tick (see #tick); the slot goes to the next ready job at once.
+        // tick (see #tick).
         if (this.#term !== null && job.pending.length > 0) this.#retry.push(job);
-        if (this.#term === term) this.#pump(term);
       });
     }
     if (this.#readyHead === this.#ready.length) {
@@ -362,73 +368,98 @@ export class Scheduler {
     }
   }
 
-  /** Dispatches a job's pending fires in order, then records each one; stops when the term ends. */
+  /** Takes a dispatch slot, waiting for one when all are in use. */
+  async #takeSlot(): Promise<void> {
+    if (this.#active < this.#concurrency) {
+      this.#active++;
+      return;
+    }
+    await new Promise<void>((resolve) => this.#slotWaiters.push(resolve));
+  }
+
+  /** Frees a dispatch slot: to a drain waiting for one, else to the next ready job. */
+  #releaseSlot(term: LeaderTerm): void {
+    const waiter = this.#slotWaiters.shift();
+    if (waiter !== undefined) return waiter(); // the slot passes on: #active stays
+    this.#active--;
+    if (this.#term === term) this.#pump(term);
+  }
+
+  /**
+   * Dispatches a job's pending fires in order, then records each one; stops when the term ends.
+   * Enters holding a dispatch slot (#pump took it for the first fire) and holds one only while a
+   * fire is in dispatch: the record is written after the slot is freed.
+   */
   async #drain(job: Job, term: LeaderTerm): Promise<void> {
-    for (let n = 0; job.pending.length > 0; n++) {
-      // More than one fire in one drain is a catch-up batch.
-      if (n > 0 && failpoints.armed) await failpoints.hit('scheduler.mid-catch-up');
-      // Self-fence before every dispatch: the term must still be current by our own deadline.
-      if (this.#coordinator.currentTerm() !== term) return;
-      const scheduledAt = job.pending[0]!;
-      const dispatchedAt = this.#coordinator.serverNow();
-      const envelope = this.#seal(
-        createEnvelope({
-          job: job.name,
-          scheduledAt,
-          token: term.token,
-          issuer: this.#coordinator.nodeId,
-          payload: typeof job.payload === 'function' ? (job.payload as (at: number) => unknown)(scheduledAt) : job.payload,
-        }),
-      );
-      const event = { lease: this.#coordinator.lease, nodeId: this.#coordinator.nodeId, job: job.name, fireId: envelope.fireId, token: term.token };
-      if (job.queue !== undefined) {
+    let holding = true;
+    try {
+      for (let n = 0; job.pending.length > 0; n++) {
+        if (n > 0) {
+          // More than one fire in one drain is a catch-up batch.
+          if (failpoints.armed) await failpoints.hit('scheduler.mid-catch-up');
+          await this.#takeSlot();
+          holding = true;
+        }
+        // Self-fence before every dispatch: the term must still be current by our own deadline.
+        if (this.#coordinator.currentTerm() !== term) return;
+        const scheduledAt = job.pending[0]!;
+        const dispatchedAt = this.#coordinator.serverNow();
+        const envelope = this.#seal(
+          createEnvelope({
+            job: job.name,
+            scheduledAt,
+            token: term.token,
+            issuer: this.#coordinator.nodeId,
+            payload: typeof job.payload === 'function' ? (job.payload as (at: number) => unknown)(scheduledAt) : job.payload,
+          }),
+        );
+        const event = { lease: this.#coordinator.lease, nodeId: this.#coordinator.nodeId, job: job.name, fireId: envelope.fireId, token: term.token };
+        if (job.queue !== undefined) {
+          try {
+            await job.queue.add(job.name, envelope, { jobId: dispatchKey(envelope) });
+          } catch (error) {
+            // Not enqueued: keep the fire pending and try again on a later tick.
+            this.#metrics.failed(job.name);
+            emit(this.#logger, { type: 'fire.failed', ...event, error });
+            return;
+          }
+        } else {
+          try {
+            await job.handler!(envelope, { signal: term.signal });
+          } catch (error) {
+            // The handler saw the fire; retrying it is the handler's business (at-least-once).
+            this.#metrics.failed(job.name);
+            emit(this.#logger, { type: 'fire.failed', ...event, error });
+          }
+        }
+        // Dispatched: the slot goes to the next fire while this one is recorded.
+        this.#releaseSlot(term);
+        holding = false;
+        const gapMs = this.#countDispatch(job, scheduledAt, dispatchedAt, term);
+        emit(this.#logger, { type: 'fire.dispatched', ...event });
+        // The term may have ended while the handler ran, and a new term may already have planned this
+        // job's fires again (this very one included, if its write was refused): its pending list is not
+        // ours to touch any more, nor is the record.
+        if (this.#term !== term) return;
+        job.pending.shift();
+        if (failpoints.armed) await failpoints.hit('scheduler.dispatched-before-record');
+        // Recorded after dispatch: a crash in between dispatches the fire again (at-least-once), which
+        // the guard's dedupe on fireId makes harmless. The script refuses a stale lease.
+        let recorded: number;
         try {
-          await job.queue.add(job.name, envelope, { jobId: dispatchKey(envelope) });
+          recorded = await this.#records.record(term.leaseValue, { job: job.name, scheduledAt, dispatchedAt }, gapMs);
         } catch (error) {
-          // Not enqueued: keep the fire pending and try again on a later tick.
-          this.#metrics.failed(job.name);
-          emit(this.#logger, { type: 'fire.failed', ...event, error });
+          emit(this.#logger, { type: 'redis.error', lease: this.#coordinator.lease, nodeId: this.#coordinator.nodeId, operation: 'record fire', error });
+          continue;
+        }
+        if (recorded !== 1) {
+          // The lease is not ours any more: stop here; the coordinator finds out on its next renew.
+          if (this.#term === term) this.#standDown();
           return;
         }
-      } else {
-        try {
-          await job.handler!(envelope, { signal: term.signal });
-        } catch (error) {
-          // The handler saw the fire; retrying it is the handler's business (at-least-once).
-          this.#metrics.failed(job.name);
-          emit(this.#logger, { type: 'fire.failed', ...event, error });
-        }
       }
-      const gapMs = this.#countDispatch(job, scheduledAt, dispatchedAt, term);
-      emit(this.#logger, { type: 'fire.dispatched', ...event });
-      // The term may have ended while the handler ran, and a new term may already have planned this
-      // job's fires again (this very one included, if its write was refused): its pending list is not
-      // ours to touch any more, nor is the record.
-      if (this.#term !== term) return;
-      job.pending.shift();
-      if (failpoints.armed) await failpoints.hit('scheduler.dispatched-before-record');
-      // Recorded after dispatch: a crash in between dispatches the fire again (at-least-once), which
-      // the guard's dedupe on fireId makes harmless. The script refuses a stale lease.
-      let recorded: number;
-      try {
-        recorded = await this.#scripts.recordFire(
-          this.#coordinator.keys.lease,
-          this.#coordinator.keys.fires,
-          term.leaseValue,
-          job.name,
-          String(scheduledAt),
-          ...(dispatchedAt === null ? [] : [String(Math.floor(dispatchedAt))]),
-          ...(gapMs === null ? [] : [String(Math.round(gapMs))]),
-        );
-      } catch (error) {
-        emit(this.#logger, { type: 'redis.error', lease: this.#coordinator.lease, nodeId: this.#coordinator.nodeId, operation: 'record fire', error });
-        continue;
-      }
-      if (recorded !== 1) {
-        // The lease is not ours any more: stop here; the coordinator finds out on its next renew.
-        if (this.#term === term) this.#standDown();
-        return;
-      }
+    } finally {
+      if (holding) this.#releaseSlot(term);
     }
   }
 }
