@@ -7,11 +7,13 @@
  * server's clock (the one fires are due by) is this host's clock.
  * Runs against a private redis-server it starts on a free loopback port (so the command counts are
  * ours alone). Flags: --rounds N (failovers of each kind, default 10), --jobs N (default 10000),
- * --seconds S (dispatch measurement, default 10), --json.
+ * --seconds S (dispatch measurement, default 10), --concurrency C1,C2 (the scheduler's, one dispatch
+ * run each, default 1024,10000), --json.
  */
 import { parseArgs } from 'node:util';
 import { Redis } from 'ioredis';
 import { createCoordinator, createScheduler, type Coordinator } from '@fenced/coordinator';
+import { createEnvelope, type Envelope } from '@fenced/shared';
 import { startRedisServer } from '@fenced/chaos';
 
 const { values: args } = parseArgs({
@@ -19,14 +21,16 @@ const { values: args } = parseArgs({
     rounds: { type: 'string', default: '10' },
     jobs: { type: 'string', default: '10000' },
     seconds: { type: 'string', default: '10' },
+    concurrency: { type: 'string', default: '1024,10000' },
     json: { type: 'boolean', default: false },
   },
 });
 const rounds = Number(args.rounds);
 const jobCount = Number(args.jobs);
 const seconds = Number(args.seconds);
-if (!(rounds >= 1) || !(jobCount >= 1) || !(seconds > 0)) {
-  process.stderr.write('usage: bench:coordinator [--rounds N] [--jobs N] [--seconds S] [--json]\n');
+const concurrencies = args.concurrency.split(',').map(Number);
+if (!(rounds >= 1) || !(jobCount >= 1) || !(seconds > 0) || !concurrencies.every((c) => Number.isInteger(c) && c >= 1)) {
+  process.stderr.write('usage: bench:coordinator [--rounds N] [--jobs N] [--seconds S] [--concurrency C1,C2] [--json]\n');
   process.exit(2);
 }
 
@@ -137,9 +141,27 @@ for (const kind of ['graceful', 'crash'] as const) {
   progress(lines[lines.length - 1]!);
 }
 
-// Dispatch capacity: N jobs each firing every second, in-process no-op handlers.
-{
-  const leader = node('dispatch');
+// Dispatch capacity: N jobs each firing every second (all due in the same millisecond), in-process
+// no-op handlers, at each concurrency asked for. The floor beside it: the same burst's envelopes made
+// and handed to the handler in one synchronous loop, which is the least any scheduler that gives each
+// fire its own envelope pays before the last handler runs (no timers, no records, no Redis).
+function dispatchFloorMs(): number {
+  let sink = 0;
+  const handler = (envelope: Envelope) => {
+    sink += envelope.fireId.length;
+  };
+  const at = Math.ceil(Date.now() / 1000) * 1000;
+  const pass = () => {
+    const t0 = performance.now();
+    for (let i = 0; i < jobCount; i++) handler(createEnvelope({ job: `job-${i}`, scheduledAt: at, token: 7n, issuer: 'node-a', payload: undefined }));
+    return performance.now() - t0;
+  };
+  for (let i = 0; i < 3; i++) pass(); // warm up
+  const ms = stats(Array.from({ length: 7 }, pass)).median;
+  return sink > 0 ? ms : NaN;
+}
+async function dispatchRun(concurrency: number): Promise<void> {
+  const leader = node(`dispatch-${concurrency}`);
   let fired = 0;
   const lags: number[] = [];
   const jobs = Object.fromEntries(
@@ -154,7 +176,7 @@ for (const kind of ['graceful', 'crash'] as const) {
       },
     ]),
   );
-  const scheduler = createScheduler({ coordinator: leader, jobs, concurrency: 1024 });
+  const scheduler = createScheduler({ coordinator: leader, jobs, concurrency });
   scheduler.start();
   await leader.start();
   await sleep(2000); // warm up
@@ -167,19 +189,34 @@ for (const kind of ['graceful', 'crash'] as const) {
   const elapsed = (performance.now() - t0) / 1000;
   const rate = fired / elapsed;
   const cpuShare = (cpu.user + cpu.system) / 1e6 / elapsed;
+  const cpuPerFireUs = (cpu.user + cpu.system) / Math.max(1, fired);
   await scheduler.stop();
   await leader.stop();
   const lag = stats(lags);
-  results['dispatch'] = {
+  results[`dispatch_concurrency_${concurrency}`] = {
     jobs: jobCount,
+    concurrency,
     demandedPerSecond: jobCount,
     firesPerSecond: Math.round(rate),
     leaderCpuShareOfOneCore: Math.round(cpuShare * 100) / 100,
+    cpuPerFireUs: Math.round(cpuPerFireUs * 10) / 10,
     lagMs: { median: Math.round(lag.median), p99: Math.round(lag.p99), max: Math.round(lag.max) },
   };
-  lines.push(`dispatch: ${jobCount} jobs every 1 s: ${Math.round(rate)} fires/s, leader CPU ${(cpuShare * 100).toFixed(0)}% of one core`);
-  lines.push(`dispatch lag (server clock, scheduled to handler): median ${Math.round(lag.median)} ms, p99 ${Math.round(lag.p99)} ms, max ${Math.round(lag.max)} ms`);
+  lines.push(
+    `dispatch, concurrency ${concurrency}: ${jobCount} jobs every 1 s: ${Math.round(rate)} fires/s, leader CPU ${(cpuShare * 100).toFixed(0)}% of one core, ${cpuPerFireUs.toFixed(1)} us per fire`,
+  );
+  lines.push(
+    `dispatch lag, concurrency ${concurrency} (server clock, scheduled to handler): median ${Math.round(lag.median)} ms, p99 ${Math.round(lag.p99)} ms, max ${Math.round(lag.max)} ms`,
+  );
   progress(lines.slice(-2).join('\n'));
+}
+
+for (const concurrency of concurrencies) await dispatchRun(concurrency);
+{
+  const floorMs = dispatchFloorMs();
+  results['dispatch_floor_ms'] = Math.round(floorMs * 10) / 10;
+  lines.push(`dispatch floor: ${jobCount} envelopes made and handed to a no-op handler in one loop: ${floorMs.toFixed(1)} ms (median of 7)`);
+  progress(lines.at(-1)!);
 }
 
 for (const c of clients) c.disconnect();
