@@ -127,6 +127,7 @@ export class Scheduler {
   readonly #slotWaiters: Array<() => void> = [];
   /** Drains running, in dispatch or recording: what stop() waits for. */
   #drains = 0;
+  #context: { readonly term: LeaderTerm; readonly context: FireContext } | undefined;
   /** Jobs with fires to dispatch and no drain running, oldest first; `#readyHead` is the next to start. */
   readonly #ready: Job[] = [];
   #readyHead = 0;
@@ -353,19 +354,23 @@ export class Scheduler {
       job.inFlight = true;
       this.#active++;
       this.#drains++;
-      void this.#drain(job, term).finally(() => {
-        job.inFlight = false;
-        this.#drains--;
-        if (this.#drains === 0) for (const resolve of this.#idle.splice(0)) resolve();
-        // Fires left (of this term, or planned by a newer one while this drain ran) wait for the next
-        // tick (see #tick).
-        if (this.#term !== null && job.pending.length > 0) this.#retry.push(job);
-      });
+      void this.#drain(job, term);
     }
     if (this.#readyHead === this.#ready.length) {
       this.#ready.length = 0;
       this.#readyHead = 0;
     }
+  }
+
+  /** What the events about one fire say. */
+  #fireFields(job: Job, envelope: Envelope, term: LeaderTerm) {
+    return { lease: this.#coordinator.lease, nodeId: this.#coordinator.nodeId, job: job.name, fireId: envelope.fireId, token: term.token };
+  }
+
+  /** The context handed to in-process handlers: one per term, shared by its fires. */
+  #contextOf(term: LeaderTerm): FireContext {
+    if (this.#context?.term !== term) this.#context = { term, context: Object.freeze({ signal: term.signal }) };
+    return this.#context.context;
   }
 
   /** Takes a dispatch slot, waiting for one when all are in use. */
@@ -413,30 +418,30 @@ export class Scheduler {
             payload: typeof job.payload === 'function' ? (job.payload as (at: number) => unknown)(scheduledAt) : job.payload,
           }),
         );
-        const event = { lease: this.#coordinator.lease, nodeId: this.#coordinator.nodeId, job: job.name, fireId: envelope.fireId, token: term.token };
         if (job.queue !== undefined) {
           try {
             await job.queue.add(job.name, envelope, { jobId: dispatchKey(envelope) });
           } catch (error) {
             // Not enqueued: keep the fire pending and try again on a later tick.
             this.#metrics.failed(job.name);
-            emit(this.#logger, { type: 'fire.failed', ...event, error });
+            emit(this.#logger, { type: 'fire.failed', ...this.#fireFields(job, envelope, term), error });
             return;
           }
         } else {
           try {
-            await job.handler!(envelope, { signal: term.signal });
+            await job.handler!(envelope, this.#contextOf(term));
           } catch (error) {
             // The handler saw the fire; retrying it is the handler's business (at-least-once).
             this.#metrics.failed(job.name);
-            emit(this.#logger, { type: 'fire.failed', ...event, error });
+            emit(this.#logger, { type: 'fire.failed', ...this.#fireFields(job, envelope, term), error });
           }
         }
         // Dispatched: the slot goes to the next fire while this one is recorded.
         this.#releaseSlot(term);
         holding = false;
         const gapMs = this.#countDispatch(job, scheduledAt, dispatchedAt, term);
-        emit(this.#logger, { type: 'fire.dispatched', ...event });
+        // Built only for a logger: in a burst, every object made per fire is garbage to collect.
+        if (this.#logger !== undefined) emit(this.#logger, { type: 'fire.dispatched', ...this.#fireFields(job, envelope, term) });
         // The term may have ended while the handler ran, and a new term may already have planned this
         // job's fires again (this very one included, if its write was refused): its pending list is not
         // ours to touch any more, nor is the record.
@@ -459,6 +464,12 @@ export class Scheduler {
         }
       }
     } finally {
+      job.inFlight = false;
+      this.#drains--;
+      if (this.#drains === 0) for (const resolve of this.#idle.splice(0)) resolve();
+      // Fires left (of this term, or planned by a newer one while this drain ran) wait for the next
+      // tick (see #tick).
+      if (this.#term !== null && job.pending.length > 0) this.#retry.push(job);
       if (holding) this.#releaseSlot(term);
     }
   }
