@@ -166,6 +166,53 @@ describe('the scheduler', () => {
     expect(started.sort()).toEqual(['first', 'second']);
   });
 
+  it('stops cleanly while a catch-up waits for a dispatch slot: the waiting drain dispatches nothing more', async () => {
+    prefix = uniquePrefix('sched');
+    const dispatched: string[] = [];
+    let open!: () => void;
+    const gate = new Promise<void>((r) => (open = r));
+    const a = replica(
+      {
+        // Two fires to catch up: after the first, the drain needs the only slot again.
+        catchup: { everyMs: 3_600_000, handler: (e) => void dispatched.push(e.fireId) },
+        slow: { everyMs: 3_600_000, handler: () => gate },
+      },
+      { concurrency: 1, misfire: 'all', catchUpWindowMs: 3 * 3_600_000 },
+    );
+    const hour = Math.floor((await serverNow()) / 3_600_000) * 3_600_000;
+    await admin.hset(a.coordinator.keys.fires, { ':initialized': '1', catchup: String(hour - 2 * 3_600_000), slow: String(hour - 3_600_000) });
+    await startAll([a]);
+    await waitFor(() => dispatched.length === 1, 5000);
+    // Once its first fire is recorded, the catch-up waits for the slot the slow job holds.
+    stoppers.push(() => open()); // a failed assertion must not leave stop() waiting on the gate
+    await waitFor(async () => (await admin.hget(a.coordinator.keys.fires, 'catchup')) === String(hour - 3_600_000), 5000);
+    // Stop, then free the slot.
+    const stopped = a.scheduler.stop();
+    open();
+    await stopped;
+    expect(dispatched).toHaveLength(1);
+  });
+
+  it('keeps a fire whose payload function threw pending, reports it, and dispatches it once the function works', async () => {
+    prefix = uniquePrefix('sched');
+    const events: FencedEvent[] = [];
+    const dispatched: Envelope[] = [];
+    let calls = 0;
+    const payload = (at: number) => {
+      if (++calls === 1) throw new Error('payload source down');
+      return { at };
+    };
+    const a = replica({ report: { everyMs: 3_600_000, payload, handler: (e) => void dispatched.push(e) } }, { misfire: 'all', logger: (e) => events.push(e) });
+    const hour = Math.floor((await serverNow()) / 3_600_000) * 3_600_000;
+    await admin.hset(a.coordinator.keys.fires, { ':initialized': '1', report: String(hour - 3_600_000) });
+    await startAll([a]);
+    await waitFor(() => dispatched.length === 1, 5000);
+    const failed = events.filter((e) => e.type === 'fire.failed');
+    expect(failed).toHaveLength(1);
+    expect(failed[0]).toMatchObject({ job: 'report', fireId: dispatched[0]!.fireId });
+    expect(dispatched[0]!.payload).toEqual({ at: hour });
+  });
+
   it('dispatches nothing after its term ended, even in the middle of a catch-up batch (found by pnpm mutants)', async () => {
     prefix = uniquePrefix('sched');
     let skewMs = 0;

@@ -3,6 +3,7 @@ import {
   ConfigError,
   createEnvelope,
   dispatchKey,
+  fireId,
   type Envelope,
   type FencedLogger,
 } from '@fenced/shared';
@@ -404,20 +405,32 @@ export class Scheduler {
           if (failpoints.armed) await failpoints.hit('scheduler.mid-catch-up');
           await this.#takeSlot();
           holding = true;
+          // While it waited, the scheduler may have stood down (stop() clears the pending fires
+          // while the coordinator still leads).
+          if (this.#term !== term || job.pending.length === 0) return;
         }
         // Self-fence before every dispatch: the term must still be current by our own deadline.
         if (this.#coordinator.currentTerm() !== term) return;
         const scheduledAt = job.pending[0]!;
         const dispatchedAt = this.#coordinator.serverNow();
-        const envelope = this.#seal(
-          createEnvelope({
-            job: job.name,
-            scheduledAt,
-            token: term.token,
-            issuer: this.#coordinator.nodeId,
-            payload: typeof job.payload === 'function' ? (job.payload as (at: number) => unknown)(scheduledAt) : job.payload,
-          }),
-        );
+        let envelope: Envelope;
+        try {
+          envelope = this.#seal(
+            createEnvelope({
+              job: job.name,
+              scheduledAt,
+              token: term.token,
+              issuer: this.#coordinator.nodeId,
+              payload: typeof job.payload === 'function' ? (job.payload as (at: number) => unknown)(scheduledAt) : job.payload,
+            }),
+          );
+        } catch (error) {
+          // The job's payload function or the seal threw: nothing was dispatched. Like a queue that
+          // refused the fire, it stays pending for a later tick.
+          this.#metrics.failed(job.name);
+          emit(this.#logger, { type: 'fire.failed', lease: this.#coordinator.lease, nodeId: this.#coordinator.nodeId, job: job.name, fireId: fireId(job.name, scheduledAt), token: term.token, error });
+          return;
+        }
         if (job.queue !== undefined) {
           try {
             await job.queue.add(job.name, envelope, { jobId: dispatchKey(envelope) });
