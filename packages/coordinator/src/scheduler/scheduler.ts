@@ -364,14 +364,31 @@ export class Scheduler {
   }
 
   /** What the events about one fire say. */
-  #fireFields(job: Job, envelope: Envelope, term: LeaderTerm) {
-    return { lease: this.#coordinator.lease, nodeId: this.#coordinator.nodeId, job: job.name, fireId: envelope.fireId, token: term.token };
+  #fireFields(job: Job, fire: string, term: LeaderTerm) {
+    return { lease: this.#coordinator.lease, nodeId: this.#coordinator.nodeId, job: job.name, fireId: fire, token: term.token };
   }
 
   /** The context handed to in-process handlers: one per term, shared by its fires. */
   #contextOf(term: LeaderTerm): FireContext {
     if (this.#context?.term !== term) this.#context = { term, context: Object.freeze({ signal: term.signal }) };
     return this.#context.context;
+  }
+
+  /**
+   * Hands one fire to its queue or handler. False when the queue refused it (it stays pending for a
+   * later tick); a handler that threw saw the fire, so that fire counts as dispatched.
+   */
+  async #dispatch(job: Job, envelope: Envelope, term: LeaderTerm): Promise<boolean> {
+    try {
+      if (job.queue !== undefined) await job.queue.add(job.name, envelope, { jobId: dispatchKey(envelope) });
+      else await job.handler!(envelope, this.#contextOf(term));
+      return true;
+    } catch (error) {
+      this.#metrics.failed(job.name);
+      emit(this.#logger, { type: 'fire.failed', ...this.#fireFields(job, envelope.fireId, term), error });
+      // Not enqueued: try again later. The handler's own failure is the handler's to retry (at-least-once).
+      return job.queue === undefined;
+    }
   }
 
   /** Takes a dispatch slot, waiting for one when all are in use. */
@@ -428,33 +445,16 @@ export class Scheduler {
           // The job's payload function or the seal threw: nothing was dispatched. Like a queue that
           // refused the fire, it stays pending for a later tick.
           this.#metrics.failed(job.name);
-          emit(this.#logger, { type: 'fire.failed', lease: this.#coordinator.lease, nodeId: this.#coordinator.nodeId, job: job.name, fireId: fireId(job.name, scheduledAt), token: term.token, error });
+          emit(this.#logger, { type: 'fire.failed', ...this.#fireFields(job, fireId(job.name, scheduledAt), term), error });
           return;
         }
-        if (job.queue !== undefined) {
-          try {
-            await job.queue.add(job.name, envelope, { jobId: dispatchKey(envelope) });
-          } catch (error) {
-            // Not enqueued: keep the fire pending and try again on a later tick.
-            this.#metrics.failed(job.name);
-            emit(this.#logger, { type: 'fire.failed', ...this.#fireFields(job, envelope, term), error });
-            return;
-          }
-        } else {
-          try {
-            await job.handler!(envelope, this.#contextOf(term));
-          } catch (error) {
-            // The handler saw the fire; retrying it is the handler's business (at-least-once).
-            this.#metrics.failed(job.name);
-            emit(this.#logger, { type: 'fire.failed', ...this.#fireFields(job, envelope, term), error });
-          }
-        }
+        if (!(await this.#dispatch(job, envelope, term))) return;
         // Dispatched: the slot goes to the next fire while this one is recorded.
         this.#releaseSlot(term);
         holding = false;
         const gapMs = this.#countDispatch(job, scheduledAt, dispatchedAt, term);
         // Built only for a logger: in a burst, every object made per fire is garbage to collect.
-        if (this.#logger !== undefined) emit(this.#logger, { type: 'fire.dispatched', ...this.#fireFields(job, envelope, term) });
+        if (this.#logger !== undefined) emit(this.#logger, { type: 'fire.dispatched', ...this.#fireFields(job, envelope.fireId, term) });
         // The term may have ended while the handler ran, and a new term may already have planned this
         // job's fires again (this very one included, if its write was refused): its pending list is not
         // ours to touch any more, nor is the record.
