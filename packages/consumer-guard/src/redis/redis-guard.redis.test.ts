@@ -118,4 +118,32 @@ describe('the record of refused writes', () => {
     const [[, fields]] = (await redis.xrange(g.refusalsKey, '-', '+')) as [[string, string[]]];
     expect(fields).toEqual(['resource', g.resource, 'token', '4', 'highest', '9', 'via', 'postgres', 'fire', 'invoices@20261201T100000.000Z']);
   });
+
+  it('records the refusals of one turn of the event loop in one call, oldest first, and of a storm the newest 100', async () => {
+    const g = guard();
+    // The server's own account of the script calls made on this stream (their inner commands excluded).
+    const monitor = await createRedis().monitor();
+    const calls: string[][] = [];
+    monitor.on('monitor', (_time: string, args: string[], source: string) => {
+      if (!source.includes('lua') && /^eval/i.test(args[0] ?? '') && args.includes(g.refusalsKey)) calls.push(args);
+    });
+    try {
+      for (let i = 1; i <= 250; i++) g.recordRefusal(BigInt(i), 300n, 'redis', `job@20261201T1000${String(i % 60).padStart(2, '0')}.000Z`);
+      await waitFor(async () => (await redis.xlen(g.refusalsKey)) === 100);
+      await waitFor(() => calls.length > 0);
+    } finally {
+      monitor.disconnect();
+    }
+    const entries = (await redis.xrange(g.refusalsKey, '-', '+')) as Array<[string, string[]]>;
+    expect(entries.map(([, fields]) => fields[3])).toEqual(Array.from({ length: 100 }, (_, i) => String(151 + i)));
+    expect(calls).toHaveLength(1);
+  });
+
+  it('the record script refuses arguments that are not whole quadruples, appending nothing', async () => {
+    const g = guard();
+    const raw = (...args: string[]) => (redis as unknown as Record<string, (...a: string[]) => Promise<unknown>>)['record-refusals_fenced1']!(...args);
+    await expect(raw(g.refusalsKey, g.resource, '100', '4', '9', 'redis')).rejects.toThrow(/record-refusals: expected/);
+    await expect(raw(g.refusalsKey, g.resource)).rejects.toThrow(/record-refusals: expected/);
+    expect(await redis.xlen(g.refusalsKey)).toBe(0);
+  });
 });

@@ -64,7 +64,8 @@ export interface RedisGuard {
   /**
    * Appends a refused write to the resource's capped stream of refusals (key `refusalsKey`), which
    * `fenced status` shows. Best effort and never awaited by a write: it records a refusal already
-   * decided. `guardedWrite` records its refusals; `check` is a read and records nothing (the
+   * decided, after the current turn of the event loop (the refusals of one turn in one call).
+   * `guardedWrite` records its refusals; `check` is a read and records nothing (the
    * combined guard records its pre-check's refusals with their fire ids, and PostgreSQL's).
    */
   recordRefusal(token: Token, highest: Token, via: 'redis' | 'postgres', fireId?: string): void;
@@ -103,8 +104,8 @@ export function redisGuardWith(input: CreateRedisGuardOptions, logger: FencedLog
   const {
     raise: raiseScript,
     write: writeScript,
-    refusal: refusalScript,
-  } = defineScripts(redis, { raise: sharedLuaScripts['raise-to'], write: luaScripts['guarded-write'], refusal: luaScripts['record-refusal'] });
+    refusals: refusalsScript,
+  } = defineScripts(redis, { raise: sharedLuaScripts['raise-to'], write: luaScripts['guarded-write'], refusals: luaScripts['record-refusals'] });
 
   // Resource names are arbitrary text (braces included), so the hash tag is a digest of the name.
   const tag = `{${createHash('sha256').update(options.resource).digest('hex').slice(0, 24)}}`;
@@ -128,8 +129,19 @@ export function redisGuardWith(input: CreateRedisGuardOptions, logger: FencedLog
     return new StaleTokenError(resource, token, highest);
   };
 
+  // Refusals are written after the caller has its answer, those of one turn of the event loop in one
+  // call: a refusal costs its caller the check alone, and a storm of them (a stale leader's queue
+  // draining) a write per turn rather than per refusal.
+  let unrecorded: string[] = [];
+  const flushRefusals = () => {
+    // The stream keeps the last REFUSALS_KEPT: older entries of a larger storm would be trimmed at once.
+    const entries = unrecorded.slice(-4 * REFUSALS_KEPT);
+    unrecorded = [];
+    void (refusalsScript(refusalsKey, resource, String(REFUSALS_KEPT), ...entries) as Promise<unknown>).catch(() => {});
+  };
   const recordRefusal = (token: Token, highest: Token, via: 'redis' | 'postgres', fireId?: string): void => {
-    void (refusalScript(refusalsKey, resource, token.toString(), highest.toString(), via, fireId ?? '', String(REFUSALS_KEPT)) as Promise<unknown>).catch(() => {});
+    if (unrecorded.length === 0) setImmediate(flushRefusals);
+    unrecorded.push(token.toString(), highest.toString(), via, fireId ?? '');
   };
 
   return Object.freeze({
