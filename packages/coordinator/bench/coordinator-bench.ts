@@ -158,7 +158,7 @@ function dispatchFloorMs(): number {
   };
   for (let i = 0; i < 3; i++) pass(); // warm up
   const ms = stats(Array.from({ length: 7 }, pass)).median;
-  return sink > 0 ? ms : NaN;
+  return sink > 0 ? ms : NaN; // reading sink keeps the handler's work from being optimized away
 }
 async function dispatchRun(concurrency: number): Promise<void> {
   const leader = node(`dispatch-${concurrency}`);

@@ -28,8 +28,7 @@ export class PhaseError extends Error {
 export interface GuardSession<Trx> {
   /**
    * Opens a transaction whose first statement is `checkSql` (values inlined as literals), sent in the
-   * same round trip as BEGIN;
-   * runs `body`; commits. Rolls back on any failure and throws a {@link PhaseError}. A COMMIT that
+   * same round trip as BEGIN; runs `body`; commits. Rolls back on any failure and throws a {@link PhaseError}. A COMMIT that
    * the server answers with ROLLBACK (the body swallowed an SQL error) fails the commit phase.
    */
   transaction<T>(isolation: IsolationLevel, checkSql: string, body: (trx: Trx) => Promise<T>): Promise<T>;
@@ -50,7 +49,7 @@ export interface RawConnection {
  * BEGIN and the check travel as one multi-statement simple query, which saves a round trip on every
  * write. If the check raises, the server skips the rest and leaves the transaction aborted; the catch
  * rolls it back. The simple protocol takes no bind parameters, so `checkSql` carries its values as
- * literals (see `inlineCheck`).
+ * literals (built by `checkCall(...).inline`, check-call.ts).
  */
 export async function runGuardedTransaction<Trx, T>(
   connection: RawConnection,

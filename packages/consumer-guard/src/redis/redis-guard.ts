@@ -75,6 +75,8 @@ export interface RedisGuard {
 
 /** How many refusals a resource's stream keeps. */
 export const REFUSALS_KEPT = 100;
+/** A refusal as record-refusals-1.lua takes it: token, highest, via, fire id. */
+const FIELDS_PER_REFUSAL = 4;
 
 // Commands that have no business inside a fenced mutation (or cannot run in a script at all).
 const FORBIDDEN = new Set(['EVAL', 'EVALSHA', 'EVAL_RO', 'EVALSHA_RO', 'FCALL', 'FCALL_RO', 'FUNCTION', 'SCRIPT', 'FLUSHALL', 'FLUSHDB', 'CONFIG', 'SHUTDOWN', 'MULTI', 'EXEC', 'WATCH', 'SUBSCRIBE', 'PSUBSCRIBE', 'BLPOP', 'BRPOP', 'BLMOVE', 'BZPOPMIN', 'BZPOPMAX', 'XREAD', 'XREADGROUP', 'WAIT', 'KEYS', 'DEBUG']);
@@ -135,7 +137,7 @@ export function redisGuardWith(input: CreateRedisGuardOptions, logger: FencedLog
   let unrecorded: string[] = [];
   const flushRefusals = () => {
     // The stream keeps the last REFUSALS_KEPT: older entries of a larger storm would be trimmed at once.
-    const entries = unrecorded.slice(-4 * REFUSALS_KEPT);
+    const entries = unrecorded.slice(-FIELDS_PER_REFUSAL * REFUSALS_KEPT);
     unrecorded = [];
     void (refusalsScript(refusalsKey, resource, String(REFUSALS_KEPT), ...entries) as Promise<unknown>).catch(() => {});
   };

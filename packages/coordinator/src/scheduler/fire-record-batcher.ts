@@ -24,8 +24,9 @@ interface Batch {
 export class FireRecordBatcher {
   readonly #send: SendFireRecords;
   readonly #maxBatch: number;
-  /** The batch still open per lease value, in the order they were opened; all full ones too. */
+  /** Every batch made since the last flush, full or not, in the order they were opened. */
   #batches: Batch[] = [];
+  /** Per lease value, the batch new records join (until it is full). */
   readonly #open = new Map<string, Batch>();
 
   constructor(send: SendFireRecords, maxBatch = 500) {
