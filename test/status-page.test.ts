@@ -37,7 +37,9 @@ describe('the status page', () => {
     await guard.migrate();
     const handle = guard.wrapHandler((_payload, ctx) => ctx.guardedWrite(async () => undefined), { onStale: 'return' });
     const node = (nodeId: string): Coordinator => {
-      const coordinator = createCoordinator({ redis, lease: 'billing', keyPrefix: prefix, nodeId, ttlMs: 2000, renewIntervalMs: 200, acquireRetryMs: 100, fences: [guard] });
+      // A long TTL: the handover below is a graceful stop (B takes over at once), and A must keep the
+      // lease while the browser and the CLI start on a loaded machine (a 2 s TTL lapsed there in CI).
+      const coordinator = createCoordinator({ redis, lease: 'billing', keyPrefix: prefix, nodeId, ttlMs: 10_000, renewIntervalMs: 500, acquireRetryMs: 100, fences: [guard] });
       const scheduler = createScheduler({
         coordinator,
         jobs: {
@@ -53,6 +55,7 @@ describe('the status page', () => {
     const a = node('node-a');
     await a.start();
     await waitFor(() => a.isLeader(), 10_000);
+    const tokenA = a.token()!.toString();
     const b = node('node-b');
     await b.start();
 
@@ -69,7 +72,6 @@ describe('the status page', () => {
     expect(await page.title()).toBe('fenced status');
 
     const leaseRow = page.locator('#leases tbody tr[data-lease="billing"]');
-    const tokenA = a.token()!.toString();
     await waitFor(async () => (await leaseRow.getAttribute('data-leader')) === 'node-a', 20_000, 50);
     expect(await leaseRow.getAttribute('data-token')).toBe(tokenA);
     expect(await leaseRow.locator('td.leader').textContent()).toBe('node-a');
