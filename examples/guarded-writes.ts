@@ -24,7 +24,7 @@ async function main(): Promise<void> {
   await pool.query(`CREATE SCHEMA ${schema}`);
   try {
     await pool.query(`CREATE TABLE invoices (id serial PRIMARY KEY, customer text NOT NULL, amount_cents int NOT NULL, token bigint NOT NULL)`);
-    const guard = createPostgresGuard({ db, resource: 'billing', schema });
+    const guard = createPostgresGuard({ db, pool, resource: 'billing', schema });
     await guard.migrate();
 
     const invoice = (customer: string, token: bigint) =>

@@ -131,6 +131,10 @@ export function reportLeadership(coordinator: Coordinator, report: Report): void
  */
 export async function writeUnguarded(pool: pg.Pool, insert: { text: string; values: unknown[] }, fire: { fireId: string; token: bigint | string }, report: Report): Promise<void> {
   const client = await pool.connect();
+  // A checked-out client has no listener from pg-pool: a killed backend would kill the replica.
+  let lost: Error | undefined;
+  const onError = (err: Error) => void (lost ??= err);
+  client.on('error', onError);
   try {
     await client.query('BEGIN');
     await client.query(insert.text, insert.values);
@@ -142,6 +146,7 @@ export async function writeUnguarded(pool: pg.Pool, insert: { text: string; valu
     report({ kind: 'write', outcome: 'failed', fireId: fire.fireId, token: fire.token, reason: (err as Error).message });
     throw err;
   } finally {
-    client.release();
+    client.removeListener('error', onError);
+    client.release(lost);
   }
 }

@@ -53,7 +53,7 @@ const memo = <G>(make: (resource: string) => G) => {
   };
 };
 const guardFor = memo((resource) => createPostgresGuard({ db: pool, resource, schema }));
-const kyselyGuardFor = memo((resource) => createPostgresGuard({ db: kysely, resource, schema }));
+const kyselyGuardFor = memo((resource) => createPostgresGuard({ db: kysely, pool, resource, schema }));
 // The same guard with an OpenTelemetry SDK behind its instruments (the others record into the API's no-ops).
 const meterProvider = sdkMeterProvider();
 const meteredGuardFor = memo((resource) => createPostgresGuard({ db: pool, resource, schema, meterProvider }));

@@ -6,7 +6,7 @@ import { wrapHandler, type GuardedHandler, type HandlerGuard, type HandlerOption
 import { postgresGuardWith } from './postgres/postgres-guard.js';
 import { GuardMetrics } from './metrics/guard-metrics.js';
 import type { MeterProvider } from '@opentelemetry/api';
-import { type KyselyLike, type KyselyTransactionOf, type LowerFenceRequest, type PgPoolLike, type PoolClientOf, type PostgresGuard } from './postgres/index.js';
+import { type KyselyLike, type KyselyTransactionOf, type LowerFenceRequest, type PgPoolEvents, type PgPoolLike, type PoolClientOf, type PostgresGuard } from './postgres/index.js';
 import { createRedisFastPath, type RedisFastPath } from './redis/fast-path.js';
 import type { RedisClient } from './redis/redis-client.js';
 import type { GuardedWriteContext, GuardedWriteOptions, TokenInput, TransactionExecutor } from './write-context.js';
@@ -53,10 +53,12 @@ export interface Guard<Trx> extends PostgresGuard<Trx>, HandlerGuard<Trx> {
   pruneAppliedFires(olderThanMs?: number): Promise<number>;
 }
 
-type CreateGuardOptions<Db> = Omit<GuardOptionsInput, 'db' | 'redis' | 'logger' | 'keys' | 'meterProvider'> & {
+type CreateGuardOptions<Db> = Omit<GuardOptionsInput, 'db' | 'pool' | 'redis' | 'logger' | 'keys' | 'meterProvider'> & {
   /** The OpenTelemetry meter provider of the guard's instruments (README, "Metrics"). @defaultValue the global one */
   meterProvider?: MeterProvider;
   db: Db;
+  /** The `pg.Pool` behind `db` when `db` is a Kysely instance (required then; see `createPostgresGuard`). */
+  pool?: PgPoolEvents;
   /** An ioredis `Redis` (single server or Sentinel) or `Cluster`, ioredis 5 or 6. */
   redis?: RedisClient;
   logger?: FencedLogger;
@@ -76,7 +78,7 @@ type CreateGuardOptions<Db> = Omit<GuardOptionsInput, 'db' | 'redis' | 'logger' 
  * worker.process((job) => handle(job.data));
  * ```
  */
-export function createGuard<Db extends KyselyLike>(options: CreateGuardOptions<Db>): Guard<KyselyTransactionOf<Db>>;
+export function createGuard<Db extends KyselyLike>(options: CreateGuardOptions<Db> & { pool: PgPoolEvents }): Guard<KyselyTransactionOf<Db>>;
 export function createGuard<Pool extends PgPoolLike>(options: CreateGuardOptions<Pool>): Guard<PoolClientOf<Pool>>;
 export function createGuard(input: CreateGuardOptions<object>): Guard<unknown> {
   const options = parseOptions('guard', guardOptionsSchema, input);

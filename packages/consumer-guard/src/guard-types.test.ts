@@ -16,9 +16,9 @@ describe('the guard factories are typed by their db', () => {
   const db = new Kysely<DB>({ dialect: new PostgresDialect({ pool }) });
 
   it('Kysely<DB> gives Transaction<DB>', async () => {
-    const guard = createGuard({ db, resource: 'billing' });
+    const guard = createGuard({ db, pool, resource: 'billing' });
     expectTypeOf(guard).toEqualTypeOf<Guard<Transaction<DB>>>();
-    expectTypeOf(createPostgresGuard({ db, resource: 'billing' })).toEqualTypeOf<PostgresGuard<Transaction<DB>>>();
+    expectTypeOf(createPostgresGuard({ db, pool, resource: 'billing' })).toEqualTypeOf<PostgresGuard<Transaction<DB>>>();
     expectTypeOf(guard.guardedWrite<number>).parameter(1).parameter(0).toEqualTypeOf<Transaction<DB>>();
     guard.wrapHandler(async (_payload, ctx) => {
       expectTypeOf(ctx).toEqualTypeOf<HandlerContext<Transaction<DB>>>();

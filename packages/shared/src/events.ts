@@ -15,6 +15,8 @@ export type FencedEvent =
   | { type: 'fence.advanced'; resource: string; token: bigint }
   | { type: 'guard.retry'; resource: string; token: bigint; sqlstate: string; attempt: number }
   | { type: 'guard.unavailable'; resource: string; error: unknown }
+  /** A PostgreSQL connection the guard listens on failed (killed backend, restart, timeout); the client is discarded. */
+  | { type: 'guard.connection-lost'; resource: string; error: unknown }
   | { type: 'guard.duplicate'; resource: string; token: bigint; fireId: string }
   | { type: 'guard.degraded'; resource: string; error: unknown }
   | { type: 'guard.recovered'; resource: string }

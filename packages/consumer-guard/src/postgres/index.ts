@@ -9,6 +9,6 @@ export {
   type AppliedFire,
   type TokenInput,
 } from './postgres-guard.js';
-export type { PgClientLike, PgPoolLike, PoolClientOf } from './pg-pool-session.js';
+export type { PgClientLike, PgPoolEvents, PgPoolLike, PoolClientOf } from './pg-pool-session.js';
 export type { IsolationLevel } from './session.js';
 export type { KyselyLike, KyselyTransactionOf } from './kysely-like.js';

@@ -1,4 +1,5 @@
 import type { Kysely, Transaction } from 'kysely';
+import { watchPool } from './connection-errors.js';
 import { PhaseError, runGuardedTransaction, toParams, type GuardSession } from './session.js';
 
 /** True for a Kysely instance (checked structurally: two copies of kysely must both work). */
@@ -40,7 +41,13 @@ function asTransaction<DB>(conn: Kysely<DB>): Transaction<DB> {
   }) as unknown as Transaction<DB>;
 }
 
-export function kyselySession<DB>(db: Kysely<DB>): GuardSession<Transaction<DB>> {
+/**
+ * The guard over a Kysely instance. Kysely checks its clients out of the `pg.Pool` behind its dialect
+ * and listens on none of them, so `pool` (that pool) is watched: every client of it is heard while it
+ * is idle and while it is checked out (connection-errors.ts).
+ */
+export function kyselySession<DB>(db: Kysely<DB>, pool: object, onConnectionError: (err: Error) => void): GuardSession<Transaction<DB>> {
+  watchPool(pool, onConnectionError);
   return {
     async transaction(isolation, checkSql, body) {
       const { CompiledQuery } = await loadKysely();

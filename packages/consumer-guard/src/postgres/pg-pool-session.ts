@@ -1,3 +1,5 @@
+import { watchCheckout, watchPool, type CheckoutWatch } from './connection-errors.js';
+import { isConnectionFailure } from './sql-state.js';
 import { runGuardedTransaction, PhaseError, toParams, type GuardSession } from './session.js';
 
 /**
@@ -6,7 +8,17 @@ import { runGuardedTransaction, PhaseError, toParams, type GuardSession } from '
  */
 export interface PgClientLike {
   query(text: string, values?: unknown[]): Promise<{ rows: unknown[]; command?: string | null }>;
-  release(destroy?: boolean | Error): void;
+  /** Back to the pool; with an error, the pool destroys the client instead. */
+  release(err?: boolean | Error): void;
+}
+
+/**
+ * A `pg.Pool` as the guard listens to it: its `error`, `acquire` and `release` events
+ * (connection-errors.ts). `any`: pg's own listener types differ per event.
+ */
+export interface PgPoolEvents {
+  // eslint-disable-next-line @typescript-eslint/no-explicit-any
+  on(event: 'error' | 'acquire' | 'release', listener: (...args: any[]) => void): unknown;
 }
 
 /** The parts of `pg.Pool` the guard uses. */
@@ -28,35 +40,44 @@ export function isPgPoolLike(db: object): db is PgPoolLike {
   return typeof (db as { connect?: unknown }).connect === 'function' && typeof (db as { query?: unknown }).query === 'function';
 }
 
-export function pgPoolSession<Client extends PgClientLike>(pool: PgPoolLike<Client>): GuardSession<Client> {
+export function pgPoolSession<Client extends PgClientLike>(pool: PgPoolLike<Client>, onConnectionError: (err: Error) => void): GuardSession<Client> {
+  // An idle client that dies emits on the pool, which throws when nothing listens there.
+  watchPool(pool, onConnectionError);
+
   /**
-   * Checks a client out, runs `fn`, and hands the client back (destroyed when it failed at the
-   * socket rather than with an SQL error). `onConnectError` maps a failure to check a client out.
+   * Checks a client out, runs `fn` while listening for the client's errors, and hands the client
+   * back: with the error when it failed at the connection rather than with an SQL error, so that the
+   * pool destroys it. `onConnectError` maps a failure to check a client out.
    */
-  async function withClient<T>(fn: (client: Client) => Promise<T>, onConnectError = (err: unknown): unknown => err): Promise<T> {
+  async function withClient<T>(fn: (client: Client, watch: CheckoutWatch) => Promise<T>, onConnectError = (err: unknown): unknown => err): Promise<T> {
     let client: Client;
     try {
       client = await pool.connect();
     } catch (err) {
       throw onConnectError(err);
     }
-    let destroy = false;
+    const watch = watchCheckout(client, onConnectionError);
+    let broken: Error | undefined;
     try {
-      return await fn(client);
+      return await fn(client, watch);
     } catch (err) {
-      // A failed transaction was rolled back and its connection is fine, unless the ROLLBACK failed
-      // too; any other error without an SQLSTATE came from the socket.
-      destroy = err instanceof PhaseError ? err.connectionBroken : !hasSqlState(err);
+      // A failed transaction was rolled back and its connection is fine, unless the connection
+      // reported an error or the ROLLBACK failed too; a statement failing with a connection error
+      // (sql-state.ts) failed at the connection.
+      const failed = err instanceof PhaseError ? err.connectionBroken : isConnectionFailure(err);
+      broken = watch.lost() ?? (failed ? asError(err) : undefined);
       throw err;
     } finally {
-      client.release(destroy);
+      watch.stop();
+      client.release(broken ?? watch.lost());
     }
   }
 
   return {
     transaction: (isolation, checkSql, body) =>
       withClient(
-        (c) => runGuardedTransaction({ exec: async (text) => ({ command: lastCommand(await c.query(text)) }) }, c, isolation, checkSql, body),
+        (c, watch) =>
+          runGuardedTransaction({ exec: async (text) => ({ command: lastCommand(await c.query(text)) }), lost: watch.lost }, c, isolation, checkSql, body),
         (err) => new PhaseError('open', err),
       ),
 
@@ -83,7 +104,7 @@ function lastCommand(result: unknown): string | undefined {
   return typeof command === 'string' ? command : undefined;
 }
 
-function hasSqlState(err: unknown): boolean {
-  const code = (err as { code?: unknown } | null)?.code;
-  return typeof code === 'string' && /^[0-9A-Z]{5}$/.test(code);
+function asError(err: unknown): Error {
+  const cause = err instanceof PhaseError ? err.cause : err;
+  return cause instanceof Error ? cause : new Error(String(cause));
 }

@@ -19,6 +19,22 @@ const isFunction = (v: unknown): v is (...args: never[]) => unknown => typeof v 
 export const postgresGuardOptionsSchema = z.object({
   /** A `Kysely<DB>` over PostgresDialect, or a `pg.Pool` (anything with `connect()`). */
   db: z.custom<object>(isObject, { message: 'must be a Kysely instance or a pg.Pool' }),
+  /**
+   * The `pg.Pool` behind `db`'s PostgresDialect: required when `db` is a Kysely instance. Kysely
+   * listens on none of the clients it checks out, and a client whose backend is killed (a restart, a
+   * failover, pg_terminate_backend) then emits an `error` that kills the process. The guard listens
+   * on every client of this pool, idle or checked out, and reports such errors as
+   * `guard.connection-lost` events. Not needed when `db` is the pool itself.
+   * @example
+   * ```ts
+   * const pool = new pg.Pool({ connectionString });
+   * const db = new Kysely<DB>({ dialect: new PostgresDialect({ pool }) });
+   * const guard = createPostgresGuard({ db, pool, resource: 'billing' });
+   * ```
+   */
+  pool: z
+    .custom<object>((v) => isObject(v) && isFunction((v as { on?: unknown }).on), { message: 'must be the pg.Pool behind db (an EventEmitter with on())' })
+    .optional(),
   /** The default resource this guard fences; `guardedWrite(token, fn, { resource })` overrides it. */
   resource: resourceSchema,
   /**

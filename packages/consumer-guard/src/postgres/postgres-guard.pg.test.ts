@@ -44,7 +44,7 @@ async function expectCode(promise: Promise<unknown>, code: string): Promise<unkn
 describe.each(['kysely', 'pg.Pool'] as const)('createPostgresGuard over %s', (kind) => {
   const makeGuard = (res: string, extra: { logger?: (e: FencedEvent) => void } = {}) =>
     kind === 'kysely'
-      ? createPostgresGuard({ db, resource: res, schema: schema.name, ...extra })
+      ? createPostgresGuard({ db, pool: schema.pool, resource: res, schema: schema.name, ...extra })
       : createPostgresGuard({ db: schema.pool, resource: res, schema: schema.name, ...extra });
 
   const insert = (note: string) => async (trx: unknown, ctx: { token: bigint; resource: string }) => {
@@ -263,7 +263,7 @@ describe.each(['kysely', 'pg.Pool'] as const)('createPostgresGuard over %s', (ki
     it.each(['fences; drop', 'Upper', '1abc', 'a"b', 'x'.repeat(49)])('table name %j is refused as an identifier', (table) => {
       let caught: unknown;
       try {
-        createPostgresGuard({ db, resource: 'r', table });
+        createPostgresGuard({ db, pool: schema.pool, resource: 'r', table });
       } catch (err) {
         caught = err;
       }

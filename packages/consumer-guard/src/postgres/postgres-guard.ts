@@ -23,7 +23,7 @@ import { guardUnavailable } from './guard-errors.js';
 import { migrate } from './migrator.js';
 import { BoundedMap } from '../internal/bounded-map.js';
 import { guardObjectNames } from './names.js';
-import { isPgPoolLike, pgPoolSession, type PgPoolLike, type PoolClientOf } from './pg-pool-session.js';
+import { isPgPoolLike, pgPoolSession, type PgPoolEvents, type PgPoolLike, type PoolClientOf } from './pg-pool-session.js';
 import { checkCall } from './check-call.js';
 import { PhaseError, toParams, type GuardSession } from './session.js';
 import {
@@ -122,20 +122,21 @@ export interface AppliedFire {
   readonly appliedAt: Date;
 }
 
-type GuardOptions<Db> = Omit<PostgresGuardOptionsInput, 'db' | 'logger' | 'meterProvider'> & { db: Db; logger?: FencedLogger; meterProvider?: MeterProvider };
+type GuardOptions<Db> = Omit<PostgresGuardOptionsInput, 'db' | 'pool' | 'logger' | 'meterProvider'> & { db: Db; pool?: PgPoolEvents; logger?: FencedLogger; meterProvider?: MeterProvider };
 
 /**
- * Creates a guard over a Kysely instance (PostgresDialect) or a `pg.Pool`.
+ * Creates a guard over a Kysely instance (PostgresDialect, with the `pg.Pool` behind it as `pool`)
+ * or a `pg.Pool`.
  *
  * @throws {ConfigError} for bad options (names the option).
  * @example
  * ```ts
- * const guard = createPostgresGuard({ db, resource: 'billing' });
+ * const guard = createPostgresGuard({ db, pool, resource: 'billing' }); // db: Kysely over pool
  * await guard.migrate();
  * await guard.guardedWrite(token, (trx) => trx.insertInto('invoices').values(row).execute());
  * ```
  */
-export function createPostgresGuard<Db extends KyselyLike>(options: GuardOptions<Db>): PostgresGuard<KyselyTransactionOf<Db>>;
+export function createPostgresGuard<Db extends KyselyLike>(options: GuardOptions<Db> & { pool: PgPoolEvents }): PostgresGuard<KyselyTransactionOf<Db>>;
 export function createPostgresGuard<Pool extends PgPoolLike>(options: GuardOptions<Pool>): PostgresGuard<PoolClientOf<Pool>>;
 export function createPostgresGuard(input: GuardOptions<object>): PostgresGuard<unknown> {
   const options = parseOptions('postgres guard', postgresGuardOptionsSchema, input);
@@ -152,9 +153,9 @@ export function createPostgresGuard(input: GuardOptions<object>): PostgresGuard<
 export function postgresGuardWith(options: PostgresGuardOptions, metrics: GuardMetrics): PostgresGuard<unknown> {
   const logger = metrics.observing(options.logger as FencedLogger | undefined);
   const names = guardObjectNames(options.schema, options.table);
-  const session = openSession(options.db);
+  const session = openSession(options.db, options.pool, (error) => emit(logger, { type: 'guard.connection-lost', resource: options.resource, error }));
 
-  const unavailable = (resource: string, phase: string, cause: unknown) => guardUnavailable(logger, resource, phase, cause);
+  const unavailable = (resource: string, phase: string, cause: unknown, outcomeUnknown = false) => guardUnavailable(logger, resource, phase, cause, outcomeUnknown);
   const check = checkCall(names.checkFn);
   // The last fence this process saw per resource. Only a hint for the check's statement order (see
   // the SQL): a stale or missing entry costs one more statement, never correctness.
@@ -217,10 +218,12 @@ export function postgresGuardWith(options: PostgresGuardOptions, metrics: GuardM
         }
         const refused = refusalOf(cause, resource, token, fireId);
         if (refused !== undefined) throw refused;
-        // The caller's own errors pass through untouched.
-        if (phase === 'body') throw cause;
-        if (isRetryable(cause) || isFencedError(cause)) throw cause;
-        throw unavailable(resource, phase, cause);
+        const broken = err instanceof PhaseError && err.connectionBroken;
+        // The caller's own errors pass through untouched; an error fn met because the connection
+        // died under it is the guard's to report.
+        if (phase === 'body' && !broken) throw cause;
+        if (isRetryable(cause) || (isFencedError(cause) && !broken)) throw cause;
+        throw unavailable(resource, phase, cause, err instanceof PhaseError && err.outcomeUnknown);
       }
     }
   }
@@ -341,9 +344,16 @@ export function postgresGuardWith(options: PostgresGuardOptions, metrics: GuardM
   });
 }
 
-function openSession(db: object): GuardSession<unknown> {
-  if (isKyselyLike(db)) return kyselySession(db) as GuardSession<unknown>;
-  if (isPgPoolLike(db)) return pgPoolSession(db) as GuardSession<unknown>;
+function openSession(db: object, pool: object | undefined, onConnectionError: (err: Error) => void): GuardSession<unknown> {
+  if (isKyselyLike(db)) {
+    if (pool === undefined) {
+      throw new ConfigError('postgres guard', [
+        { path: 'pool', message: "required when db is a Kysely instance: pass the pg.Pool behind its PostgresDialect, so the guard can hear a killed connection's error (unheard, it kills the process)" },
+      ]);
+    }
+    return kyselySession(db, pool, onConnectionError) as GuardSession<unknown>;
+  }
+  if (isPgPoolLike(db)) return pgPoolSession(db, onConnectionError) as GuardSession<unknown>;
   throw new ConfigError('postgres guard', [{ path: 'db', message: 'must be a Kysely instance or a pg.Pool' }]);
 }
 

@@ -12,16 +12,30 @@ export interface Statement {
 /** Where in a guarded transaction an error came from. */
 export type TransactionPhase = 'open' | 'body' | 'commit';
 
+/** What a failed guarded transaction left behind, beside the error itself. */
+export interface PhaseErrorState {
+  /**
+   * The connection failed (it reported an error, or the ROLLBACK failed too): it must not go back to
+   * its pool, and an error `fn` threw in the body phase came from the lost connection, not from `fn`.
+   */
+  readonly connectionBroken?: boolean;
+  /** The COMMIT was sent and no answer came back: whether it took effect is not known. */
+  readonly outcomeUnknown?: boolean;
+}
+
 /** An error thrown inside a guarded transaction, tagged with the phase it came from. */
 export class PhaseError extends Error {
   override readonly name = 'PhaseError';
+  readonly connectionBroken: boolean;
+  readonly outcomeUnknown: boolean;
   constructor(
     readonly phase: TransactionPhase,
     override readonly cause: unknown,
-    /** The ROLLBACK failed too: the connection must not go back to its pool. */
-    readonly connectionBroken = false,
+    state: PhaseErrorState = {},
   ) {
     super(`guarded transaction failed in phase ${phase}`, { cause });
+    this.connectionBroken = state.connectionBroken ?? false;
+    this.outcomeUnknown = state.outcomeUnknown ?? false;
   }
 }
 
@@ -41,6 +55,11 @@ export interface GuardSession<Trx> {
 /** A connection that runs SQL text with the simple-query protocol, answering with the command tag. */
 export interface RawConnection {
   exec(text: string): Promise<{ command: string | undefined }>;
+  /**
+   * The error the connection reported since the transaction began, if the driver lets us hear it
+   * (see connection-errors.ts). Absent: only the statements' own failures tell.
+   */
+  lost?(): Error | undefined;
 }
 
 /**
@@ -59,24 +78,33 @@ export async function runGuardedTransaction<Trx, T>(
   body: (trx: Trx) => Promise<T>,
 ): Promise<T> {
   let phase: TransactionPhase = 'open';
+  let commitSent = false;
   try {
     await connection.exec(`BEGIN ISOLATION LEVEL ${isolation.toUpperCase()}; ${checkSql}`);
     phase = 'body';
     const result = await body(trx);
     phase = 'commit';
     if (failpoints.armed) await failpoints.hit('guard.checked-before-commit');
+    // A connection that died while `fn` ran (or while we stood at the failpoint) took its transaction
+    // with it: there is nothing to commit, and nothing was applied.
+    const lost = connection.lost?.();
+    if (lost !== undefined) throw lost;
+    commitSent = true;
     const commit = await connection.exec('COMMIT');
     if (commit.command === 'ROLLBACK') throw new CommitRolledBackError();
     return result;
   } catch (err) {
-    let broken = false;
-    // A COMMIT answered with ROLLBACK already ended the transaction; anything else needs a ROLLBACK.
-    if (!(err instanceof CommitRolledBackError)) {
+    let broken = connection.lost?.() !== undefined;
+    // A COMMIT answered with ROLLBACK already ended the transaction; a lost connection ended it with
+    // the backend; anything else needs a ROLLBACK.
+    if (!broken && !(err instanceof CommitRolledBackError)) {
       await connection.exec('ROLLBACK').catch(() => {
         broken = true;
       });
     }
-    throw new PhaseError(phase, err, broken);
+    // The server answering COMMIT with an error means it did not commit; a connection that failed
+    // under a sent COMMIT may have committed or not.
+    throw new PhaseError(phase, err, { connectionBroken: broken, outcomeUnknown: commitSent && broken });
   }
 }
 

@@ -32,3 +32,18 @@ export function isRetryable(err: unknown): boolean {
   const state = sqlStateOf(err);
   return state === DEADLOCK_DETECTED || state === SERIALIZATION_FAILURE;
 }
+
+/**
+ * True for an error that says the connection itself is gone, not that a statement failed: no SQLSTATE
+ * at all (the socket closed, the client refused to send), class 08 (connection exception), or the
+ * server ending the session (57P01 admin shutdown or pg_terminate_backend, 57P02 crash shutdown,
+ * 57P03 cannot connect now, 57P05 idle session timeout). A session ended by
+ * idle_in_transaction_session_timeout reports 25P03.
+ */
+export function isConnectionFailure(err: unknown): boolean {
+  const state = sqlStateOf(err);
+  return state === undefined || state.startsWith('08') || state.startsWith('57P') || state === IDLE_IN_TRANSACTION_TIMEOUT;
+}
+
+/** The server ended a session that stayed idle inside a transaction for too long. */
+export const IDLE_IN_TRANSACTION_TIMEOUT = '25P03';

@@ -40,7 +40,7 @@ try {
   await pool.query(`CREATE SCHEMA ${schema}`);
   await pool.query(`CREATE TABLE ${schema}.ledger (fire_id text PRIMARY KEY, token bigint NOT NULL)`);
 
-  const guard = createGuard({ db, redis, resource: 'ledger', schema, keyPrefix });
+  const guard = createGuard({ db, pool, redis, resource: 'ledger', schema, keyPrefix });
   await guard.migrate();
   const handle = guard.wrapHandler(
     (_payload, ctx) =>

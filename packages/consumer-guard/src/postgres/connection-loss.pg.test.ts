@@ -1,0 +1,203 @@
+// A killed backend, at every point of a guarded write, is the write's typed error: never an unheard
+// `error` event (which kills the process: vitest fails the run on it), never a broken client handed
+// out again, never a half-applied write. The pools here have no `error` listener of their own, as
+// in an application that never thought of it.
+import { isFencedError, type FencedEvent } from '@fenced/shared';
+import { failpoints } from '@fenced/shared/failpoints';
+import { createPool, createTestSchema, kyselyOver, waitFor, waitForLockWait } from '#test-support';
+import { CompiledQuery, type Kysely } from 'kysely';
+import pg from 'pg';
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { createPostgresGuard } from './index.js';
+
+let schema: Awaited<ReturnType<typeof createTestSchema>>;
+let admin: pg.Pool;
+
+beforeAll(async () => {
+  schema = await createTestSchema('connloss');
+  admin = createPool({ max: 4 });
+  await admin.query(`CREATE TABLE "${schema.name}".ledger (id text PRIMARY KEY, token bigint NOT NULL)`);
+});
+afterAll(async () => {
+  await admin.end();
+  await schema.drop();
+});
+afterEach(() => failpoints.disarm());
+
+/** Ends a backend as an administrator, a restart or a timeout would, and waits until it is gone. */
+async function terminate(pid: number): Promise<void> {
+  await admin.query('SELECT pg_terminate_backend($1)', [pid]);
+  await waitFor(async () => (await admin.query('SELECT 1 FROM pg_stat_activity WHERE pid = $1', [pid])).rowCount === 0, 10_000);
+}
+
+const rowExists = async (id: string) => (await admin.query(`SELECT 1 FROM "${schema.name}".ledger WHERE id = $1`, [id])).rowCount === 1;
+
+async function caught(promise: Promise<unknown>): Promise<unknown> {
+  try {
+    await promise;
+  } catch (err) {
+    return err;
+  }
+  throw new Error('expected the write to fail');
+}
+
+describe.each(['kysely', 'pg.Pool'] as const)('a killed connection over %s', (kind) => {
+  let pool: pg.Pool;
+  let events: FencedEvent[];
+  let n = 0;
+  const applicationName = `connloss-${kind}-${process.pid}`;
+
+  // No pool.on('error') here: the guard must be the one that listens.
+  beforeAll(() => {
+    pool = new pg.Pool({ connectionString: schema.pool.options.connectionString, max: 3, application_name: applicationName, options: `-c search_path=${schema.name}` });
+  });
+  afterAll(async () => {
+    await pool.end();
+  });
+
+  function makeGuard(resource: string) {
+    events = [];
+    const logger = (e: FencedEvent) => void events.push(e);
+    return kind === 'kysely'
+      ? createPostgresGuard({ db: kyselyOver(pool), pool, resource, schema: schema.name, logger })
+      : createPostgresGuard({ db: pool, resource, schema: schema.name, logger });
+  }
+
+  const run = async (trx: unknown, text: string, values: unknown[] = []) =>
+    kind === 'kysely' ? (await (trx as Kysely<unknown>).executeQuery(CompiledQuery.raw(text, values))).rows : (await (trx as pg.PoolClient).query(text, values)).rows;
+  const backendPid = async (trx: unknown) => Number((await run(trx, 'SELECT pg_backend_pid() AS pid'))[0]!['pid' as never]);
+  const insert = (trx: unknown, id: string, token: bigint) => run(trx, 'INSERT INTO ledger (id, token) VALUES ($1, $2)', [id, token.toString()]);
+
+  /** After a loss, the guard still writes, on every client the pool has room for (none of them broken). */
+  async function expectHealthy(guard: ReturnType<typeof makeGuard>, token: bigint): Promise<void> {
+    const ids = [1, 2, 3].map(() => `ok-${kind}-${++n}`);
+    await Promise.all(ids.map((id) => guard.guardedWrite(token, (trx) => insert(trx, id, token))));
+    for (const id of ids) expect(await rowExists(id)).toBe(true);
+  }
+
+  function expectUnavailable(err: unknown): void {
+    expect(isFencedError(err, 'GUARD_UNAVAILABLE'), `expected GuardUnavailableError, got ${String(err)}`).toBe(true);
+  }
+
+  let resourceCounter = 0;
+  const nextResource = () => `conn-${kind}-${++resourceCounter}`;
+
+  beforeAll(async () => {
+    await makeGuard('setup').migrate();
+  });
+
+  it('idle in the pool: the error is heard, the pool drops the client, and the next write works', async () => {
+    const guard = makeGuard(nextResource());
+    await expectHealthy(guard, 1n);
+    const { rows } = await admin.query<{ pid: number }>(`SELECT pid FROM pg_stat_activity WHERE application_name = $1 AND state = 'idle'`, [applicationName]);
+    expect(rows.length).toBeGreaterThan(0);
+    for (const { pid } of rows) await terminate(pid);
+    await waitFor(() => events.some((e) => e.type === 'guard.connection-lost'), 10_000);
+    await expectHealthy(guard, 1n);
+  });
+
+  it('during the check (waiting on the fence row): GuardUnavailableError, nothing applied', async () => {
+    const resource = nextResource();
+    const guard = makeGuard(resource);
+    await guard.guardedWrite(1n, async () => {});
+    const holder = await admin.connect();
+    const id = `check-${kind}-${++n}`;
+    try {
+      await holder.query('BEGIN');
+      await holder.query(`SELECT 1 FROM "${schema.name}".fenced_fences WHERE resource = $1 FOR UPDATE`, [resource]);
+      const write = caught(guard.guardedWrite(2n, (trx) => insert(trx, id, 2n)));
+      await waitForLockWait(admin, `'${resource}'`);
+      const { rows } = await admin.query<{ pid: number }>(`SELECT pid FROM pg_stat_activity WHERE application_name = $1 AND wait_event_type = 'Lock'`, [applicationName]);
+      await terminate(rows[0]!.pid);
+      expectUnavailable(await write);
+    } finally {
+      await holder.query('ROLLBACK');
+      holder.release();
+    }
+    expect(await rowExists(id)).toBe(false);
+    await expectHealthy(guard, 2n);
+  });
+
+  it('inside fn, which then queries: GuardUnavailableError (not the driver error), nothing applied', async () => {
+    const guard = makeGuard(nextResource());
+    const id = `fn-query-${kind}-${++n}`;
+    const err = await caught(
+      guard.guardedWrite(1n, async (trx) => {
+        await insert(trx, id, 1n);
+        await terminate(await backendPid(trx));
+        await run(trx, 'SELECT 1');
+      }),
+    );
+    expectUnavailable(err);
+    expect(await rowExists(id)).toBe(false);
+    await expectHealthy(guard, 1n);
+  });
+
+  it('inside fn, which then returns without a query: GuardUnavailableError, nothing applied', async () => {
+    const guard = makeGuard(nextResource());
+    const id = `fn-return-${kind}-${++n}`;
+    const err = await caught(
+      guard.guardedWrite(1n, async (trx) => {
+        await insert(trx, id, 1n);
+        await terminate(await backendPid(trx));
+      }),
+    );
+    expectUnavailable(err);
+    expect(await rowExists(id)).toBe(false);
+    await expectHealthy(guard, 1n);
+  });
+
+  it('between fn and the COMMIT: GuardUnavailableError, nothing applied', async () => {
+    const guard = makeGuard(nextResource());
+    const id = `precommit-${kind}-${++n}`;
+    let pid = 0;
+    failpoints.arm('guard.checked-before-commit', { kind: 'call', run: () => terminate(pid) });
+    const err = await caught(
+      guard.guardedWrite(1n, async (trx) => {
+        pid = await backendPid(trx);
+        await insert(trx, id, 1n);
+      }),
+    );
+    expectUnavailable(err);
+    // Over a pool the guard heard the loss before it sent COMMIT, so it knows nothing was applied.
+    if (kind === 'pg.Pool') expect((err as Error).message).toContain('nothing was applied');
+    expect(await rowExists(id)).toBe(false);
+    await expectHealthy(guard, 1n);
+  });
+
+  it('during the COMMIT: GuardUnavailableError that says the outcome is unknown; here it did not commit', async () => {
+    const guard = makeGuard(nextResource());
+    const id = `commit-${kind}-${++n}`;
+    // A deferred constraint trigger runs inside COMMIT: the commit is in progress while it sleeps.
+    const slow = `slow_commit_${kind === 'kysely' ? 'k' : 'p'}`;
+    await admin.query(`CREATE TABLE "${schema.name}".${slow} (id int)`);
+    await admin.query(`CREATE FUNCTION "${schema.name}".${slow}_fn() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN PERFORM pg_sleep(30); RETURN NULL; END $$`);
+    await admin.query(`CREATE CONSTRAINT TRIGGER ${slow}_t AFTER INSERT ON "${schema.name}".${slow} DEFERRABLE INITIALLY DEFERRED FOR EACH ROW EXECUTE FUNCTION "${schema.name}".${slow}_fn()`);
+    let pid = 0;
+    const write = caught(
+      guard.guardedWrite(1n, async (trx) => {
+        pid = await backendPid(trx);
+        await insert(trx, id, 1n);
+        await run(trx, `INSERT INTO ${slow} VALUES (1)`);
+      }),
+    );
+    await waitFor(async () => (await admin.query(`SELECT 1 FROM pg_stat_activity WHERE pid = $1 AND query = 'COMMIT' AND state = 'active'`, [pid])).rowCount === 1, 10_000);
+    await terminate(pid);
+    const err = await write;
+    expectUnavailable(err);
+    expect((err as Error).message).toContain('outcome is unknown');
+    expect(await rowExists(id)).toBe(false);
+    await expectHealthy(guard, 1n);
+  });
+});
+
+it('a Kysely guard without the pool behind it is refused: it could not hear a killed connection', async () => {
+  let err: unknown;
+  try {
+    createPostgresGuard({ db: kyselyOver(schema.pool), resource: 'r' } as never);
+  } catch (e) {
+    err = e;
+  }
+  expect(isFencedError(err, 'INVALID_CONFIG')).toBe(true);
+  expect(String(err)).toContain('pool');
+});
