@@ -6,6 +6,7 @@ import { isFencedError, type FencedEvent } from '@fenced/shared';
 import { startPostgresServer, type PostgresServerProcess } from '@fenced/chaos';
 import { createPostgresGuard } from '@fenced/consumer-guard/postgres';
 import { kyselyOver, waitFor } from '#test-support';
+import type { Kysely } from 'kysely';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
@@ -16,6 +17,10 @@ beforeAll(async () => {
 afterAll(async () => {
   await server?.stop();
 });
+
+interface Ledger {
+  ledger: { id: number; token: string };
+}
 
 type Outcome = 'committed' | 'nothing applied' | 'outcome unknown';
 
@@ -45,7 +50,7 @@ describe.each(['kysely', 'pg.Pool'] as const)('a PostgreSQL restart during write
         await guard.guardedWrite(1n, async (trx) => {
           const text = 'INSERT INTO ledger (id, token) VALUES ($1, 1)';
           if (kind === 'pg.Pool') await (trx as pg.PoolClient).query(text, [id]);
-          else await (trx as ReturnType<typeof kyselyOver<{ ledger: { id: number; token: string } }>>).insertInto('ledger').values({ id, token: '1' }).execute();
+          else await (trx as unknown as Kysely<Ledger>).insertInto('ledger').values({ id, token: '1' }).execute();
         });
         outcomes.set(id, 'committed');
         if (restarted) committedAfterRestart++;

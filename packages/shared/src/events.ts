@@ -17,6 +17,11 @@ export type FencedEvent =
   | { type: 'guard.unavailable'; resource: string; error: unknown }
   /** A PostgreSQL connection the guard listens on failed (killed backend, restart, timeout); the client is discarded. */
   | { type: 'guard.connection-lost'; resource: string; error: unknown }
+  /**
+   * The election-time advance to `token` found a guarded transaction of `blockingToken` (lower)
+   * holding it up past the grace period, and ended it (`ended`), or was not allowed to.
+   */
+  | { type: 'guard.takeover'; resource: string; token: bigint; blockingToken: bigint; session: string; ended: boolean }
   | { type: 'guard.duplicate'; resource: string; token: bigint; fireId: string }
   | { type: 'guard.degraded'; resource: string; error: unknown }
   | { type: 'guard.recovered'; resource: string }

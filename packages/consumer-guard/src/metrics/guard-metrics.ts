@@ -12,6 +12,7 @@ export const ATTR_RESOURCE = 'fenced.resource';
 export const ATTR_OUTCOME = 'fenced.guard.outcome';
 export const ATTR_PATH = 'fenced.guard.path';
 export const ATTR_HANDLER_OUTCOME = 'fenced.handler.outcome';
+export const ATTR_TAKEOVER_OUTCOME = 'fenced.guard.takeover.outcome';
 
 /** How a guarded write ended, as the duration histogram labels it. */
 export type WriteOutcome = 'accepted' | 'stale' | 'duplicate' | 'unavailable' | 'error';
@@ -38,6 +39,8 @@ export class GuardMetrics {
   readonly #writes: Counter;
   readonly #unavailable: Counter;
   readonly #retries: Counter;
+  readonly #takeovers: Counter;
+  readonly #connectionsLost: Counter;
   readonly #writeDuration: Histogram;
   readonly #checkDuration: Histogram;
   readonly #handlerRuns: Counter;
@@ -56,6 +59,14 @@ export class GuardMetrics {
     });
     this.#unavailable = meter.createCounter('fenced.guard.unavailable', { unit: '{error}', description: 'Calls that failed closed because PostgreSQL could not be reached or failed' });
     this.#retries = meter.createCounter('fenced.guard.retries', { unit: '{retry}', description: 'Transactions run again after a deadlock or serialization failure' });
+    this.#takeovers = meter.createCounter('fenced.guard.takeovers', {
+      unit: '{transaction}',
+      description: 'Guarded transactions of lower tokens that held up an election-time advance past its grace period, by outcome: ended, or denied (no right to signal them)',
+    });
+    this.#connectionsLost = meter.createCounter('fenced.guard.connections.lost', {
+      unit: '{connection}',
+      description: 'PostgreSQL connections the guard listened on that failed (a killed backend, a restart, a timeout) and were discarded',
+    });
     this.#writeDuration = seconds('fenced.guard.write.duration', 'A guarded write from call to settle: fence check, your function, commit');
     this.#checkDuration = seconds('fenced.guard.check.duration', 'A check made before any transaction: the Redis fast path, or the pre-check (redis or postgres)');
     this.#handlerRuns = meter.createCounter('fenced.handler.fires', { unit: '{fire}', description: 'Fires a wrapped handler settled, by outcome' });
@@ -92,6 +103,12 @@ export class GuardMetrics {
         return this.#unavailable.add(1, this.#attributes(event.resource).base);
       case 'guard.retry':
         return this.#retries.add(1, this.#attributes(event.resource).base);
+      case 'guard.takeover': {
+        const takeovers = this.#attributes(event.resource).takeovers;
+        return this.#takeovers.add(1, event.ended ? takeovers.ended : takeovers.denied);
+      }
+      case 'guard.connection-lost':
+        return this.#connectionsLost.add(1, this.#attributes(event.resource).base);
       case 'guard.degraded':
         this.#degraded = true;
         return;
@@ -153,6 +170,7 @@ interface AttributeSets {
   readonly durations: Readonly<Record<WriteOutcome, Attributes>>;
   readonly checks: Readonly<Record<'redis' | 'postgres', Attributes>>;
   readonly handler: Readonly<Record<HandlerRunOutcome, Attributes>>;
+  readonly takeovers: { readonly ended: Attributes; readonly denied: Attributes };
 }
 
 function attributeSets(base: Attributes): AttributeSets {
@@ -170,6 +188,7 @@ function attributeSets(base: Attributes): AttributeSets {
     durations: Object.fromEntries(outcomes.map((o) => [o, with_({ [ATTR_OUTCOME]: o })])) as Record<WriteOutcome, Attributes>,
     checks: { redis: with_({ [ATTR_PATH]: 'redis' }), postgres: with_({ [ATTR_PATH]: 'postgres' }) },
     handler: Object.fromEntries(runs.map((o) => [o, with_({ [ATTR_HANDLER_OUTCOME]: o })])) as Record<HandlerRunOutcome, Attributes>,
+    takeovers: { ended: with_({ [ATTR_TAKEOVER_OUTCOME]: 'ended' }), denied: with_({ [ATTR_TAKEOVER_OUTCOME]: 'denied' }) },
   };
 }
 

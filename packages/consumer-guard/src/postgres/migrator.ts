@@ -23,7 +23,8 @@ function render(text: string, names: GuardObjectNames): string {
     .replaceAll(':ADVANCE_FN', names.advanceFn)
     .replaceAll(':APPLIED', names.applied)
     .replaceAll(':AUDIT', names.audit)
-    .replaceAll(':LOWER_FN', names.lowerFn);
+    .replaceAll(':LOWER_FN', names.lowerFn)
+    .replaceAll(':TAKEOVER_FN', names.takeoverFn);
 }
 
 /**

@@ -10,6 +10,7 @@ export interface GuardObjectNames {
   readonly applied: string;
   readonly audit: string;
   readonly lowerFn: string;
+  readonly takeoverFn: string;
   /** `schema.table`, unquoted: the key that serializes migrators of one installation. */
   readonly installation: string;
 }
@@ -26,6 +27,7 @@ export function guardObjectNames(schema: string, table: string): GuardObjectName
     applied: qualify(`${table}_applied`),
     audit: qualify(`${table}_audit`),
     lowerFn: qualify(`${table}_lower`),
+    takeoverFn: qualify(`${table}_takeover`),
     installation: `${schema}.${table}`,
   };
 }

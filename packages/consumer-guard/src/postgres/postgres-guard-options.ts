@@ -58,6 +58,28 @@ export const postgresGuardOptionsSchema = z.object({
    * @defaultValue `5`
    */
   maxRetries: z.number().int().min(0).max(100).default(5),
+  /**
+   * What the election-time advance (`advance`, the coordinator's fence) does when transactions of
+   * lower tokens hold it up: a deposed leader frozen inside its guarded transaction (SIGSTOP, a hung
+   * VM) keeps its lock on the fence row however long it is frozen. The advance waits `graceMs`, then
+   * ends the guarded transactions of lower tokens that block it (`pg_terminate_backend`; each one is
+   * a `guard.takeover` event and counted in `fenced.guard.takeovers`), and again every `graceMs`;
+   * it gives up after `timeoutMs` of lock waits in all (then the election fails closed and is tried
+   * again). Nothing of the same or a higher token, and no session that is not a guarded write, is
+   * ever ended. The role needs the right to signal the writers' backends: the same role, a member of
+   * `pg_signal_backend`, or a superuser (`fenced doctor` checks). `false`: wait without bound, as
+   * long as the lock is held.
+   * @defaultValue `{ graceMs: 250, timeoutMs: 10000 }`
+   */
+  takeover: z
+    .union([
+      z.literal(false),
+      z.object({
+        graceMs: z.number().int().min(0).max(60_000).default(250),
+        timeoutMs: z.number().int().min(100).max(600_000).default(10_000),
+      }),
+    ])
+    .default({ graceMs: 250, timeoutMs: 10_000 }),
   /** Receives structured events; the guard never logs to the console. */
   logger: z.custom<(event: never) => void>(isFunction, { message: 'must be a function' }).optional(),
   /**

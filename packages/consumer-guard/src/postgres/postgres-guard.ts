@@ -25,6 +25,8 @@ import { BoundedMap } from '../internal/bounded-map.js';
 import { guardObjectNames } from './names.js';
 import { isPgPoolLike, pgPoolSession, type PgPoolEvents, type PgPoolLike, type PoolClientOf } from './pg-pool-session.js';
 import { checkCall } from './check-call.js';
+import { postgresTakeoverStore } from './postgres-takeover.js';
+import { advanceWithTakeover } from '../takeover/advance-with-takeover.js';
 import { PhaseError, toParams, type GuardSession } from './session.js';
 import {
   detailOf,
@@ -288,10 +290,19 @@ export function postgresGuardWith(options: PostgresGuardOptions, metrics: GuardM
     }
   }
 
+  const takeoverStore = postgresTakeoverStore(session, names);
+
+  /**
+   * The strict advance, taking over from transactions of lower tokens that block it past the grace
+   * period (advance-with-takeover.ts): a leader frozen inside its transaction cannot hold off the
+   * next term.
+   */
   async function advance(resource: string, tokenInput: TokenInput): Promise<void> {
     const token = parseToken(tokenInput);
     try {
-      await session.query({ text: `SELECT ${names.advanceFn}($1::text, $2::bigint)`, values: [resource, token] });
+      await advanceWithTakeover(takeoverStore, resource, token, options.takeover, (blocker) =>
+        emit(logger, { type: 'guard.takeover', resource, token, blockingToken: blocker.token, session: blocker.session, ended: blocker.ended }),
+      );
     } catch (err) {
       if (sqlStateOf(err) === FENCE_AHEAD) throw new FenceAheadError(resource, token, BigInt(detailOf(err) ?? '0'));
       throw unavailable(resource, 'advance', err);
