@@ -61,7 +61,18 @@ async function writeRow(client: pg.PoolClient, fire: { fireId: string; token: bi
 }
 
 if (mode === 'guarded') {
-  const guard = createGuard({ db: pool, redis, resource: RESOURCE, schema, keyPrefix: env('KEY_PREFIX'), redisTimeoutMs: 200 });
+  const guard = createGuard({
+    db: pool,
+    redis,
+    resource: RESOURCE,
+    schema,
+    keyPrefix: env('KEY_PREFIX'),
+    redisTimeoutMs: 200,
+    // The simulation counts the election-time advance ending a deposed leader's frozen transaction.
+    logger: (e) => {
+      if (e.type === 'guard.takeover') line({ kind: 'takeover', ended: e.ended, token: e.token, blockingToken: e.blockingToken });
+    },
+  });
   const coordinator = createCoordinator({ ...coordinatorOptions, fences: [guard] });
   const mark = createRedisGuard({ redis, resource: RESOURCE, keyPrefix: env('KEY_PREFIX') });
   // Per fire in flight: the highest token the guard's mark held just before the handler was called.

@@ -25,7 +25,10 @@ export type HistoryEvent =
   /** A replica found its new token at or below what a fence had committed, and raised the counter past it. */
   | { at: number; kind: 'repair'; node: string; token: string }
   /** A replica process started or exited. */
-  | { at: number; kind: 'process'; node: string; event: 'started' | 'exited' | 'paused' | 'resumed' };
+  /** `crashed`: it exited on its own with a failure (an unhandled error), not by a fault's signal. */
+  | { at: number; kind: 'process'; node: string; event: 'started' | 'exited' | 'paused' | 'resumed'; crashed?: boolean }
+  /** An election-time advance ended (or was not allowed to end) a deposed leader's transaction that blocked it. */
+  | { at: number; kind: 'takeover'; node: string; ended: boolean };
 
 export type WriteOutcome = 'begin' | 'committed' | 'stale' | 'duplicate' | 'failed';
 

@@ -17,6 +17,11 @@ export interface CheckInput {
    * due meanwhile (see layer-invariants.ts). Without it, neither is asserted.
    */
   readonly recoveryMs?: number;
+  /**
+   * How soon another replica must lead after the leader is paused where the scenario aims (inside
+   * its guarded transaction): TTL + renew interval + 1 s. Not judged without it.
+   */
+  readonly failoverBound?: { readonly ms: number; readonly fault: string };
   /** Per resource, the fence PostgreSQL committed and the guard's Redis mark, read after the run. */
   readonly fences?: readonly FenceState[];
 }
@@ -65,7 +70,11 @@ export interface CheckResult {
   readonly guard: number;
   /** Fires that took effect twice, and failed writes never applied by a later delivery (dedupe's promise). */
   readonly dedupe: number;
-  /** Stretches outside the faults longer than `recoveryMs` with no dispatch by anyone. */
+  /**
+   * Stretches outside the faults longer than `recoveryMs` with no dispatch by anyone, failovers slower
+   * than `failoverBound`, and replica processes that died on their own (an unhandled error), whatever
+   * the fault.
+   */
   readonly liveness: number;
   /** Write attempts the guard refused as stale. */
   readonly staleRefused: number;
@@ -77,6 +86,8 @@ export interface CheckResult {
   readonly tokensRepaired: number;
   /** Failpoint hits (a replica stopped or stalled there): the faults that landed exactly where they were aimed. */
   readonly failpointHits: number;
+  /** Deposed leaders' transactions ended by an election-time advance they blocked. */
+  readonly takeovers: number;
   /** Windows in which two or more replicas believed they led. */
   readonly overlaps: readonly OverlapWindow[];
   /** The longest time inside the window with no dispatch by anyone, ms. */
@@ -129,12 +140,13 @@ export function checkRun(input: CheckInput): CheckResult {
     handler: results.handlerForStale.count + results.handlerUnguarded.count,
     guard: results.staleApplied.count + results.markAhead.count,
     dedupe: results.duplicates.count + results.failedApplyLater.count,
-    liveness: results.silence.count,
+    liveness: results.silence.count + results.crashes.count + results.failover.count,
     staleRefused: writes.filter((w) => w.outcome === 'stale').length,
     duplicatesRefused: writes.filter((w) => w.outcome === 'duplicate').length,
     tokensRepaired: input.history.filter((e) => e.kind === 'repair').length,
     writesRetried: [...firstFailedWrites(input.history).keys()].filter((id) => appliedIds.has(id)).length,
     failpointHits: input.history.filter((e) => e.kind === 'failpoint').length,
+    takeovers: input.history.filter((e) => e.kind === 'takeover' && e.ended).length,
     overlaps,
     maxFailoverGapMs: maxDispatchGap(input.history, input.window),
     violations,

@@ -9,6 +9,8 @@ import {
   noHandlerForStaleToken,
   noHandlerWhileGuardUnreachable,
   noLongSilence,
+  noReplicaCrashed,
+  failoverWithinBound,
 } from './layer-invariants.js';
 import { dispatchOnlyWhileLeading, electionsInTokenOrder } from './lease-invariants.js';
 
@@ -105,4 +107,6 @@ export const INVARIANTS = {
   markAhead: markNotAheadOfFence,
   failedApplyLater: failedWritesApplyLater,
   silence: noLongSilence,
+  crashes: noReplicaCrashed,
+  failover: failoverWithinBound,
 } as const;

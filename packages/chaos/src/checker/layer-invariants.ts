@@ -187,3 +187,49 @@ export function faultIntervals(
   }
   return out;
 }
+
+/**
+ * No replica process dies on its own. A process a fault killed ends by a signal; one that exits with
+ * a failure died of something in it (an unheard `error` event, an unhandled rejection): the host
+ * down, whatever the data says. Judged in every run, whatever the fault.
+ */
+export const noReplicaCrashed: Invariant = (input) => {
+  const crashes = input.history.filter((e) => e.kind === 'process' && e.event === 'exited' && e.crashed === true);
+  return result(
+    crashes.length,
+    crashes.map((e) => `${e.kind === 'process' ? e.node : ''} exited on its own with a failure ${Math.round(e.at - input.window.start)} ms into the window (an unhandled error?)`),
+  );
+};
+
+/**
+ * After the leader is paused by the scenario's fault (the fault named in `failoverBound`, started on
+ * a node that led), another replica is elected within the bound, however long the pause: a leader
+ * frozen inside its transaction must not hold the others off. Not judged without `failoverBound`.
+ */
+export const failoverWithinBound: Invariant = (input) => {
+  const bound = input.failoverBound;
+  if (bound === undefined) return result(0, []);
+  const slow: string[] = [];
+  for (const fault of input.history) {
+    if (fault.kind !== 'fault' || fault.fault !== bound.fault || fault.phase !== 'start' || fault.target === undefined) continue;
+    if (!ledAt(input.history, fault.target, fault.at)) continue;
+    const end = input.history.find((e) => e.kind === 'fault' && e.fault === bound.fault && e.phase === 'end' && e.target === fault.target && e.at >= fault.at);
+    // A fault healed within the bound owes no failover: the old leader may simply go on.
+    if (end !== undefined && end.at - fault.at <= bound.ms) continue;
+    const next = input.history.find((e) => e.kind === 'belief' && e.leader && e.node !== fault.target && e.at >= fault.at);
+    if (next !== undefined && next.at - fault.at <= bound.ms) continue;
+    slow.push(`${fault.target} paused as leader ${Math.round(fault.at - input.window.start)} ms into the window: next leader ${next === undefined ? 'never' : `after ${Math.round(next.at - fault.at)} ms`} (bound ${bound.ms} ms)`);
+  }
+  return result(slow.length, slow);
+};
+
+/** Whether `node` believed it led at `at` (its last belief before then). */
+function ledAt(history: readonly HistoryEvent[], node: string, at: number): boolean {
+  let leads = false;
+  for (const e of history) {
+    if (e.at > at) break;
+    if (e.kind === 'belief' && e.node === node) leads = e.leader;
+    else if (e.kind === 'process' && e.node === node && e.event === 'exited') leads = false;
+  }
+  return leads;
+}

@@ -25,6 +25,11 @@ export interface ManagedProcess {
   readonly pid: number | undefined;
   readonly running: boolean;
   readonly paused: boolean;
+  /**
+   * How the last incarnation ended: `crashed` when it exited on its own with a failure (a non-zero
+   * code: an unhandled error, say), not when a signal ended it (a kill, a stop). Undefined while it runs.
+   */
+  readonly lastExit: { readonly code: number | null; readonly signal: NodeJS.Signals | null; readonly crashed: boolean } | undefined;
   start(extraEnv?: Readonly<Record<string, string>>): void;
   pause(): void;
   /**
@@ -48,6 +53,7 @@ export function managedProcess(name: string, spec: ProcessSpec, clock: () => num
   let child: ChildProcess | undefined;
   let paused = false;
   let errors = '';
+  let lastExit: ManagedProcess['lastExit'];
   const listeners: Array<(line: ProcessLine) => void> = [];
 
   const exited = (c: ChildProcess) =>
@@ -64,9 +70,13 @@ export function managedProcess(name: string, spec: ProcessSpec, clock: () => num
     get paused() {
       return paused;
     },
+    get lastExit() {
+      return lastExit;
+    },
     start(extraEnv = {}) {
       if (handle.running) return;
       paused = false;
+      lastExit = undefined;
       const c = spawn(spec.command, [...spec.args], {
         cwd: spec.cwd,
         env: { ...process.env, ...spec.env, ...extraEnv },
@@ -74,6 +84,9 @@ export function managedProcess(name: string, spec: ProcessSpec, clock: () => num
       });
       child = c;
       trackChild(c);
+      c.once('exit', (code, signal) => {
+        if (child === c) lastExit = { code, signal, crashed: signal === null && code !== 0 };
+      });
       // A replica that exits while a command is on its way must not take the supervisor down.
       c.stdin!.on('error', () => {});
       createInterface({ input: c.stdout! }).on('line', (text) => {

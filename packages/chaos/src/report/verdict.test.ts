@@ -20,6 +20,7 @@ const check = (counts: Partial<CheckResult>): CheckResult => ({
   tokensRepaired: 0,
   writesRetried: 0,
   failpointHits: 0,
+  takeovers: 0,
   overlaps: [],
   maxFailoverGapMs: 900,
   anomalies: 0,

@@ -22,6 +22,8 @@ export function timesExercised(check: CheckResult, protection: Protection): numb
       return check.writesRetried;
     case 'aimed fault landed':
       return check.failpointHits;
+    case 'takeover':
+      return check.takeovers;
   }
 }
 

@@ -1,3 +1,4 @@
+import type { PostgresServerProcess } from '../postgres/postgres-server.js';
 import { renameSync, writeFileSync } from 'node:fs';
 import { clockStepText } from '../faketime.js';
 import type { History, HistoryEvent } from '../history.js';
@@ -35,7 +36,15 @@ export class FaultContext {
     private readonly restartNode: (node: SimNode) => void,
     /** The libfaketime timestamp file of the replica with a `stepped` clock fault, if the run has one. */
     private readonly clockFile?: string,
+    /** The run's own PostgreSQL server, when the scenario asks for one (a restart fault needs it). */
+    private readonly postgresServer?: PostgresServerProcess,
   ) {}
+
+  /** The run's private PostgreSQL server, for the faults that restart it. */
+  postgres(fault: string): PostgresServerProcess {
+    if (this.postgresServer === undefined) throw new Error(`the ${fault} fault needs the scenario to run on its own PostgreSQL server (postgres: 'private')`);
+    return this.postgresServer;
+  }
 
   /** Sets the stepped replica's wall clock `offsetMs` off real time (0: right), from its next reading on. */
   stepClock(offsetMs: number): void {

@@ -55,7 +55,14 @@ export type ReplicaFault =
    * still to go) and stays stopped until a third replica leads and has caught up; then it wakes up,
    * its batch half done, and after it the first leader. Needs three replicas.
    */
-  | { readonly kind: 'failover-mid-catch-up'; readonly failpoint: string };
+  | { readonly kind: 'failover-mid-catch-up'; readonly failpoint: string }
+  /**
+   * Every PostgreSQL connection of the replica reset by its proxy (each backend ends and rolls its
+   * transaction back, as under pg_terminate_backend, a failover or a network fault); aimed at the
+   * failpoint inside the guarded transaction, the replica stands there while it happens and goes on
+   * after the hold, into a connection that is gone.
+   */
+  | { readonly kind: 'connection-reset' };
 
 export type RedisFault =
   /** The Redis server restarts without persistence after being down for the hold. */
@@ -88,10 +95,16 @@ export type PrimaryFailoverVariant = 'freeze' | 'lossy';
  * PostgreSQL unreachable for every replica (their proxies cut: connections reset, new ones refused)
  * for the hold; round n takes variant n (cycling): with Redis up, or with Redis cut too.
  */
-export interface StoresFault {
-  readonly kind: 'postgres-down';
-  readonly variants: readonly [PostgresDownVariant, ...PostgresDownVariant[]];
-}
+export type StoresFault =
+  | {
+      readonly kind: 'postgres-down';
+      readonly variants: readonly [PostgresDownVariant, ...PostgresDownVariant[]];
+    }
+  /**
+   * The run's own PostgreSQL server shut down (fast: every session ended, transactions in flight
+   * rolled back) and started again after the hold, while the replicas write.
+   */
+  | { readonly kind: 'postgres-restart' };
 
 export type PostgresDownVariant = 'redis up' | 'redis down';
 
@@ -210,7 +223,8 @@ async function hit(ctx: FaultContext, round: Hit, n: number, aim: { landed: bool
     return true;
   }
   if (hitsStores(round)) {
-    await cutStores(ctx, round.fault, draw(ctx, round.hold), n);
+    if (round.fault.kind === 'postgres-restart') await restartPostgres(ctx, draw(ctx, round.hold));
+    else await cutStores(ctx, round.fault, draw(ctx, round.hold), n);
     return true;
   }
   // A stall is drawn before its victim: a leader stalled at its failpoint is held there from the hit on.
@@ -275,8 +289,18 @@ async function stall(ctx: FaultContext, victim: Victim, holdMs: number): Promise
   return true;
 }
 
+/** The run's PostgreSQL server shut down for `holdMs`, then started again. */
+async function restartPostgres(ctx: FaultContext, holdMs: number): Promise<void> {
+  const server = ctx.postgres('postgres-restart');
+  ctx.fault('postgres restart', 'start', undefined, `down ${holdMs} ms`, ['postgres']);
+  await server.shutdown();
+  await ctx.sleep(holdMs);
+  await server.start();
+  ctx.fault('postgres restart', 'end');
+}
+
 /** PostgreSQL (and in the `redis down` variant, Redis) cut off from every replica for `holdMs`. */
-async function cutStores(ctx: FaultContext, fault: StoresFault, holdMs: number, n: number): Promise<void> {
+async function cutStores(ctx: FaultContext, fault: Extract<StoresFault, { kind: 'postgres-down' }>, holdMs: number, n: number): Promise<void> {
   const variant = fault.variants[n % fault.variants.length]!;
   ctx.fault('postgres down', 'start', undefined, `${holdMs} ms, ${variant}`, variant === 'redis down' ? ['postgres', 'redis'] : ['postgres']);
   for (const node of ctx.nodes) ctx.setProxies(node, { pg: { kind: 'cut' }, ...(variant === 'redis down' ? { redis: { kind: 'cut' } } : {}) });
@@ -318,6 +342,15 @@ async function injectIntoReplica(ctx: FaultContext, fault: ReplicaFault, hold: S
       ctx.setProxies(node, { redis: { kind: 'pass' } });
       if (redisMode.kind === 'drop') node.redisProxy?.resetConnections();
       ctx.fault('partition', 'end', node.name);
+      return;
+    }
+    case 'connection-reset': {
+      const holdMs = draw(ctx, hold);
+      ctx.fault('connection reset', 'start', node.name, `${label}: its PostgreSQL connections reset, resumed after ${holdMs} ms`, ['postgres']);
+      node.pgProxy.resetConnections();
+      await ctx.sleep(holdMs);
+      ctx.resume(node);
+      ctx.fault('connection reset', 'end', node.name);
       return;
     }
     case 'stall':

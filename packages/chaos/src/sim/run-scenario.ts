@@ -8,6 +8,7 @@ import { History, type Effect } from '../history.js';
 import { trackCleanup } from '../process/child-registry.js';
 import { managedProcess } from '../process/managed-process.js';
 import { startFaultProxy, type FaultProxy } from '../fault-proxy.js';
+import { startPostgresServer } from '../postgres/postgres-server.js';
 import { seededRandom } from '../random.js';
 import { FaultContext, type SimNode } from './fault-context.js';
 import { runFaultRounds } from './fault-rounds.js';
@@ -77,10 +78,13 @@ function pgTarget(databaseUrl: string): { port: number; rewrite: (port: number) 
  * everything and lets the replicas catch up; then checks what took effect against the promise.
  */
 export async function runScenario(app: SimApp, scenario: Scenario, mode: SimMode, options: RunOptions): Promise<RunResult> {
+  // A scenario that restarts PostgreSQL gets a server of its own: the shared one serves everyone else.
+  const postgres = scenario.postgres === 'private' ? await startPostgresServer() : undefined;
+  const databaseUrl = postgres?.url ?? options.databaseUrl;
   const run: RunContext = {
     id: `sim_${scenario.name.replace(/-/g, '_')}_${mode}_${randomBytes(3).toString('hex')}`,
     mode,
-    databaseUrl: options.databaseUrl,
+    databaseUrl,
     ttlMs: options.ttlMs,
     renewIntervalMs: options.renewIntervalMs,
     everyMs: options.everyMs,
@@ -89,7 +93,7 @@ export async function runScenario(app: SimApp, scenario: Scenario, mode: SimMode
   };
   const history = new History();
   const random = seededRandom(options.seed);
-  const pg = pgTarget(options.databaseUrl);
+  const pg = pgTarget(databaseUrl);
   const redis = await startSimRedis(scenario.redis);
   const proxies: FaultProxy[] = [];
   const nodes: SimNode[] = [];
@@ -164,6 +168,8 @@ export async function runScenario(app: SimApp, scenario: Scenario, mode: SimMode
           history.record({ at, kind: 'failpoint', node: name, name: String(r['name']), ...(r['action'] === undefined ? {} : { action: String(r['action']) }) });
         } else if (r['kind'] === 'repair') {
           history.record({ at, kind: 'repair', node: name, token: token ?? '' });
+        } else if (r['kind'] === 'takeover') {
+          history.record({ at, kind: 'takeover', node: name, ended: r['ended'] === true });
         }
         ctx?.observe(name, line);
       });
@@ -178,14 +184,15 @@ export async function runScenario(app: SimApp, scenario: Scenario, mode: SimMode
       const watch = setInterval(() => {
         if (node.process.pid !== pid || !node.process.running) {
           clearInterval(watch);
-          history.record({ at: Date.now(), kind: 'process', node: node.name, event: 'exited' });
+          const crashed = node.process.lastExit?.crashed === true;
+          history.record({ at: Date.now(), kind: 'process', node: node.name, event: 'exited', ...(crashed ? { crashed } : {}) });
         }
       }, 5);
     };
     for (const node of nodes) startNode(node);
 
     const faultsEnd = () => Date.now() + options.durationMs;
-    ctx = new FaultContext(nodes, redis, app.leaseKey?.(run), history, random, options.ttlMs, Number.POSITIVE_INFINITY, startNode, clockFile);
+    ctx = new FaultContext(nodes, redis, app.leaseKey?.(run), history, random, options.ttlMs, Number.POSITIVE_INFINITY, startNode, clockFile, postgres);
     const first = await ctx.waitForLeader(30_000);
     if (first === undefined) {
       throw new Error(`no replica became leader within 30 s; ${nodes.map((n) => `${n.name}: ${n.process.stderr().slice(-400)}`).join(' | ')}`);
@@ -195,7 +202,7 @@ export async function runScenario(app: SimApp, scenario: Scenario, mode: SimMode
     if (firstDispatch === undefined) throw new Error('no replica dispatched a fire within 30 s of the first election');
     const windowStart = Date.now();
     phase = 'faults';
-    ctx = new FaultContext(nodes, redis, app.leaseKey?.(run), history, random, options.ttlMs, faultsEnd(), startNode, clockFile);
+    ctx = new FaultContext(nodes, redis, app.leaseKey?.(run), history, random, options.ttlMs, faultsEnd(), startNode, clockFile, postgres);
     await runFaultRounds(ctx, scenario.rounds);
     const windowEnd = Date.now();
 
@@ -230,6 +237,7 @@ export async function runScenario(app: SimApp, scenario: Scenario, mode: SimMode
       expectedFireIds: expected,
       window: { start: windowStart, end: windowEnd },
       recoveryMs: recoveryBoundMs(options, redis.kind === 'replicated' ? redis.downAfterMs : 0),
+      ...(scenario.failoverBound === undefined ? {} : { failoverBound: { ms: failoverBoundMs(options), fault: scenario.failoverBound } }),
       fences,
     });
     return {
@@ -249,9 +257,20 @@ export async function runScenario(app: SimApp, scenario: Scenario, mode: SimMode
     await Promise.all(proxies.map((p) => p.close()));
     await redis.stop();
     await app.cleanup(run).catch(() => undefined);
+    await postgres?.stop();
     if (clockDir !== undefined) rmSync(clockDir, { recursive: true, force: true });
     untrackCleanup();
   }
+}
+
+/**
+ * How soon another replica must lead after the leader froze (inside its transaction, or anywhere):
+ * its lease runs out (one TTL at most since its last renew), a standby's next attempt (one renew
+ * interval at most), and a second for the election itself, the fence advance's grace period and
+ * its ending of the frozen transaction included.
+ */
+export function failoverBoundMs(options: Pick<RunOptions, 'ttlMs' | 'renewIntervalMs'>): number {
+  return options.ttlMs + options.renewIntervalMs + 1000;
 }
 
 /**

@@ -24,10 +24,17 @@ export interface Scenario {
    * fails as toothless: its faults missed what the scenario claims to test.
    */
   readonly exercises: readonly Protection[];
+  /** `'private'`: the run starts a PostgreSQL server of its own (a fault restarts it). @defaultValue the shared server */
+  readonly postgres?: 'private';
+  /**
+   * The fault (its timeline name) after whose start on the leader another replica must lead within
+   * TTL + renew interval + 1 s; judged by the liveness checker.
+   */
+  readonly failoverBound?: string;
 }
 
 /** A protection the history shows at work. */
-export type Protection = 'stale refused' | 'duplicate dropped' | 'token repaired' | 'write retried' | 'aimed fault landed';
+export type Protection = 'stale refused' | 'duplicate dropped' | 'token repaired' | 'write retried' | 'aimed fault landed' | 'takeover';
 
 /** The leader stopped at the scenario's failpoint three times in five, the leader or a standby otherwise. */
 const MOSTLY_AT_FAILPOINT = { atFailpoint: 3, leader: 1, standby: 1 } as const;
@@ -70,6 +77,9 @@ export const SCENARIO_NAMES = [
   'slow-clock',
   'cluster-failover',
   'sentinel-failover',
+  'freeze-in-commit',
+  'connection-killed',
+  'postgres-restart',
 ] as const;
 export type ScenarioName = (typeof SCENARIO_NAMES)[number];
 
@@ -271,5 +281,52 @@ export const scenarios: Record<ScenarioName, Scenario> = {
     redis: 'sentinel',
     exercises: ['duplicate dropped', 'token repaired'],
     rounds: PRIMARY_FAILOVER,
+  },
+  'freeze-in-commit': {
+    name: 'freeze-in-commit',
+    summary: 'the leader frozen (SIGSTOP) inside its guarded transaction, the fence row locked, for 3-5 TTLs: the next leader must not wait for it',
+    redis: 'single',
+    exercises: ['takeover', 'aimed fault landed'],
+    failoverBound: 'pause',
+    rounds: {
+      gap: { ms: [300, 1200] },
+      // Inside the write's transaction: the fence checked and locked, no COMMIT yet.
+      target: { kind: 'replica', weights: { atFailpoint: 4, leader: 1, standby: 0 }, failpoint: 'guard.checked-before-commit' },
+      fault: { kind: 'pause' },
+      hold: { ttls: [3, 5] },
+      settle: { ms: [800, 1600] },
+      whileTtlsLeft: 6,
+    },
+  },
+
+  'connection-killed': {
+    name: 'connection-killed',
+    summary: "the leader's PostgreSQL connections killed while it stands inside its guarded transaction: its write must fail typed, its process stay up",
+    redis: 'single',
+    exercises: ['write retried', 'aimed fault landed'],
+    rounds: {
+      gap: { ms: [300, 1200] },
+      target: { kind: 'replica', weights: { atFailpoint: 1, leader: 0, standby: 0 }, failpoint: 'guard.checked-before-commit' },
+      fault: { kind: 'connection-reset' },
+      hold: { ms: [100, 400] },
+      settle: { ms: [800, 1600] },
+      whileTtlsLeft: 3,
+    },
+  },
+
+  'postgres-restart': {
+    name: 'postgres-restart',
+    summary: 'PostgreSQL restarted (fast shutdown, every session ended) while the replicas write: every write committed once or failed typed, none lost',
+    redis: 'single',
+    postgres: 'private',
+    exercises: ['write retried'],
+    rounds: {
+      gap: { ms: [500, 1500] },
+      target: { kind: 'stores' },
+      fault: { kind: 'postgres-restart' },
+      hold: { ms: [200, 1000] },
+      settle: { ttls: [2, 3] },
+      whileTtlsLeft: 4,
+    },
   },
 };
