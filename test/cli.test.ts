@@ -105,6 +105,29 @@ describe('fenced doctor', () => {
     expect(verdict('postgres.migrations')).toBe('pass');
     expect(verdict('postgres.applied-fires')).toBe('pass');
     expect(verdict('clock.offset')).toBe('pass');
+    // The test server keeps PostgreSQL's default: no idle_in_transaction_session_timeout backstop.
+    expect(verdict('postgres.timeouts')).toBe('warn');
+    expect(report.checks.find((c) => c.id === 'postgres.timeouts')?.detail).toContain('idle_in_transaction_session_timeout off');
+  });
+
+  it('reads the timeouts the guard role meets: a backstop set passes, a statement_timeout under the takeover bound warns', async () => {
+    const withSettings = (settings: string) => {
+      const url = new URL(testDatabaseUrl());
+      url.searchParams.set('options', settings);
+      return url.toString();
+    };
+    const run = async (settings: string) => {
+      const args = connection();
+      args[args.indexOf('--database') + 1] = withSettings(settings);
+      const report = (await runCli(['doctor', ...args, '--json'])).json<import('@fenced/cli').DoctorReport>();
+      return report.checks.find((c) => c.id === 'postgres.timeouts')!;
+    };
+    const backstop = await run('-c idle_in_transaction_session_timeout=60s');
+    expect(backstop.verdict, backstop.detail).toBe('pass');
+    expect(backstop.detail).toContain('idle_in_transaction_session_timeout 1 min');
+    const short = await run('-c idle_in_transaction_session_timeout=60s -c statement_timeout=2s');
+    expect(short.verdict).toBe('warn');
+    expect(short.fix).toContain('takeover.timeoutMs');
   });
 
   it('fails a coordinator that runs without any fence, naming the lease', async () => {

@@ -22,6 +22,35 @@ export function isolationCheck(inspection: GuardInspection): CheckResult {
   );
 }
 
+/**
+ * The timeouts a frozen or killed writer meets, and the right the election-time takeover needs
+ * (docs/fencing-model.md, "A leader frozen inside its transaction").
+ */
+export function timeoutsCheck(inspection: GuardInspection): CheckResult {
+  const id = 'postgres.timeouts';
+  const { lockTimeoutMs, statementTimeoutMs, idleInTransactionTimeoutMs, mayEndOtherRoles } = inspection.server;
+  const ms = (v: number) => (v === 0 ? 'off' : humanMs(v));
+  const settings = `lock_timeout ${ms(lockTimeoutMs)}, statement_timeout ${ms(statementTimeoutMs)}, idle_in_transaction_session_timeout ${ms(idleInTransactionTimeoutMs)}`;
+  const takeover = mayEndOtherRoles
+    ? 'this role may end any guarded writer that blocks an election'
+    : "this role may end only its own role's backends: a writer connected as another role that freezes inside its transaction holds the next election off until it wakes or a timeout ends it";
+  if (statementTimeoutMs > 0 && statementTimeoutMs < 10_000) {
+    return warn(
+      id,
+      `${settings}; ${takeover}. A statement_timeout under the takeover's 10 s bound ends an election's advance early when a lock is held (the election fails closed and is tried again).`,
+      'Raise statement_timeout for the guard role, or lower the guard option takeover.timeoutMs below it.',
+    );
+  }
+  if (idleInTransactionTimeoutMs === 0 || !mayEndOtherRoles) {
+    return warn(
+      id,
+      `${settings}; ${takeover}. The takeover ends a frozen writer's transaction only when an election's advance waits on it; idle_in_transaction_session_timeout is the backstop for the rest (a guarded write on a fence no coordinator advances, a writer of another role).`,
+      `Set idle_in_transaction_session_timeout for the writers' role (ALTER ROLE … SET idle_in_transaction_session_timeout = '60s'; above your longest pause between two statements of one transaction)${mayEndOtherRoles ? '' : ', and GRANT pg_signal_backend TO the role the coordinator connects as when writers use another role'}.`,
+    );
+  }
+  return pass(id, `${settings}; ${takeover}.`);
+}
+
 export function appliedFiresCheck(inspection: GuardInspection, retentionMs: number, now: number): CheckResult {
   const id = 'postgres.applied-fires';
   const { rows, bytes, oldest } = inspection.appliedFires;

@@ -3,7 +3,7 @@ import type { RedisTarget } from '../connections.js';
 import { collectStatus } from '../status/read-status.js';
 import { skip, type CheckResult } from './check.js';
 import { clusterSlotsCheck, failoverCheck, fencesCheck } from './lease-checks.js';
-import { appliedFiresCheck, isolationCheck, migrationsCheck } from './postgres-checks.js';
+import { appliedFiresCheck, isolationCheck, migrationsCheck, timeoutsCheck } from './postgres-checks.js';
 import { clockCheck, evictionCheck, persistenceCheck, replicationCheck, sentinelCheck } from './redis-checks.js';
 
 export interface DoctorOptions {
@@ -46,10 +46,11 @@ export async function runDoctor(options: DoctorOptions): Promise<DoctorReport> {
   checks.push(failoverCheck(status.leases, redisFailoverMs));
 
   if (inspection === null) {
-    for (const id of ['postgres.migrations', 'postgres.isolation', 'postgres.applied-fires']) checks.push(skip(id, 'no database given (--database or DATABASE_URL).'));
+    for (const id of ['postgres.migrations', 'postgres.isolation', 'postgres.timeouts', 'postgres.applied-fires']) checks.push(skip(id, 'no database given (--database or DATABASE_URL).'));
   } else {
     checks.push(migrationsCheck(inspection, `${options.schema}.${options.table}`));
     checks.push(isolationCheck(inspection));
+    checks.push(timeoutsCheck(inspection));
     checks.push(appliedFiresCheck(inspection, options.retentionMs, Date.parse(status.at)));
   }
   return { ok: checks.every((c) => c.verdict !== 'fail'), checks };

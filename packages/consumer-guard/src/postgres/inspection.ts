@@ -30,8 +30,20 @@ export interface GuardInspection {
   readonly fences: readonly FenceReport[];
   /** The applied-fires table as a whole: rows, bytes on disk (indexes included), oldest record. */
   readonly appliedFires: { readonly rows: number; readonly bytes: number; readonly oldest: Date | null };
-  /** The server's `default_transaction_isolation` and `default_transaction_read_only`. */
-  readonly server: { readonly defaultIsolation: string; readonly readOnly: boolean };
+  /**
+   * The session defaults the guard meets: `default_transaction_isolation`,
+   * `default_transaction_read_only`, the timeouts in milliseconds (0: off), and whether this role
+   * may end other roles' backends (a superuser, or a member of `pg_signal_backend`), which the
+   * election-time takeover needs when writers connect as another role.
+   */
+  readonly server: {
+    readonly defaultIsolation: string;
+    readonly readOnly: boolean;
+    readonly lockTimeoutMs: number;
+    readonly statementTimeoutMs: number;
+    readonly idleInTransactionTimeoutMs: number;
+    readonly mayEndOtherRoles: boolean;
+  };
 }
 
 const asDate = (value: unknown): Date | null => (value === null || value === undefined ? null : new Date(value as string | Date));
@@ -44,10 +56,21 @@ export function inspectionOperations(ctx: AdminContext) {
         text: `SELECT to_regclass($1) IS NOT NULL AS migrated_table,
                       to_regclass($2) IS NOT NULL AS applied_table,
                       current_setting('default_transaction_isolation') AS isolation,
-                      current_setting('default_transaction_read_only') AS read_only`,
+                      current_setting('default_transaction_read_only') AS read_only,
+                      extract(epoch FROM current_setting('lock_timeout')::interval) * 1000 AS lock_timeout,
+                      extract(epoch FROM current_setting('statement_timeout')::interval) * 1000 AS statement_timeout,
+                      extract(epoch FROM current_setting('idle_in_transaction_session_timeout')::interval) * 1000 AS idle_timeout,
+                      (SELECT rolsuper FROM pg_roles WHERE rolname = current_user) OR pg_has_role(current_user, 'pg_signal_backend', 'MEMBER') AS may_end`,
         values: [ctx.names.migrations, ctx.names.applied],
       });
-      const server = { defaultIsolation: String(state!['isolation']), readOnly: state!['read_only'] === 'on' };
+      const server = {
+        defaultIsolation: String(state!['isolation']),
+        readOnly: state!['read_only'] === 'on',
+        lockTimeoutMs: Number(state!['lock_timeout']),
+        statementTimeoutMs: Number(state!['statement_timeout']),
+        idleInTransactionTimeoutMs: Number(state!['idle_timeout']),
+        mayEndOtherRoles: state!['may_end'] === true,
+      };
       const applied = state!['migrated_table'] === true ? Number((await ctx.session.query({ text: `SELECT coalesce(max(id), 0) AS id FROM ${ctx.names.migrations}`, values: [] }))[0]!['id']) : 0;
       const migrations = { applied, known: LATEST_MIGRATION };
       if (state!['applied_table'] !== true) return { migrations, fences: [], appliedFires: { rows: 0, bytes: 0, oldest: null }, server };
