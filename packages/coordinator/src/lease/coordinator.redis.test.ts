@@ -1,6 +1,7 @@
 import { isFencedError, type FencedEvent, type Token } from '@fenced/shared';
 import { createRedis, deleteKeys, uniquePrefix, waitFor } from '#test-support';
 import type { Redis } from 'ioredis';
+import { failpoints } from '@fenced/shared/failpoints';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { createCoordinator, type Coordinator, type CreateCoordinatorOptions } from '../index.js';
 
@@ -33,6 +34,40 @@ function coordinator(overrides: Partial<CreateCoordinatorOptions> = {}): Coordin
 const leaders = (cs: Coordinator[]) => cs.filter((c) => c.isLeader());
 
 describe('the lease', () => {
+  it('a release that arrives while an acquire is in flight is not lost: the standby tries again at once', async () => {
+    // Found at scale: a release published while a standby's acquire was on its way (that acquire saw
+    // the lease held) joined the attempt in flight, which then waited a whole retry interval.
+    prefix = uniquePrefix('coord');
+    const retryMs = 8000;
+    const a = coordinator({ ttlMs: 20_000, renewIntervalMs: 5000, acquireRetryMs: retryMs, nodeId: 'a' });
+    await a.start();
+    await waitFor(() => a.isLeader());
+    const b = coordinator({ ttlMs: 20_000, renewIntervalMs: 5000, acquireRetryMs: retryMs, nodeId: 'b' });
+    const watcher = createRedis();
+    clients.push(watcher);
+    const releasedSeen = new Promise<void>((resolve) => watcher.on('message', () => resolve()));
+    await watcher.subscribe(a.keys.released);
+    // b's first acquire is sent (and, a still leading, finds the lease held); before its reply is read,
+    // a steps down and its release reaches b's subscriber.
+    failpoints.arm('lease.acquire-sent-before-reply', {
+      kind: 'call',
+      run: async () => {
+        await a.stop();
+        await releasedSeen;
+        // Let b's subscriber, which got the same message, handle it first.
+        for (let i = 0; i < 5; i++) await new Promise((r) => setImmediate(r));
+      },
+    });
+    try {
+      const startedAt = performance.now();
+      await b.start();
+      await waitFor(() => b.isLeader(), retryMs * 2);
+      expect(performance.now() - startedAt, 'b waited for its retry interval').toBeLessThan(retryMs / 2);
+    } finally {
+      failpoints.disarm();
+    }
+  });
+
   it('elects one leader among three, and tokens strictly increase over every election', async () => {
     prefix = uniquePrefix('coord');
     const nodes = [coordinator(), coordinator(), coordinator()];

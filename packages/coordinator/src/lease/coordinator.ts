@@ -97,6 +97,8 @@ export class Coordinator extends EventEmitter<CoordinatorEventMap> {
   #failures = 0;
   #regressions = 0;
   #attempt: Promise<void> | undefined;
+  /** A release was heard while `#attempt` was in flight (see `#wake`). */
+  #wokenDuringAttempt = false;
   readonly #seat: GroupSeat | undefined;
   /** Sentinel clients only: is the connection on the primary the sentinels name? (sentinel-primary.ts) */
   readonly #primary: PrimaryConfirmer | undefined;
@@ -237,8 +239,25 @@ export class Coordinator extends EventEmitter<CoordinatorEventMap> {
     if (this.#attempt !== undefined) return this.#attempt;
     this.#attempt = this.#acquire().finally(() => {
       this.#attempt = undefined;
+      // A release heard while this attempt was in flight: the attempt may have seen the lease still
+      // held and scheduled its retry a whole interval away. Try again now instead.
+      if (this.#wokenDuringAttempt) {
+        this.#wokenDuringAttempt = false;
+        this.#wake();
+      }
     });
     return this.#attempt;
+  }
+
+  /** The lease was released: a standby tries at once (after the attempt in flight, if one is). */
+  #wake(): void {
+    if (this.#state.kind !== 'standby') return;
+    if (this.#attempt !== undefined) {
+      this.#wokenDuringAttempt = true;
+      return;
+    }
+    clearTimeout(this.#timer);
+    void this.#runAttempt();
   }
 
   async #acquire(): Promise<void> {
@@ -457,11 +476,7 @@ export class Coordinator extends EventEmitter<CoordinatorEventMap> {
   // ---- plumbing ---------------------------------------------------------------------------
 
   async #subscribe(): Promise<void> {
-    const onRelease = () => {
-      if (this.#state.kind !== 'standby') return;
-      clearTimeout(this.#timer);
-      void this.#runAttempt();
-    };
+    const onRelease = () => this.#wake();
     const listener: ReleaseListener =
       this.#seat === undefined
         ? await listenForReleases(this.#redis, this.keys.released, this.#commandTimeoutMs(), { onRelease, onError: (error) => this.#redisFailed('subscribe', error) })
