@@ -48,6 +48,18 @@ describe('pnpm sim', () => {
     const duration = await sim(['--duration', 'soon']);
     expect(duration.code).toBe(2);
     expect(duration.stderr).toMatch(/bad duration "soon"/);
+    // Too short to show any protection (pause at 3 s was toothless), and a value that starts with a
+    // dash: each one line, exit 2, nothing run.
+    for (const [args, pattern] of [
+      [['--scenario', 'pause', '--duration', '3s'], /duration 3s is too short: at least 6s/],
+      [['--duration', '-5s'], /argument is ambiguous/],
+      [['--scenario', 'pause', '--report', '/nonexistent/dir/x.html'], /--report \/nonexistent\/dir\/x.html: the folder \/nonexistent\/dir does not exist/],
+    ] as const) {
+      const refused = await sim([...args]);
+      expect(refused.code, refused.stderr).toBe(2);
+      expect(refused.stderr.trim().split('\n')).toHaveLength(1);
+      expect(refused.stderr).toMatch(pattern);
+    }
   });
 
   it.each([

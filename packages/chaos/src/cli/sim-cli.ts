@@ -1,8 +1,8 @@
 import { spawnSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { mkdtempSync, writeFileSync } from 'node:fs';
+import { accessSync, constants, existsSync, mkdtempSync, statSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { join, resolve } from 'node:path';
+import { dirname, join, resolve } from 'node:path';
 import { findLibfaketime } from '../faketime.js';
 import { killTrackedChildren, runTrackedCleanups } from '../process/child-registry.js';
 import { COLUMN_DEFINITIONS, renderHtmlReport, RESULT_COLUMNS, resultTableRows, type ReportRun } from '../report/html-report.js';
@@ -59,6 +59,20 @@ function helpText(): string {
   ].join('\n');
 }
 
+/** Why the report cannot be written at `path`, or undefined when it can. */
+function unwritableReport(path: string): string | undefined {
+  const dir = dirname(path);
+  if (!existsSync(dir)) return `the folder ${dir} does not exist`;
+  if (!statSync(dir).isDirectory()) return `${dir} is not a folder`;
+  try {
+    accessSync(dir, constants.W_OK);
+  } catch {
+    return `the folder ${dir} is not writable`;
+  }
+  if (existsSync(path) && statSync(path).isDirectory()) return `${path} is a folder`;
+  return undefined;
+}
+
 /** Lease and schedule timings of simulated replicas: short, so that faults bite within seconds. */
 const TIMINGS = { ttlMs: 1000, renewIntervalMs: 250, everyMs: 250 };
 
@@ -81,6 +95,14 @@ export async function runSimCli(app: SimApp, argv: readonly string[], io: CliIo 
   if (args.help) {
     io.out(`${helpText()}\n`);
     return 0;
+  }
+  // Before minutes of runs, not after: a report that cannot be written would lose the table too.
+  if (args.report !== undefined) {
+    const problem = unwritableReport(resolve(args.report));
+    if (problem !== undefined) {
+      io.err(`sim: --report ${args.report}: ${problem}\n`);
+      return 2;
+    }
   }
 
   if (spawnSync('redis-server', ['--version'], { stdio: 'ignore' }).status !== 0) {
