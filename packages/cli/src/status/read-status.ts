@@ -147,10 +147,13 @@ function fieldsOf(flat: readonly string[]): Record<string, string> {
  */
 async function refusalsByResource(redis: RedisTarget, keyPrefix: string, history: number): Promise<Map<string, Refusal[]>> {
   const found = new Map<string, Refusal[]>();
-  for (const key of await scanKeys(redis, `${keyPrefix}:guard:*::refusals`)) {
+  // The stream's key, and the one guards before 0.1.1 wrote (a rolling deploy has both).
+  const keys = [...(await scanKeys(redis, `${keyPrefix}:guard-refusals:*`)), ...(await scanKeys(redis, `${keyPrefix}:guard:*::refusals`))];
+  for (const key of keys) {
     const entries = await redis.client.xrevrange(key, '+', '-', 'COUNT', history);
     const resource = entries[0] === undefined ? undefined : fieldsOf(entries[0][1])['resource'];
-    if (resource === undefined) continue;
+    // A resource with both streams shows the current one (scanned first).
+    if (resource === undefined || found.has(resource)) continue;
     found.set(
       resource,
       entries.map(([id, flat]) => {

@@ -25,6 +25,8 @@ export interface RedisFastPath {
   raise(resource: string, token: Token): Promise<void>;
   /** Deletes the mark and sets it to `token`: the audited reset after a fence was lowered. */
   reset(resource: string, token: Token): Promise<void>;
+  /** Records every refusal not yet recorded, and waits for the records on their way. */
+  flush(): Promise<void>;
 }
 
 export interface RedisFastPathOptions {
@@ -45,6 +47,9 @@ export function createRedisFastPath(options: RedisFastPathOptions): RedisFastPat
   // round trip, never correctness.
   const knownMarks = new BoundedMap<string, Token>(10_000);
   let degraded = false;
+  // The guards that recorded a refusal since the last flush (a guard the map above forgot may still
+  // have one on its way).
+  const recorded = new Set<RedisGuard>();
 
   const guardFor = (resource: string): RedisGuard => {
     let guard = guards.get(resource);
@@ -64,8 +69,15 @@ export function createRedisFastPath(options: RedisFastPathOptions): RedisFastPat
   };
 
   return {
+    async flush() {
+      const flushing = [...recorded];
+      recorded.clear();
+      await Promise.all(flushing.map((g) => g.flush()));
+    },
     recordRefusal(resource, token, highest, fireId) {
-      guardFor(resource).recordRefusal(token, highest, 'postgres', fireId);
+      const guard = guardFor(resource);
+      recorded.add(guard);
+      guard.recordRefusal(token, highest, 'postgres', fireId);
     },
     async check(resource, token, fireId) {
       const startedAt = performance.now();
@@ -79,7 +91,9 @@ export function createRedisFastPath(options: RedisFastPathOptions): RedisFastPat
       } catch (err) {
         if (isFencedError(err, 'STALE_TOKEN')) {
           metrics.check(startedAt, resource, 'redis');
-          guardFor(resource).recordRefusal(token, err.highest, 'redis', fireId);
+          const guard = guardFor(resource);
+          recorded.add(guard);
+          guard.recordRefusal(token, err.highest, 'redis', fireId);
           answered(resource);
           throw err;
         }

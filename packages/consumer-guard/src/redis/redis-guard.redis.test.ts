@@ -105,7 +105,29 @@ describe('the record of refused writes', () => {
     expect(await redis.xlen(g.refusalsKey)).toBe(100);
     const fields = await newest();
     expect(fields).toEqual(['resource', g.resource, 'token', '105', 'highest', '200', 'via', 'redis', 'fire', '']);
-    expect(g.refusalsKey.slice(0, g.refusalsKey.lastIndexOf('}') + 1)).toBe(g.markKey.slice(0, g.markKey.lastIndexOf('}') + 1));
+    // One hash tag, so one Cluster slot.
+    const tag = (key: string) => /\{[^}]*\}/.exec(key)?.[0];
+    expect(tag(g.refusalsKey)).toBe(tag(g.markKey));
+    expect(tag(g.markKey)).toBeDefined();
+  });
+
+  it('a refusal made just before the client quits reaches the stream when the guard is flushed first', async () => {
+    // Found by a new user: 1 of 3 refusals shown by fenced status, the last one made right before
+    // redis.quit() (it is recorded a turn of the event loop after it is returned).
+    const own = createRedis();
+    const g = createRedisGuard({ redis: own, resource: `r-${++n}`, keyPrefix: prefix });
+    await g.raise(9n);
+    await expect(g.guardedWrite(3n, [{ command: 'SET', keys: [g.key('a')], args: ['x'] }])).rejects.toThrow();
+    await g.flush();
+    await own.quit();
+    expect(await redis.xlen(g.refusalsKey)).toBe(1);
+  });
+
+  it('the stream lives outside the namespace of guard.key(), so no user key can collide with it', () => {
+    const g = guard();
+    expect(g.refusalsKey.startsWith(`${prefix}:guard-refusals:{`)).toBe(true);
+    expect(g.key('refusals')).not.toBe(g.refusalsKey);
+    expect(g.key(':refusals')).not.toBe(g.refusalsKey);
   });
 
   it('check reads and records nothing; recordRefusal records a decision made elsewhere with its fire id', async () => {

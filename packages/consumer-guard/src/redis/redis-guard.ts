@@ -71,6 +71,12 @@ export interface RedisGuard {
   recordRefusal(token: Token, highest: Token, via: 'redis' | 'postgres', fireId?: string): void;
   /** The stream of refusals: in the mark's slot. */
   readonly refusalsKey: string;
+  /**
+   * Sends the refusals not yet recorded and waits for every record on its way. Call it before you
+   * close the Redis client: a refusal is recorded a turn of the event loop after it is returned, and
+   * a `quit()` in between would drop it.
+   */
+  flush(): Promise<void>;
 }
 
 /** How many refusals a resource's stream keeps. */
@@ -113,8 +119,10 @@ export function redisGuardWith(input: CreateRedisGuardOptions, logger: FencedLog
   const tag = `{${createHash('sha256').update(options.resource).digest('hex').slice(0, 24)}}`;
   const key = (name: string) => `${options.keyPrefix}:guard:${tag}:${name}`;
   const markKey = key('mark');
-  // A leading colon: guard.key() names built by users are unlikely to collide with it.
-  const refusalsKey = key(':refusals');
+  // Outside the `guard:` namespace that guard.key() builds users' keys in, so no name of theirs can
+  // collide with it; the same hash tag keeps it in the mark's slot. (Before 0.1.1 it was
+  // `…:guard:{tag}::refusals`; fenced status reads both.)
+  const refusalsKey = `${options.keyPrefix}:guard-refusals:${tag}`;
   const markSlot = clusterKeySlot(markKey);
   const resource = options.resource;
   // Redis Cluster refuses a script over keys of several slots (CROSSSLOT) after a round trip; a
@@ -135,11 +143,16 @@ export function redisGuardWith(input: CreateRedisGuardOptions, logger: FencedLog
   // call: a refusal costs its caller the check alone, and a storm of them (a stale leader's queue
   // draining) a write per turn rather than per refusal.
   let unrecorded: string[] = [];
+  // Record calls on their way, so that flush() can wait for them before the client is closed.
+  const inFlight = new Set<Promise<unknown>>();
   const flushRefusals = () => {
+    if (unrecorded.length === 0) return;
     // The stream keeps the last REFUSALS_KEPT: older entries of a larger storm would be trimmed at once.
     const entries = unrecorded.slice(-FIELDS_PER_REFUSAL * REFUSALS_KEPT);
     unrecorded = [];
-    void (refusalsScript(refusalsKey, resource, String(REFUSALS_KEPT), ...entries) as Promise<unknown>).catch(() => {});
+    const sent = (refusalsScript(refusalsKey, resource, String(REFUSALS_KEPT), ...entries) as Promise<unknown>).catch(() => {});
+    inFlight.add(sent);
+    void sent.finally(() => inFlight.delete(sent));
   };
   const recordRefusal = (token: Token, highest: Token, via: 'redis' | 'postgres', fireId?: string): void => {
     if (unrecorded.length === 0) setImmediate(flushRefusals);
@@ -151,6 +164,10 @@ export function redisGuardWith(input: CreateRedisGuardOptions, logger: FencedLog
     markKey,
     refusalsKey,
     recordRefusal,
+    async flush() {
+      flushRefusals();
+      await Promise.all(inFlight);
+    },
     key,
     async check(tokenInput) {
       const token = parseToken(tokenInput);
