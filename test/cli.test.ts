@@ -1,3 +1,5 @@
+import { createServer } from 'node:http';
+import type { AddressInfo } from 'node:net';
 import { startRedisServer, type RedisServerProcess } from '@fenced/chaos';
 import { createGuard, type Guard } from '@fenced/consumer-guard';
 import { createCoordinator, createScheduler, type Coordinator, type Scheduler } from '@fenced/coordinator';
@@ -146,6 +148,17 @@ describe('fenced doctor', () => {
     }
   });
 
+  it('without a database fails (a deploy gate must not pass with PostgreSQL unchecked), unless told --no-postgres', async () => {
+    const args = ['--redis', testRedisUrl(), '--prefix', prefix];
+    const unchecked = await runCli(['doctor', ...args], { DATABASE_URL: undefined });
+    expect(unchecked.code).toBe(1);
+    expect(unchecked.stdout).toMatch(/FAIL\s+postgres\.database: no database given/);
+    const told = await runCli(['doctor', ...args, '--no-postgres', '--json'], { DATABASE_URL: undefined });
+    const report = told.json<import('@fenced/cli').DoctorReport>();
+    expect(report.checks.filter((c) => c.id.startsWith('postgres.')).map((c) => c.verdict)).toEqual(['skip', 'skip', 'skip', 'skip']);
+    expect(report.checks.some((c) => c.id === 'postgres.database')).toBe(false);
+  });
+
   it('flags a Redis that evicts keys (allkeys-lru) and exits 1', async () => {
     let lru: RedisServerProcess | undefined;
     try {
@@ -167,6 +180,35 @@ describe('fenced doctor', () => {
   });
 });
 
+describe('what an operator gets wrong, each said plainly', () => {
+  it('names DATABASE_URL (not --database) for a malformed URL from the environment', async () => {
+    const run = await runCli(['status', '--redis', testRedisUrl(), '--prefix', prefix], { DATABASE_URL: 'mysql://x' });
+    expect(run.code).toBe(2);
+    expect(run.stderr).toContain('fenced: DATABASE_URL: expected a postgres:// URL');
+  });
+
+  it('says a database that does not exist was refused, not that PostgreSQL did not answer', async () => {
+    const url = new URL(testDatabaseUrl());
+    url.pathname = '/fenced_no_such_db';
+    const run = await runCli(['status', '--redis', testRedisUrl(), '--database', url.toString(), '--prefix', prefix]);
+    expect(run.code).toBe(2);
+    expect(run.stderr).toMatch(/--database: PostgreSQL refused it: database "fenced_no_such_db" does not exist/);
+  });
+
+  it('status --serve on a port in use is a usage error naming the port, not an unreachable service', async () => {
+    const busy = createServer();
+    await new Promise<void>((resolve) => busy.listen(0, '127.0.0.1', resolve));
+    try {
+      const taken = (busy.address() as AddressInfo).port;
+      const run = await runCli(['status', '--serve', '--port', String(taken), '--redis', testRedisUrl(), '--database', testDatabaseUrl(), '--schema', schema.name, '--prefix', prefix]);
+      expect(run.code).toBe(2);
+      expect(run.stderr).toContain(`--port ${taken}: 127.0.0.1:${taken} is in use`);
+    } finally {
+      busy.close();
+    }
+  });
+});
+
 describe('fenced fence', () => {
   it('lower refuses without an actor or reason, or upwards, and changes nothing', async () => {
     const own = `poisoned-${prefix}`;
@@ -174,7 +216,11 @@ describe('fenced fence', () => {
     await g.advance(900n);
     const noReason = await runCli(['fence', 'lower', ...connection(), '--resource', own, '--to', '7', '--actor', 'ops@example.com']);
     expect(noReason.code).toBe(2);
-    expect(noReason.stderr).toContain("required option '--reason <why>' not specified");
+    expect(noReason.stderr).toContain('fence lower needs --reason: nothing was changed');
+    // Every missing flag at once, not one per try.
+    const bare = await runCli(['fence', 'lower', ...connection(), '--resource', own]);
+    expect(bare.code).toBe(2);
+    expect(bare.stderr.trim()).toBe('fenced: fence lower needs --to, --actor, --reason: nothing was changed');
     const blank = await runCli(['fence', 'lower', ...connection(), '--resource', own, '--to', '7', '--actor', ' ', '--reason', 'x']);
     expect(blank.code).toBe(2);
     expect(blank.stderr).toContain('--actor is required and must not be blank');

@@ -82,16 +82,30 @@ export function databaseUrl(options: ConnectionOptions): string | null {
   return options.database ?? (process.env['DATABASE_URL'] || null);
 }
 
-/** Opens a small pool on the database and proves it answers. */
-export async function openDatabase(url: string): Promise<pg.Pool> {
-  if (!/^postgres(ql)?:\/\//.test(url)) throw new CliError(ExitCode.USAGE, `--database: expected a postgres:// URL, got ${JSON.stringify(url.replace(/\/\/[^@/]*@/, '//***@'))}`);
+/** Where the database URL came from, as an error message names it. */
+export function databaseUrlSource(options: ConnectionOptions): string {
+  return options.database === undefined ? 'DATABASE_URL' : '--database';
+}
+
+// SQLSTATEs that mean the URL itself is wrong, not that the server is down.
+const INVALID_CATALOG_NAME = '3D000';
+const AUTHORIZATION_CLASS = '28';
+
+/** Opens a small pool on the database and proves it answers; `source` names where the URL came from. */
+export async function openDatabase(url: string, source = '--database'): Promise<pg.Pool> {
+  if (!/^postgres(ql)?:\/\//.test(url)) throw new CliError(ExitCode.USAGE, `${source}: expected a postgres:// URL, got ${JSON.stringify(url.replace(/\/\/[^@/]*@/, '//***@'))}`);
   const pool = new pg.Pool({ connectionString: url, max: 2, connectionTimeoutMillis: 3000 });
   pool.on('error', () => {});
   try {
     await pool.query('SELECT 1');
   } catch (cause) {
     await pool.end().catch(() => {});
-    throw new CliError(ExitCode.UNREACHABLE, `PostgreSQL did not answer: ${(cause as Error).message}`, { cause });
+    const state = (cause as { code?: unknown }).code;
+    if (state === INVALID_CATALOG_NAME || (typeof state === 'string' && state.startsWith(AUTHORIZATION_CLASS))) {
+      // The server answered: the URL names a database or a user it refuses.
+      throw new CliError(ExitCode.USAGE, `${source}: PostgreSQL refused it: ${(cause as Error).message}`, { cause });
+    }
+    throw new CliError(ExitCode.UNREACHABLE, `PostgreSQL did not answer (${source}): ${(cause as Error).message}`, { cause });
   }
   return pool;
 }

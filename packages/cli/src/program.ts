@@ -1,7 +1,7 @@
 import { createServer } from 'node:http';
 import { Command, CommanderError, InvalidArgumentError, Option } from 'commander';
 import type pg from 'pg';
-import { databaseUrl, openDatabase, openRedis, type ConnectionOptions, type RedisTarget } from './connections.js';
+import { databaseUrl, databaseUrlSource, openDatabase, openRedis, type ConnectionOptions, type RedisTarget } from './connections.js';
 import { CliError, ExitCode } from './exit-codes.js';
 import { parseDuration } from './duration.js';
 import { formatStatus } from './status/format-status.js';
@@ -35,6 +35,9 @@ Connections: --redis URL (default REDIS_URL, else redis://127.0.0.1:6379), or --
 or --sentinels host:port,… with --sentinel-name; --database URL (default DATABASE_URL).`;
 
 /** Where the coordinators' and guards' objects are named: the key prefix, the guard's schema and table. */
+/** The status page's default port: beside, not on, the OpenTelemetry Prometheus exporter's 9464. */
+const STATUS_PORT = 9470;
+
 const installationNames = (o: GlobalOptions) => ({ keyPrefix: o.prefix, schema: o.schema, table: o.table });
 
 const positiveInt = (flag: string) => (text: string) => {
@@ -64,7 +67,7 @@ export async function main(argv: readonly string[], io: Io = { out: (t) => proce
       if (required) throw new CliError(ExitCode.USAGE, 'this command needs the database: give --database postgres://… or set DATABASE_URL');
       return null;
     }
-    const pool = await openDatabase(url);
+    const pool = await openDatabase(url, databaseUrlSource(o));
     resources.push(() => pool.end());
     return pool;
   };
@@ -93,7 +96,7 @@ export async function main(argv: readonly string[], io: Io = { out: (t) => proce
     .option('--history <n>', 'elections and refusals shown per lease or resource', positiveInt('--history'), 10)
     .option('--serve', 'serve the status page (and status.json) instead of printing once; stops on Ctrl-C')
     .option('--host <host>', 'address to serve on', '127.0.0.1')
-    .option('--port <port>', 'port to serve on (0: a free one; the URL is printed)', port, 9464)
+    .option('--port <port>', "port to serve on (0: a free one; the URL is printed); the default is not the Prometheus exporter's 9464", port, STATUS_PORT)
     .option('--refresh <duration>', 'how often the page refreshes itself', '2s')
     .addHelpText('after', EXIT_CODES_HELP)
     .action(async (local: { lease?: string[]; history: number; serve?: boolean; host: string; port: number; refresh: string }, command: Command) => {
@@ -108,7 +111,13 @@ export async function main(argv: readonly string[], io: Io = { out: (t) => proce
       }
       const refreshMs = parseDuration('--refresh', local.refresh);
       const server = createServer(createStatusHandler({ ...source, refreshMs }));
-      await new Promise<void>((resolve, reject) => server.once('error', reject).listen(local.port, local.host, resolve));
+      await new Promise<void>((resolve, reject) => server.once('error', reject).listen(local.port, local.host, resolve)).catch((err: unknown) => {
+        const code = (err as { code?: unknown }).code;
+        // Our own address, not a service that could not be reached: a usage problem, said as one.
+        if (code === 'EADDRINUSE') throw new CliError(ExitCode.USAGE, `--port ${local.port}: ${local.host}:${local.port} is in use; give another port (0 picks a free one)`, { cause: err });
+        if (code === 'EACCES' || code === 'EADDRNOTAVAIL') throw new CliError(ExitCode.USAGE, `--host ${local.host} --port ${local.port}: cannot serve there (${String(code)})`, { cause: err });
+        throw err;
+      });
       const address = server.address();
       const url = `http://${local.host.includes(':') ? `[${local.host}]` : local.host}:${typeof address === 'object' && address !== null ? address.port : local.port}/`;
       print(o, { serving: url }, () => `serving the status page at ${url} (Ctrl-C to stop)`);
@@ -123,13 +132,14 @@ export async function main(argv: readonly string[], io: Io = { out: (t) => proce
     .command('doctor')
     .description('checks the deployment against what the guarantees need, each with a verdict and the fix; exits 1 when a check fails (a deploy gate)')
     .option('--retention <duration>', 'how long applied-fire records are meant to be kept (the guard\'s appliedFireRetentionMs)', '7d')
+    .option('--no-postgres', 'the deployment keeps no fences in PostgreSQL: skip its checks (without a database and without this, doctor fails: a deploy gate must not pass unchecked)')
     .addHelpText('after', EXIT_CODES_HELP)
-    .action(async (local: { retention: string }, command: Command) => {
+    .action(async (local: { retention: string; postgres: boolean }, command: Command) => {
       const o = command.optsWithGlobals<GlobalOptions>();
       const retentionMs = parseDuration('--retention', local.retention);
       const redis = await connectRedis(o);
-      const pool = await connectDatabase(o, false);
-      const report = await runDoctor({ redis, pool, ...installationNames(o), retentionMs });
+      const pool = local.postgres ? await connectDatabase(o, false) : null;
+      const report = await runDoctor({ redis, pool, postgresSkipped: !local.postgres, ...installationNames(o), retentionMs });
       print(o, report, () => formatDoctor(report));
       if (!report.ok) throw new ExitWith(ExitCode.FAILED);
     });
@@ -158,13 +168,17 @@ export async function main(argv: readonly string[], io: Io = { out: (t) => proce
   fence
     .command('lower')
     .description('lowers a poisoned fence: only downwards, only with an actor and a reason; writes the audit row in the same transaction and resets the Redis mark; prints before and after')
-    .requiredOption('--resource <name>', 'the resource')
-    .requiredOption('--to <token>', 'the new fence, below the current one')
-    .requiredOption('--actor <who>', 'who does this (kept in the audit table)')
-    .requiredOption('--reason <why>', 'why (kept in the audit table)')
+    // Required, and checked together in the action: an operator hears of every missing one at once.
+    .option('--resource <name>', 'the resource (required)')
+    .option('--to <token>', 'the new fence, below the current one (required)')
+    .option('--actor <who>', 'who does this, kept in the audit table (required)')
+    .option('--reason <why>', 'why, kept in the audit table (required)')
     .option('--no-mark', 'the guard runs on PostgreSQL alone (no Redis fast path): there is no Redis mark to reset')
     .addHelpText('after', EXIT_CODES_HELP)
-    .action(async (local: { resource: string; to: string; actor: string; reason: string; mark: boolean }, command: Command) => {
+    .action(async (given: { resource?: string; to?: string; actor?: string; reason?: string; mark: boolean }, command: Command) => {
+      const missing = (['resource', 'to', 'actor', 'reason'] as const).filter((name) => given[name] === undefined).map((name) => `--${name}`);
+      if (missing.length > 0) throw new CliError(ExitCode.USAGE, `fence lower needs ${missing.join(', ')}: nothing was changed`);
+      const local = given as { resource: string; to: string; actor: string; reason: string; mark: boolean };
       const o = command.optsWithGlobals<GlobalOptions>();
       const pool = (await connectDatabase(o, true))!;
       // Redis first: if it cannot be reached, nothing is changed (a lowered fence under a mark left

@@ -1,7 +1,7 @@
 import type pg from 'pg';
 import type { RedisTarget } from '../connections.js';
 import { collectStatus } from '../status/read-status.js';
-import { skip, type CheckResult } from './check.js';
+import { fail, skip, type CheckResult } from './check.js';
 import { clusterSlotsCheck, failoverCheck, fencesCheck } from './lease-checks.js';
 import { appliedFiresCheck, isolationCheck, migrationsCheck, timeoutsCheck } from './postgres-checks.js';
 import { clockCheck, evictionCheck, persistenceCheck, replicationCheck, sentinelCheck } from './redis-checks.js';
@@ -9,6 +9,8 @@ import { clockCheck, evictionCheck, persistenceCheck, replicationCheck, sentinel
 export interface DoctorOptions {
   readonly redis: RedisTarget;
   readonly pool: pg.Pool | null;
+  /** `--no-postgres`: the deployment keeps no fences in PostgreSQL, so its checks are skipped, not failed. */
+  readonly postgresSkipped?: boolean;
   readonly keyPrefix: string;
   readonly schema: string;
   readonly table: string;
@@ -45,8 +47,17 @@ export async function runDoctor(options: DoctorOptions): Promise<DoctorReport> {
   checks.push(fencesCheck(status.leases));
   checks.push(failoverCheck(status.leases, redisFailoverMs));
 
-  if (inspection === null) {
-    for (const id of ['postgres.migrations', 'postgres.isolation', 'postgres.timeouts', 'postgres.applied-fires']) checks.push(skip(id, 'no database given (--database or DATABASE_URL).'));
+  if (inspection === null && options.postgresSkipped === true) {
+    for (const id of ['postgres.migrations', 'postgres.isolation', 'postgres.timeouts', 'postgres.applied-fires']) checks.push(skip(id, 'skipped: --no-postgres.'));
+  } else if (inspection === null) {
+    // A deploy gate must not pass with half the checks unread.
+    checks.push(
+      fail(
+        'postgres.database',
+        'no database given: the fences, the guard\'s migrations and its timeouts went unchecked.',
+        'Give --database postgres://… or set DATABASE_URL; or --no-postgres when the deployment keeps no fences in PostgreSQL.',
+      ),
+    );
   } else {
     checks.push(migrationsCheck(inspection, `${options.schema}.${options.table}`));
     checks.push(isolationCheck(inspection));

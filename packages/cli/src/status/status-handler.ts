@@ -15,7 +15,7 @@ export interface StatusHandlerOptions extends StatusSource {
  * @example
  * ```ts
  * import { createServer } from 'node:http';
- * createServer(createStatusHandler({ redis: { kind: 'single', client: redis, url }, pool, keyPrefix: 'fenced', schema: 'public', table: 'fenced_fences' })).listen(9464, '127.0.0.1');
+ * createServer(createStatusHandler({ redis: { kind: 'single', client: redis, url }, pool, keyPrefix: 'fenced', schema: 'public', table: 'fenced_fences' })).listen(9470, '127.0.0.1');
  * ```
  */
 export function createStatusHandler(options: StatusHandlerOptions): (req: IncomingMessage, res: ServerResponse) => void {
