@@ -11,6 +11,8 @@ import {
   noHandlerForStaleToken,
   noHandlerWhileGuardUnreachable,
   noLongSilence,
+  noReplicaCrashed,
+  failoverWithinBound,
 } from './layer-invariants.js';
 
 const window = { start: 1000, end: 11_000 };
@@ -131,5 +133,36 @@ describe('liveness', () => {
       { start: 100, end: 400 },
       { start: 900, end: 2000 },
     ]);
+  });
+});
+
+describe('liveness: the processes and the failover', () => {
+  const belief = (at: number, node: string, leader: boolean): HistoryEvent => ({ at, kind: 'belief', node, leader, token: '5' });
+  const exited = (at: number, crashed?: boolean): HistoryEvent => ({ at, kind: 'process', node: 'r2', event: 'exited', ...(crashed === undefined ? {} : { crashed }) });
+
+  it('breaks on a replica that exited on its own with a failure, not on one a fault killed', () => {
+    expect(noReplicaCrashed(input([exited(2000), exited(3000, false)]), []).count).toBe(0);
+    expect(noReplicaCrashed(input([exited(2000), exited(3000, true)]), [])).toMatchObject({ count: 1, violations: [expect.stringMatching(/r2 exited on its own with a failure 2000 ms into the window/)] });
+  });
+
+  it('wants another leader within the bound after the leader was paused, however long the pause', () => {
+    const bound = { failoverBound: { ms: 2250, fault: 'pause' } };
+    const paused = [belief(1100, 'r1', true), fault(2000, 'start')];
+    // On time: r2 leads 2000 ms after the pause began, and the pause lasts on.
+    expect(failoverWithinBound(input([...paused, belief(4000, 'r2', true), fault(6000, 'end')], bound), []).count).toBe(0);
+    // Late: 3000 ms, while the pause lasted on.
+    expect(failoverWithinBound(input([...paused, belief(5000, 'r2', true), fault(6000, 'end')], bound), [])).toMatchObject({
+      count: 1,
+      violations: [expect.stringMatching(/r1 paused as leader 1000 ms into the window: next leader after 3000 ms \(bound 2250 ms\)/)],
+    });
+    // Never.
+    expect(failoverWithinBound(input([...paused, fault(9000, 'end')], bound), []).count).toBe(1);
+  });
+
+  it('owes no failover for a pause healed within the bound, nor for one that hit a standby, nor without a bound', () => {
+    const bound = { failoverBound: { ms: 2250, fault: 'pause' } };
+    expect(failoverWithinBound(input([belief(1100, 'r1', true), fault(2000, 'start'), fault(3000, 'end')], bound), []).count).toBe(0);
+    expect(failoverWithinBound(input([belief(1100, 'r2', true), fault(2000, 'start'), fault(9000, 'end')], bound), []).count).toBe(0);
+    expect(failoverWithinBound(input([belief(1100, 'r1', true), fault(2000, 'start'), fault(9000, 'end')]), []).count).toBe(0);
   });
 });
