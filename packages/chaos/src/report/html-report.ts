@@ -180,7 +180,7 @@ export const COLUMN_DEFINITIONS: ReadonlyArray<readonly [column: string, meaning
   ['handler', 'handlers started for a token below what the guard already knew just before, or while PostgreSQL and Redis were both unreachable: the pre-check let a fire run its side effects unchecked'],
   ['guard', "breaks of the guard's promise: stale effects applied, and a Redis mark left ahead of the fence PostgreSQL committed"],
   ['dedupe', 'fires that took effect twice, and fires whose write failed and never took effect on a later delivery'],
-  ['liveness', 'stretches outside the faults longer than the recovery bound with no dispatch by anyone'],
+  ['liveness', 'stretches outside the faults longer than the recovery bound with no dispatch by anyone; failovers after a leader froze inside its transaction slower than TTL + renew interval + 1 s; replica processes that died on their own (an unhandled error), in any scenario'],
   ['stale refused', 'write attempts the guard refused as stale: the protection at work (0 in a control)'],
   ['dups dropped', 'deliveries of a fire that had already taken effect, dropped by the dedupe (0 in a control)'],
   ['repaired', 'elections that found their token at or below a fence and raised the counter past it (0 in a control)'],

@@ -102,17 +102,20 @@ describe.each(['kysely', 'pg.Pool'] as const)('a killed connection over %s', (ki
     await guard.guardedWrite(1n, async () => {});
     const holder = await admin.connect();
     const id = `check-${kind}-${++n}`;
+    await holder.query('BEGIN');
+    await holder.query(`SELECT 1 FROM "${schema.name}".fenced_fences WHERE resource = $1 FOR UPDATE`, [resource]);
+    const write = caught(guard.guardedWrite(2n, (trx) => insert(trx, id, 2n)));
     try {
-      await holder.query('BEGIN');
-      await holder.query(`SELECT 1 FROM "${schema.name}".fenced_fences WHERE resource = $1 FOR UPDATE`, [resource]);
-      const write = caught(guard.guardedWrite(2n, (trx) => insert(trx, id, 2n)));
       await waitForLockWait(admin, `'${resource}'`);
-      const { rows } = await admin.query<{ pid: number }>(`SELECT pid FROM pg_stat_activity WHERE application_name = $1 AND wait_event_type = 'Lock'`, [applicationName]);
+      // Inside a guarded transaction the session's name carries the token first (000003.sql).
+      const { rows } = await admin.query<{ pid: number }>(`SELECT pid FROM pg_stat_activity WHERE application_name LIKE '%' || $1 AND wait_event_type = 'Lock'`, [applicationName]);
+      expect(rows).toHaveLength(1);
       await terminate(rows[0]!.pid);
       expectUnavailable(await write);
     } finally {
       await holder.query('ROLLBACK');
       holder.release();
+      await write.catch(() => {});
     }
     expect(await rowExists(id)).toBe(false);
     await expectHealthy(guard, 2n);
