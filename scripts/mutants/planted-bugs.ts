@@ -422,4 +422,13 @@ export const PLANTED_BUGS: readonly PlantedBug[] = [
     replace: '    if (next !== undefined && next.at - (end?.at ?? fault.at) <= bound.ms) continue;',
     tests: ['packages/chaos/src/checker/layer-invariants.test.ts'],
   },
+  {
+    id: 'scripts-compare-as-doubles',
+    layer: 'guard',
+    bug: 'the Lua token comparison (every script that compares tokens) goes through tonumber: past 2^53 a lower token compares equal and the mark is not raised',
+    file: 'packages/shared/src/lua/includes/decimal-less.lua',
+    find: '  if #a ~= #b then return #a < #b end\n  return a < b',
+    replace: '  return tonumber(a) < tonumber(b)',
+    tests: ['packages/consumer-guard/src/redis/redis-guard.redis.test.ts'],
+  },
 ];

@@ -37,6 +37,22 @@ describe('createRedisGuard', () => {
     expect(await g.highest()).toBe(10n);
   });
 
+  it('every script that compares tokens compares them exactly where doubles cannot (2^53 and 2^53 + 1 are one double)', async () => {
+    // raise-to: 2^53 + 1 is above a mark of 2^53, though as doubles the two are equal.
+    const raised = guard();
+    await raised.raise(2n ** 53n);
+    expect(await raised.raise(2n ** 53n + 1n)).toBe(2n ** 53n + 1n);
+    expect(await raised.highest()).toBe(2n ** 53n + 1n);
+    // guarded-write: refuses 2^53 under a mark of 2^53 + 1, and raises to 2^53 + 2 exactly.
+    const written = guard();
+    await written.raise(2n ** 53n + 1n);
+    expect(await stale(written.guardedWrite(2n ** 53n, [{ command: 'SET', keys: [written.key('v')], args: ['stale'] }]))).toBe('stale');
+    expect(await redis.get(written.key('v'))).toBeNull();
+    expect(await stale(written.guardedWrite(2n ** 53n + 2n, [{ command: 'SET', keys: [written.key('v')], args: ['new'] }]))).toBe('accepted');
+    expect(await written.highest()).toBe(2n ** 53n + 2n);
+    expect(await redis.get(written.key('v'))).toBe('new');
+  });
+
   it('compares exactly past 2^53 (decimal strings, never Lua doubles)', async () => {
     const g = guard();
     await g.raise(2n ** 53n + 1n);
