@@ -431,4 +431,13 @@ export const PLANTED_BUGS: readonly PlantedBug[] = [
     replace: '  return tonumber(a) < tonumber(b)',
     tests: ['packages/consumer-guard/src/redis/redis-guard.redis.test.ts'],
   },
+  {
+    id: 'precheck-pg-fails-open',
+    layer: 'handler',
+    bug: "the handler's pre-check treats PostgreSQL unreachable as no fence: with Redis down too, a stale fire starts its handler (effects outside the database happen)",
+    file: 'packages/consumer-guard/src/combined-guard.ts',
+    find: '    const highest = await postgres.fence(resource).highest();',
+    replace: '    const highest = await postgres.fence(resource).highest().catch(() => null);',
+    tests: ['packages/consumer-guard/src/handler/wrap-handler.pg.test.ts'],
+  },
 ];

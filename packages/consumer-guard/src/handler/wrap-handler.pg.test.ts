@@ -1,4 +1,5 @@
-import { startRedisServer } from '@fenced/chaos';
+import { freePort, startRedisServer } from '@fenced/chaos';
+import pgModule from 'pg';
 import { isFencedError, signEnvelope, type Envelope, type FencedEvent } from '@fenced/shared';
 import { countingPool, createRedis, createTestSchema, deleteKeys, uniquePrefix } from '#test-support';
 import type { Redis } from 'ioredis';
@@ -9,6 +10,7 @@ import { createGuard, type HandlerContext } from '../index.js';
 let schema: Awaited<ReturnType<typeof createTestSchema>>;
 let redis: Redis;
 const prefix = uniquePrefix('handler');
+const PgPool = pgModule.Pool;
 const SECRET = 'k'.repeat(40);
 const OTHER_SECRET = 'o'.repeat(40);
 
@@ -310,6 +312,32 @@ describe('Redis stopped in the middle of a run', () => {
     } finally {
       flaky.disconnect();
       await server.stop();
+    }
+  });
+});
+
+describe('Redis and PostgreSQL both unreachable at the pre-check', () => {
+  it('fails closed before the handler starts: GuardUnavailableError, no effect anywhere', async () => {
+    const server = await startRedisServer();
+    const flaky = createRedis(server.url, { maxRetriesPerRequest: 0, enableOfflineQueue: false });
+    // A pool on a port where nothing listens: every connection is refused.
+    const deadPool = new PgPool({ connectionString: `postgres://postgres@127.0.0.1:${await freePort()}/test`, connectionTimeoutMillis: 500 });
+    deadPool.on('error', () => {});
+    const { guard } = setup({ redis: flaky, db: deadPool });
+    let started = 0;
+    const handle = guard.wrapHandler(async () => void started++, { onStale: 'return' });
+    try {
+      await server.kill();
+      const outcome = await handle(envelope({ token: '5' })).then(
+        () => 'resolved',
+        (err: unknown) => err,
+      );
+      expect(isFencedError(outcome, 'GUARD_UNAVAILABLE'), String(outcome)).toBe(true);
+      expect(started).toBe(0);
+    } finally {
+      flaky.disconnect();
+      await server.stop();
+      await deadPool.end();
     }
   });
 });
