@@ -56,6 +56,7 @@ export async function advanceWithTakeover<Waiter>(
   waiter.catch(() => {});
   if (policy === false) return done;
   let settled = false;
+  const reported = new Set<string>();
   const finished = done.then(
     () => void (settled = true),
     () => void (settled = true),
@@ -74,7 +75,13 @@ export async function advanceWithTakeover<Waiter>(
       if (settled) return done;
       continue;
     }
-    for (const blocker of blockers) onBlocker(blocker);
+    // A blocker this role may not end is found again every grace period: report it once.
+    for (const blocker of blockers) {
+      const key = `${blocker.session}:${blocker.ended}`;
+      if (reported.has(key)) continue;
+      reported.add(key);
+      onBlocker(blocker);
+    }
   }
 }
 
