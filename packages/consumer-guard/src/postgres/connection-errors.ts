@@ -52,17 +52,25 @@ const watchedPools = new WeakSet<object>();
  * listens on nothing then). For pools the guard does not check clients out of itself: a Kysely
  * instance checks its clients out of the `pg.Pool` behind its dialect, where the guard cannot reach
  * them. pg-pool destroys a released client that had a connection error (it is no longer queryable),
- * so a broken one is never handed out again. Idempotent per pool.
+ * so a broken one is never handed out again. Idempotent per pool. Returns whether the pool is
+ * watched (false for a pool that emits no events): a watched pool already reports each loss.
  */
-export function watchPool(pool: object, onError: (err: Error) => void): void {
-  if (watchedPools.has(pool) || !isPoolEvents(pool)) return;
+export function watchPool(pool: object, onError: (err: Error) => void): boolean {
+  if (!isPoolEvents(pool)) return false;
+  if (watchedPools.has(pool)) return true;
   watchedPools.add(pool);
   const listening = new WeakMap<object, (err: Error) => void>();
   pool.on('error', (err) => onError(err));
   pool.on('acquire', (client) => {
     const emitter = asEmitter(client);
     if (emitter === undefined || listening.has(emitter)) return;
-    const listener = (err: Error) => onError(err);
+    // A dying connection can emit more than once: one loss, one report, per checkout.
+    let heard = false;
+    const listener = (err: Error) => {
+      if (heard) return;
+      heard = true;
+      onError(err);
+    };
     listening.set(emitter, listener);
     emitter.on('error', listener);
   });
@@ -73,6 +81,7 @@ export function watchPool(pool: object, onError: (err: Error) => void): void {
     listening.delete(emitter);
     emitter.removeListener('error', listener);
   });
+  return true;
 }
 
 function asEmitter(value: unknown): ErrorEmitter | undefined {

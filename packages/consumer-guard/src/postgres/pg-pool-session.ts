@@ -41,8 +41,10 @@ export function isPgPoolLike(db: object): db is PgPoolLike {
 }
 
 export function pgPoolSession<Client extends PgClientLike>(pool: PgPoolLike<Client>, onConnectionError: (err: Error) => void): GuardSession<Client> {
-  // An idle client that dies emits on the pool, which throws when nothing listens there.
-  watchPool(pool, onConnectionError);
+  // An idle client that dies emits on the pool, which throws when nothing listens there. A watched
+  // pool also reports the losses of checked-out clients; each checkout below listens as well, to
+  // know its own client's fate, and reports only where the pool cannot.
+  const poolReports = watchPool(pool, onConnectionError);
 
   /**
    * Checks a client out, runs `fn` while listening for the client's errors, and hands the client
@@ -56,7 +58,7 @@ export function pgPoolSession<Client extends PgClientLike>(pool: PgPoolLike<Clie
     } catch (err) {
       throw onConnectError(err);
     }
-    const watch = watchCheckout(client, onConnectionError);
+    const watch = watchCheckout(client, poolReports ? undefined : onConnectionError);
     let broken: Error | undefined;
     try {
       return await fn(client, watch);
