@@ -1,4 +1,4 @@
-import type { GuardInspection } from '@fenced/consumer-guard/postgres';
+import { DEFAULT_TAKEOVER, type GuardInspection } from '@fenced/consumer-guard/postgres';
 import { humanMs } from '../text-table.js';
 import { fail, pass, warn, type CheckResult } from './check.js';
 
@@ -34,10 +34,10 @@ export function timeoutsCheck(inspection: GuardInspection): CheckResult {
   const takeover = mayEndOtherRoles
     ? 'this role may end any guarded writer that blocks an election'
     : "this role may end only its own role's backends: a writer connected as another role that freezes inside its transaction holds the next election off until it wakes or a timeout ends it";
-  if (statementTimeoutMs > 0 && statementTimeoutMs < 10_000) {
+  if (statementTimeoutMs > 0 && statementTimeoutMs < DEFAULT_TAKEOVER.timeoutMs) {
     return warn(
       id,
-      `${settings}; ${takeover}. A statement_timeout under the takeover's 10 s bound ends an election's advance early when a lock is held (the election fails closed and is tried again).`,
+      `${settings}; ${takeover}. A statement_timeout under the takeover's ${humanMs(DEFAULT_TAKEOVER.timeoutMs)} bound ends an election's advance early when a lock is held (the election fails closed and is tried again).`,
       'Raise statement_timeout for the guard role, or lower the guard option takeover.timeoutMs below it.',
     );
   }

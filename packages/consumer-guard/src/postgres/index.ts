@@ -1,4 +1,5 @@
 export { LATEST_MIGRATION } from './migrator.js';
+export { DEFAULT_TAKEOVER } from './postgres-guard-options.js';
 export type { AuditEntry, FenceReport, GuardInspection } from './inspection.js';
 export {
   createPostgresGuard,

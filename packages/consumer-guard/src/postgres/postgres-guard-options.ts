@@ -15,6 +15,9 @@ export const resourceSchema = z.string().superRefine((value, ctx) => {
 const isObject = (v: unknown): v is object => typeof v === 'object' && v !== null;
 const isFunction = (v: unknown): v is (...args: never[]) => unknown => typeof v === 'function';
 
+/** The `takeover` option's default (`fenced doctor` checks the server's timeouts against it). */
+export const DEFAULT_TAKEOVER = Object.freeze({ graceMs: 250, timeoutMs: 10_000 });
+
 /** Options of `createPostgresGuard`, with their defaults. */
 export const postgresGuardOptionsSchema = z.object({
   /** A `Kysely<DB>` over PostgresDialect, or a `pg.Pool` (anything with `connect()`). */
@@ -75,11 +78,11 @@ export const postgresGuardOptionsSchema = z.object({
     .union([
       z.literal(false),
       z.object({
-        graceMs: z.number().int().min(0).max(60_000).default(250),
-        timeoutMs: z.number().int().min(100).max(600_000).default(10_000),
+        graceMs: z.number().int().min(0).max(60_000).default(DEFAULT_TAKEOVER.graceMs),
+        timeoutMs: z.number().int().min(100).max(600_000).default(DEFAULT_TAKEOVER.timeoutMs),
       }),
     ])
-    .default({ graceMs: 250, timeoutMs: 10_000 }),
+    .default(DEFAULT_TAKEOVER),
   /** Receives structured events; the guard never logs to the console. */
   logger: z.custom<(event: never) => void>(isFunction, { message: 'must be a function' }).optional(),
   /**

@@ -59,6 +59,12 @@ export function createRedisFastPath(options: RedisFastPathOptions): RedisFastPat
     }
     return guard;
   };
+  /** Records a refusal in the resource's stream, remembering the guard for the next flush. */
+  const recordIn = (resource: string, token: Token, highest: Token, via: 'redis' | 'postgres', fireId?: string) => {
+    const guard = guardFor(resource);
+    recorded.add(guard);
+    guard.recordRefusal(token, highest, via, fireId);
+  };
   const failed = (resource: string, error: unknown) => {
     if (!degraded) emit(logger, { type: 'guard.degraded', resource, error });
     degraded = true;
@@ -75,9 +81,7 @@ export function createRedisFastPath(options: RedisFastPathOptions): RedisFastPat
       await Promise.all(flushing.map((g) => g.flush()));
     },
     recordRefusal(resource, token, highest, fireId) {
-      const guard = guardFor(resource);
-      recorded.add(guard);
-      guard.recordRefusal(token, highest, 'postgres', fireId);
+      recordIn(resource, token, highest, 'postgres', fireId);
     },
     async check(resource, token, fireId) {
       const startedAt = performance.now();
@@ -91,9 +95,7 @@ export function createRedisFastPath(options: RedisFastPathOptions): RedisFastPat
       } catch (err) {
         if (isFencedError(err, 'STALE_TOKEN')) {
           metrics.check(startedAt, resource, 'redis');
-          const guard = guardFor(resource);
-          recorded.add(guard);
-          guard.recordRefusal(token, err.highest, 'redis', fireId);
+          recordIn(resource, token, err.highest, 'redis', fireId);
           answered(resource);
           throw err;
         }
