@@ -320,8 +320,8 @@ export const PLANTED_BUGS: readonly PlantedBug[] = [
     layer: 'survival',
     bug: "the guard does not listen on the pool: an idle client's error (a restart) is thrown on a pool nobody listens to",
     file: 'packages/consumer-guard/src/postgres/connection-errors.ts',
-    find: '  if (watchedPools.has(pool) || !isPoolEvents(pool)) return;',
-    replace: '  return;',
+    find: '  if (!isPoolEvents(pool)) return false;',
+    replace: '  return false;',
     tests: ['packages/consumer-guard/src/postgres/connection-loss.pg.test.ts', 'test/postgres-restart.test.ts'],
   },
   {
