@@ -1,3 +1,4 @@
+import { failpoints } from '@fenced/shared/failpoints';
 import { createCoordinator, createScheduler, type Coordinator, type Scheduler } from '@fenced/coordinator';
 import { createGuard } from '@fenced/consumer-guard';
 import { createPostgresGuard } from '@fenced/consumer-guard/postgres';
@@ -22,6 +23,7 @@ beforeAll(async () => {
   await schema.pool.query('CREATE TABLE ledger (fire_id text PRIMARY KEY)');
 });
 afterEach(async () => {
+  failpoints.disarm();
   for (const stop of stops.splice(0).reverse()) await stop();
   for (const prefix of prefixes.splice(0)) await deleteKeys(redis, prefix);
 });
@@ -65,9 +67,18 @@ describe('lease and scheduler instruments', () => {
     expect(await a.count('fenced.lease.remaining', lease)).toBeGreaterThan(0);
     expect(await a.count('fenced.scheduler.fire.lateness', job)).toBeGreaterThanOrEqual(2);
 
-    // The lease vanishes (an expiry as after a pause): B is elected, and A's next renew finds it gone.
+    // The lease vanishes (an expiry as after a pause) while A's renew is on its way: B is elected,
+    // and only then does A read its renew's answer and find the lease gone or taken. (Deleted from
+    // outside the renew, A's renew could find it gone first, and A, back in the election at once,
+    // win it again before B: seen once beside four CPU hogs.)
     const tokenA = first.coordinator.token()!;
-    await redis.del(first.coordinator.keys.lease);
+    failpoints.arm('lease.renew-sent-before-reply', {
+      kind: 'call',
+      run: async () => {
+        await redis.del(first.coordinator.keys.lease);
+        await waitFor(() => second.coordinator.isLeader(), 10_000);
+      },
+    });
     await waitFor(() => second.coordinator.isLeader() && !first.coordinator.isLeader(), 10_000);
     await waitFor(async () => (await b.count('fenced.scheduler.failover.gap', lease)) === 1, 10_000);
 
