@@ -2,20 +2,24 @@
  * pnpm bench:scale — many leases per process, balanced over processes, on a single Redis and on a
  * 6-node Redis Cluster side by side (both private servers on loopback, so counts are ours alone).
  *
- * Each member is a real process (scale-member.ts) with one lease group of N leases. Phases: a cold
- * start of P members at the same moment, a member joining, a member killed with SIGKILL. Measured:
- * connections per process per Redis node, memory per process, Redis commands/s and CPU per server in
- * steady state, time until every lease is led after the cold start, balance (most and fewest leases
- * led by one process) 2 × TTL after the start, the join and the crash, time until balanced within
- * ±10 % of N/P, and overlapping beliefs (two processes believing they lead one lease at once for
- * longer than the drift margin).
+ * Each member is a real process (scale-member.ts) with one lease group of N leases, for each N of
+ * --leases (columns side by side). Phases: a cold start of P members at the same moment, a member
+ * joining, a member killed with SIGKILL, then --cycles more join-and-kill cycles. Measured:
+ * connections per process per Redis node, memory per process (RSS, beside the floor: the same
+ * process with its modules loaded and no group yet), Redis commands/s and CPU per server in steady
+ * state, time until every lease is led after the cold start, balance (most and fewest leases led by
+ * one process) 2 × TTL after the start, the join and the crash, time until balanced within ±10 % of
+ * N/P, how long each lease handed over at the join was leaderless (p50 / p99 / max) and how many were
+ * leaderless at once, the takeover after the SIGKILL, the heap of the surviving members after a
+ * garbage collection at the end of each cycle (flat, or a leak), and overlapping beliefs (two
+ * processes believing they lead one lease at once for longer than the drift margin).
  *
  * Last, the P members left run a sharded schedule of J jobs (each every --job-every ms, over 30
- * shards of a second group): how many fires each dispatched in one period.
+ * shards of a second group): how many fires each dispatched in one period, once the shards are shared.
  *
- * Flags: --leases N (default 1000), --processes P (default 3), --ttl MS (default 5000),
- * --renew MS (default 1000), --jobs J (default 10000), --job-every MS (default 10000),
- * --topology single|cluster|both (default both), --json.
+ * Flags: --leases N[,N…] (default 1000,10000), --processes P (default 3), --ttl MS (default 15000),
+ * --renew MS (default 5000), --cycles C (default 3), --jobs J (default 10000), --job-every MS
+ * (default 10000), --topology single|cluster|both (default both), --json.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { createInterface } from 'node:readline';
@@ -25,28 +29,32 @@ import { redisCommand, startRedisCluster, startRedisServer } from '@fenced/chaos
 
 const { values: args } = parseArgs({
   options: {
-    leases: { type: 'string', default: '1000' },
+    leases: { type: 'string', default: '1000,10000' },
     processes: { type: 'string', default: '3' },
-    ttl: { type: 'string', default: '5000' },
-    renew: { type: 'string', default: '1000' },
+    ttl: { type: 'string', default: '15000' },
+    renew: { type: 'string', default: '5000' },
+    cycles: { type: 'string', default: '3' },
     topology: { type: 'string', default: 'both' },
     jobs: { type: 'string', default: '10000' },
     'job-every': { type: 'string', default: '10000' },
     json: { type: 'boolean', default: false },
   },
 });
-const N = Number(args.leases);
+const SIZES = args.leases!.split(',').map(Number);
 const P = Number(args.processes);
+const CYCLES = Number(args.cycles);
 const TTL = Number(args.ttl);
 const RENEW = Number(args.renew);
 const JOBS = Number(args.jobs);
 const JOB_EVERY = Number(args['job-every']);
 const topologies: readonly string[] = args.topology === 'both' ? ['single', 'cluster'] : [args.topology!];
-if (!(N >= 1) || !(P >= 2) || !(TTL > RENEW) || !(RENEW >= 10) || !(JOBS >= 0) || !(JOB_EVERY >= 100) || !topologies.every((t) => t === 'single' || t === 'cluster')) {
-  process.stderr.write('usage: bench:scale [--leases N] [--processes P>=2] [--ttl MS] [--renew MS<TTL] [--jobs J] [--job-every MS] [--topology single|cluster|both] [--json]\n');
+if (!SIZES.every((n) => Number.isInteger(n) && n >= 1) || !(P >= 2) || !(Number.isInteger(CYCLES) && CYCLES >= 0) || !(TTL > RENEW) || !(RENEW >= 10) || !(JOBS >= 0) || !(JOB_EVERY >= 100) || !topologies.every((t) => t === 'single' || t === 'cluster')) {
+  process.stderr.write('usage: bench:scale [--leases N[,N…]] [--processes P>=2] [--ttl MS] [--renew MS<TTL] [--cycles C] [--jobs J] [--job-every MS] [--topology single|cluster|both] [--json]\n');
   process.exit(2);
 }
 const DRIFT = Math.ceil(TTL * 0.01) + 5;
+/** Shards of the sharded schedule's own group. */
+const JOB_SHARDS = 30;
 const progress = (line: string) => {
   if (!args.json) process.stderr.write(`${line}\n`);
 };
@@ -57,14 +65,24 @@ interface Member {
   readonly name: string;
   readonly child: ChildProcess;
   alive: boolean;
+  /** When the parent killed it (host clock). */
+  killedAt?: number;
   rss: number;
+  /** RSS with the modules loaded and nothing made yet: the floor of `rss`. */
+  loadedRss: number;
+  /** The heap after a garbage collection, each time the parent asked (MB). */
+  heaps: number[];
+  heapAsked: (() => void) | undefined;
   /** Fires of the sharded schedule this member dispatched so far. */
   dispatched: number;
+  /** Shards of the schedule's group it leads, as of its last stats line. */
+  jobShardsLed: number;
   ready: Promise<void>;
 }
 
 /** Every belief interval, per lease, as the members report them (one host clock). */
 class Beliefs {
+  constructor(readonly leases: number) {}
   readonly open = new Map<string, Map<string, number>>();
   readonly closed: Array<{ lease: string; member: string; from: number; until: number; reason?: string }> = [];
   elected(lease: string, member: string, at: number): void {
@@ -90,7 +108,31 @@ class Beliefs {
   allLed(): boolean {
     let led = 0;
     for (const holders of this.open.values()) if (holders.size > 0) led++;
-    return led === N;
+    return led === this.leases;
+  }
+  /**
+   * Leases handed over whose old term ended in [from, until): how long each stayed leaderless (until
+   * another member's term began), and the most leaderless at the same moment.
+   */
+  handoverGaps(from: number, until: number): { gaps: number[]; mostAtOnce: number } {
+    const next = new Map<string, number[]>();
+    for (const b of this.closed) next.set(b.lease, [...(next.get(b.lease) ?? []), b.from]);
+    for (const [lease, holders] of this.open) for (const at of holders.values()) next.set(lease, [...(next.get(lease) ?? []), at]);
+    const gaps: number[] = [];
+    const edges: Array<[number, number]> = [];
+    for (const b of this.closed) {
+      if (!b.reason?.includes('handover') || b.until < from || b.until >= until) continue;
+      const after = (next.get(b.lease) ?? []).filter((at) => at >= b.until - DRIFT);
+      if (after.length === 0) continue;
+      const taken = Math.min(...after);
+      gaps.push(Math.max(0, taken - b.until));
+      edges.push([b.until, 1], [taken, -1]);
+    }
+    edges.sort((a, b) => a[0] - b[0] || a[1] - b[1]);
+    let now = 0;
+    let mostAtOnce = 0;
+    for (const [, d] of edges) mostAtOnce = Math.max(mostAtOnce, (now += d));
+    return { gaps: gaps.sort((a, b) => a - b), mostAtOnce };
   }
   /** Overlapping pairs, each described (lease, members, how the earlier belief ended, how long). */
   overlaps(): string[] {
@@ -119,18 +161,20 @@ interface Balance {
   fewest: number;
 }
 
-async function runTopology(topology: 'single' | 'cluster') {
-  progress(`${topology}: starting Redis`);
+const quantile = (sorted: readonly number[], q: number): number | null => (sorted.length === 0 ? null : sorted[Math.min(sorted.length - 1, Math.ceil(q * sorted.length) - 1)]!);
+
+async function runTopology(topology: 'single' | 'cluster', N: number) {
+  progress(`${topology}, ${N} leases: starting Redis`);
   const single = topology === 'single' ? await startRedisServer() : undefined;
   const cluster = topology === 'cluster' ? await startRedisCluster() : undefined;
   const servers = single !== undefined ? [single] : cluster!.servers;
   const ports = servers.map((s) => s.port);
   const keyPrefix = `scale-${Date.now()}`;
-  const beliefs = new Beliefs();
+  const beliefs = new Beliefs(N);
   const members: Member[] = [];
 
   const spawnMember = (name: string): Member => {
-    const child = spawn(process.execPath, ['--import', 'tsx', '--conditions=@fenced/source', memberScript], {
+    const child = spawn(process.execPath, ['--expose-gc', '--import', 'tsx', '--conditions=@fenced/source', memberScript], {
       env: {
         ...process.env,
         MEMBER: name,
@@ -141,21 +185,30 @@ async function runTopology(topology: 'single' | 'cluster') {
         RENEW_MS: String(RENEW),
         KEY_PREFIX: keyPrefix,
         JOBS: String(JOBS),
-        JOB_SHARDS: '30',
+        JOB_SHARDS: String(JOB_SHARDS),
         JOB_EVERY_MS: String(JOB_EVERY),
       },
       stdio: ['pipe', 'pipe', 'inherit'],
     });
     let markReady: () => void = () => {};
-    const member: Member = { name, child, alive: true, rss: 0, dispatched: 0, ready: new Promise((r) => (markReady = r)) };
+    const member: Member = { name, child, alive: true, rss: 0, loadedRss: 0, heaps: [], heapAsked: undefined, dispatched: 0, jobShardsLed: 0, ready: new Promise((r) => (markReady = r)) };
     createInterface({ input: child.stdout! }).on('line', (line) => {
-      const r = JSON.parse(line) as { kind: string; lease?: string; at: number; rss?: number; dispatched?: number };
+      const r = JSON.parse(line) as { kind: string; lease?: string; at: number; rss?: number; dispatched?: number; jobShardsLed?: number; heapUsed?: number | null };
       if (r.kind === 'ready') markReady();
-      else if (r.kind === 'elected') beliefs.elected(r.lease!, name, r.at);
+      else if (r.kind === 'loaded') member.loadedRss = r.rss!;
+      else if (r.kind === 'heap') {
+        member.heaps.push(Math.round((r.heapUsed ?? Number.NaN) / 1024 / 1024));
+        member.heapAsked?.();
+      }
+      // A line written before the kill can be read after it: a killed member's belief ends at its kill.
+      else if (r.kind === 'elected' && member.killedAt !== undefined) {
+        if (r.at < member.killedAt) beliefs.closed.push({ lease: r.lease!, member: name, from: r.at, until: member.killedAt, reason: 'killed' });
+      } else if (r.kind === 'elected') beliefs.elected(r.lease!, name, r.at);
       else if (r.kind === 'lost') beliefs.lost(r.lease!, name, r.at, String((r as { reason?: string }).reason));
       else if (r.kind === 'stats') {
         member.rss = Math.max(member.rss, r.rss!);
         member.dispatched = r.dispatched ?? 0;
+        member.jobShardsLed = r.jobShardsLed ?? 0;
       }
     });
     members.push(member);
@@ -215,23 +268,34 @@ async function runTopology(topology: 'single' | 'cluster') {
       for (const m of first) connections = Math.max(connections, list.filter((l) => l.includes(` name=scale-${m.name} `)).length);
     }
     const rssMb = Math.max(...first.map((m) => m.rss)) / 1024 / 1024;
+    const loadedRssMb = Math.max(...first.map((m) => m.loadedRss)) / 1024 / 1024;
+    const askHeaps = async (ms: readonly Member[]) => {
+      await Promise.all(ms.map((m) => new Promise<void>((resolve) => {
+        m.heapAsked = resolve;
+        m.child.stdin!.write('heap\n');
+      })));
+      for (const m of ms) m.heapAsked = undefined;
+    };
+    await askHeaps(first);
 
     // A member joins.
     const joiner = spawnMember(`m${P}`);
     await joiner.ready;
-    progress(`${topology}: a process joins`);
+    progress(`${topology}, ${N} leases: a process joins`);
     const joinedAt = Date.now();
     go([joiner]);
     const joinBalancedMs = await timeUntil(joinedAt, () => balanced(P + 1), 60_000);
     await sleep(Math.max(0, joinedAt + 2 * TTL - Date.now()));
     const afterJoin = balance();
+    const joinHandovers = beliefs.handoverGaps(joinedAt, Date.now());
 
     // A member dies.
-    progress(`${topology}: a process is killed (SIGKILL)`);
+    progress(`${topology}, ${N} leases: a process is killed (SIGKILL)`);
     const victim = first[0]!;
     const killedAt = Date.now();
     victim.child.kill('SIGKILL');
     victim.alive = false;
+    victim.killedAt = killedAt;
     beliefs.died(victim.name, killedAt);
     const crashBalanced = timeUntil(killedAt, () => balanced(P), 60_000);
     const crashLedMs = await timeUntil(killedAt, () => beliefs.allLed(), 60_000);
@@ -239,14 +303,41 @@ async function runTopology(topology: 'single' | 'cluster') {
     await sleep(Math.max(0, killedAt + 2 * TTL - Date.now()));
     const afterCrash = balance();
 
+    // Join-and-kill cycles: a member joins, and once balanced it is killed; the members that live
+    // through every cycle report their heap after each one (garbage collected first).
+    const survivors = members.filter((m) => m.alive);
+    for (const m of survivors) m.heaps = [];
+    await askHeaps(survivors);
+    const cycleTakeoversMs: Array<number | null> = [];
+    for (let cycle = 0; cycle < CYCLES; cycle++) {
+      progress(`${topology}, ${N} leases: cycle ${cycle + 1} of ${CYCLES} (a process joins, then is killed)`);
+      const newcomer = spawnMember(`c${cycle}`);
+      await newcomer.ready;
+      const at = Date.now();
+      go([newcomer]);
+      await timeUntil(at, () => balanced(P + 1), 60_000);
+      const killed = Date.now();
+      newcomer.child.kill('SIGKILL');
+      newcomer.alive = false;
+      newcomer.killedAt = killed;
+      beliefs.died(newcomer.name, killed);
+      cycleTakeoversMs.push(await timeUntil(killed, () => balanced(P), 60_000));
+      await askHeaps(survivors);
+    }
+
     // The members left run a sharded schedule; count one period of fires each, after a first period
     // in which the shards are elected and balanced.
     let firesPerProcess: number[] = [];
+    let leasesOnlyRssMb = Math.max(...members.map((m) => m.rss)) / 1024 / 1024;
     if (JOBS > 0) {
-      progress(`${topology}: a sharded schedule of ${JOBS} jobs, every ${JOB_EVERY} ms`);
+      progress(`${topology}, ${N} leases: a sharded schedule of ${JOBS} jobs, every ${JOB_EVERY} ms`);
       const live = members.filter((m) => m.alive);
+      leasesOnlyRssMb = Math.max(...members.map((m) => m.rss)) / 1024 / 1024;
       for (const m of live) m.child.stdin!.write('jobs\n');
-      await sleep(JOB_EVERY + 2000);
+      // Counted once the shards are shared out (each member within ±10 % of its share), from the next period.
+      const jobsFrom = Date.now();
+      await timeUntil(jobsFrom, () => live.reduce((sum, m) => sum + m.jobShardsLed, 0) === JOB_SHARDS && live.every((m) => Math.abs(m.jobShardsLed - JOB_SHARDS / live.length) <= Math.max(1, JOB_SHARDS / live.length / 10)), 60_000);
+      await sleep(JOB_EVERY);
       const before = live.map((m) => m.dispatched);
       await sleep(JOB_EVERY);
       firesPerProcess = live.map((m, i) => m.dispatched - before[i]!);
@@ -254,9 +345,16 @@ async function runTopology(topology: 'single' | 'cluster') {
 
     return {
       topology,
+      leases: N,
       servers: ports.length,
       connectionsPerProcessPerNode: connections,
-      rssMbPerProcess: Math.round(rssMb),
+      rssMbPerProcess: Math.round(Math.max(rssMb, leasesOnlyRssMb)),
+      rssMbWithJobs: Math.round(Math.max(...members.map((m) => m.rss / 1024 / 1024))),
+      loadedRssMbPerProcess: Math.round(loadedRssMb),
+      joinHandoverGapMs: { p50: quantile(joinHandovers.gaps, 0.5), p99: quantile(joinHandovers.gaps, 0.99), max: quantile(joinHandovers.gaps, 1), handedOver: joinHandovers.gaps.length },
+      joinLeaderlessAtOnce: joinHandovers.mostAtOnce,
+      cycleTakeoversMs,
+      survivorHeapsMb: survivors.map((m) => m.heaps),
       commandsPerS: Math.round(perServer.reduce((s, x) => s + x.commandsPerS, 0)),
       maxCpuPctPerServer: Math.max(...perServer.map((x) => x.cpuPct)),
       allLedAfterColdStartMs: allLedMs,
@@ -280,37 +378,44 @@ async function runTopology(topology: 'single' | 'cluster') {
 }
 
 const results: Array<Awaited<ReturnType<typeof runTopology>>> = [];
-for (const topology of topologies) results.push(await runTopology(topology as 'single' | 'cluster'));
+for (const topology of topologies) for (const n of SIZES) results.push(await runTopology(topology as 'single' | 'cluster', n));
 
 if (args.json) {
-  process.stdout.write(`${JSON.stringify({ leases: N, processes: P, ttlMs: TTL, renewIntervalMs: RENEW, results }, null, 2)}\n`);
+  process.stdout.write(`${JSON.stringify({ leases: SIZES, processes: P, ttlMs: TTL, renewIntervalMs: RENEW, results }, null, 2)}\n`);
 } else {
   const ms = (v: number | null) => (v === null ? 'never' : `${v} ms`);
   const bal = (b: Balance) => `${b.most} / ${b.fewest}`;
   const rows: Array<[string, (r: (typeof results)[number]) => string, string]> = [
     ['Redis servers', (r) => String(r.servers), ''],
     ['connections per process per Redis node (max)', (r) => String(r.connectionsPerProcessPerNode), '<= 3'],
-    ['memory per process, RSS (max)', (r) => `${r.rssMbPerProcess} MB`, '<= 200 MB'],
+    ['memory per process, RSS (max, the lease group alone)', (r) => `${r.rssMbPerProcess} MB`, '<= 250 MB'],
+    [`  with the sharded schedule of ${JOBS} jobs too`, (r) => `${r.rssMbWithJobs} MB`, ''],
+    ['  floor: the same process, modules loaded, no group yet', (r) => `${r.loadedRssMbPerProcess} MB`, ''],
     ['Redis commands/s, all servers, steady', (r) => String(r.commandsPerS), ''],
     ['Redis CPU, busiest server, steady', (r) => `${r.maxCpuPctPerServer.toFixed(1)} % of a core`, '<= 5 %'],
     ['every lease led after a cold start of all', (r) => ms(r.allLedAfterColdStartMs), `<= TTL + 1 s = ${TTL + 1000} ms`],
     ['balanced (±10 %) after the cold start', (r) => ms(r.balancedAfterColdStartMs), ''],
-    [`most / fewest leases per process, 2 × TTL after start (N/P = ${Math.round(N / P)})`, (r) => bal(r.afterStart), `±10 %`],
+    ['most / fewest leases per process, 2 × TTL after start', (r) => `${bal(r.afterStart)} (N/P ${Math.round(r.leases / P)})`, `±10 %`],
     ['balanced (±10 %) after a join', (r) => ms(r.joinBalancedMs), `<= 2 × TTL = ${2 * TTL} ms`],
-    [`most / fewest, 2 × TTL after the join (N/P = ${Math.round(N / (P + 1))})`, (r) => bal(r.afterJoin), '±10 %'],
-    ['every lease led again after a SIGKILL', (r) => ms(r.crashAllLedMs), `<= TTL + renew = ${TTL + RENEW} ms`],
+    ['most / fewest, 2 × TTL after the join', (r) => `${bal(r.afterJoin)} (N/P ${Math.round(r.leases / (P + 1))})`, '±10 %'],
+    ['join: leases handed over', (r) => String(r.joinHandoverGapMs.handedOver), ''],
+    ['join: leaderless per handover, p50 / p99 / max', (r) => `${r.joinHandoverGapMs.p50} / ${r.joinHandoverGapMs.p99} / ${r.joinHandoverGapMs.max} ms`, 'p99 <= 100 ms'],
+    ['join: leases leaderless at once (max)', (r) => String(r.joinLeaderlessAtOnce), ''],
+    ['every lease led again after a SIGKILL', (r) => ms(r.crashAllLedMs), `<= TTL + renew - 1 s = ${TTL + RENEW - 1000} ms`],
     ['balanced (±10 %) after the SIGKILL', (r) => ms(r.crashBalancedMs), `<= 2 × TTL = ${2 * TTL} ms`],
-    [`most / fewest, 2 × TTL after the SIGKILL (N/P = ${Math.round(N / P)})`, (r) => bal(r.afterCrash), '±10 %'],
+    ['most / fewest, 2 × TTL after the SIGKILL', (r) => `${bal(r.afterCrash)} (N/P ${Math.round(r.leases / P)})`, '±10 %'],
+    [`join-and-kill cycles: balanced again after each kill`, (r) => r.cycleTakeoversMs.map(ms).join(' / '), `each <= ${TTL + RENEW - 1000} ms`],
+    ['heap of each survivor after GC: before the cycles, then after each', (r) => r.survivorHeapsMb.map((h) => h.join('→')).join(', ') + ' MB', 'flat'],
     ['overlapping beliefs (> drift margin)', (r) => String(r.overlaps.length), '0'],
     [`sharded schedule, ${JOBS} jobs: fires per process in one period`, (r) => r.firesPerProcess.join(' / '), `every process > 0, sum ≈ ${JOBS}`],
   ];
-  const header = ['', ...results.map((r) => r.topology), 'target'];
+  const header = ['', ...results.map((r) => `${r.topology}, ${r.leases} leases`), 'target'];
   const table = [header, ...rows.map(([label, value, target]) => [label, ...results.map(value), target])];
   const widths = header.map((_, i) => Math.max(...table.map((row) => row[i]!.length)));
-  process.stdout.write(`scale benchmark: ${N} leases, ${P} processes (+1 joining), TTL ${TTL} ms, renew ${RENEW} ms\n`);
+  process.stdout.write(`scale benchmark: ${SIZES.join(' and ')} leases, ${P} processes (+1 joining), TTL ${TTL} ms, renew ${RENEW} ms, ${CYCLES} join-and-kill cycles\n`);
   for (const row of table) process.stdout.write(`${row.map((c, i) => c.padEnd(widths[i]!)).join('  ')}\n`);
   for (const r of results) {
-    if (r.overlaps.length > 0) process.stdout.write(`phases (${r.topology}, ms mod 100000): ${JSON.stringify(r.phases)}\n`);
+    if (r.overlaps.length > 0) process.stdout.write(`phases (${r.topology}, ${r.leases}, ms mod 100000): ${JSON.stringify(r.phases)}\n`);
     for (const overlap of r.overlaps.slice(0, 10)) process.stdout.write(`overlap (${r.topology}): ${overlap}\n`);
   }
 }

@@ -2,11 +2,12 @@
  * One process of `pnpm bench:scale`: a lease group member that reports, as JSON lines on stdout,
  * every belief it gains or loses (with this host's wall clock, shared by all members here) and,
  * once a second, its memory and how many leases it leads. It joins when it reads "go" on stdin, so
- * the parent can start several at the same moment.
+ * the parent can start several at the same moment; on "heap" it collects garbage (run it with
+ * --expose-gc) and reports the heap left, so the parent can see whether it grows over cycles.
  */
 import { createInterface } from 'node:readline';
 import { Cluster, Redis } from 'ioredis';
-import { createLeaseGroup, createShardedScheduler } from '@fenced/coordinator';
+import { createLeaseGroup, createShardedScheduler, type LeaseGroup, type ShardedScheduler } from '@fenced/coordinator';
 
 const env = (name: string): string => {
   const value = process.env[name];
@@ -23,6 +24,8 @@ const redis =
 redis.on('error', () => {});
 
 const write = (record: object) => process.stdout.write(`${JSON.stringify(record)}\n`);
+// The floor of the memory figure: this process with its modules loaded and nothing made yet.
+write({ kind: 'loaded', rss: process.memoryUsage().rss, at: Date.now() });
 const group = createLeaseGroup({
   redis,
   group: 'scale',
@@ -40,31 +43,35 @@ group.on('elected', ({ lease, token }) => {
   signal?.addEventListener('abort', () => write({ kind: 'lost', lease, reason: String((signal.reason as Error).message), at: Date.now() }), { once: true });
 });
 
-// A sharded schedule beside the leases: JOBS jobs, each every JOB_EVERY_MS, over JOB_SHARDS shards
-// of a second group; what this process dispatched is counted.
+// A sharded schedule beside the leases, made only when the parent asks for it (so the memory
+// measured before is the lease group's alone): JOBS jobs, each every JOB_EVERY_MS, over JOB_SHARDS
+// shards of a second group; what this process dispatched is counted.
 const jobCount = Number(process.env['JOBS'] ?? 0);
-const jobGroup =
-  jobCount > 0
-    ? createLeaseGroup({ redis, group: 'scale-jobs', shards: Number(env('JOB_SHARDS')), ttlMs: Number(env('TTL_MS')), renewIntervalMs: Number(env('RENEW_MS')), keyPrefix: env('KEY_PREFIX'), nodeId: name })
-    : undefined;
 let dispatched = 0;
-const scheduler =
-  jobGroup === undefined
-    ? undefined
-    : createShardedScheduler({
-        group: jobGroup,
-        jobs: Object.fromEntries(Array.from({ length: jobCount }, (_, i) => [`job-${i}`, { everyMs: Number(env('JOB_EVERY_MS')), handler: () => void dispatched++ }])),
-        misfire: 'skip',
-      });
+let jobGroup: LeaseGroup | undefined;
+let scheduler: ShardedScheduler | undefined;
+function startJobs(): void {
+  if (jobCount === 0 || jobGroup !== undefined) return;
+  jobGroup = createLeaseGroup({ redis, group: 'scale-jobs', shards: Number(env('JOB_SHARDS')), ttlMs: Number(env('TTL_MS')), renewIntervalMs: Number(env('RENEW_MS')), keyPrefix: env('KEY_PREFIX'), nodeId: name });
+  scheduler = createShardedScheduler({
+    group: jobGroup,
+    jobs: Object.fromEntries(Array.from({ length: jobCount }, (_, i) => [`job-${i}`, { everyMs: Number(env('JOB_EVERY_MS')), handler: () => void dispatched++ }])),
+    misfire: 'skip',
+  });
+  scheduler.start();
+  void jobGroup.start();
+}
 
 const input = createInterface({ input: process.stdin });
 input.on('line', (line) => {
   if (line.trim() === 'go') void group.start().then(() => write({ kind: 'started', at: Date.now() }));
-  if (line.trim() === 'jobs') {
-    scheduler?.start();
-    void jobGroup?.start();
+  if (line.trim() === 'heap') {
+    const gc = (globalThis as { gc?: () => void }).gc;
+    gc?.();
+    write({ kind: 'heap', heapUsed: gc === undefined ? null : process.memoryUsage().heapUsed, at: Date.now() });
   }
+  if (line.trim() === 'jobs') startJobs();
 });
 write({ kind: 'ready', at: Date.now() });
-setInterval(() => write({ kind: 'stats', rss: process.memoryUsage().rss, led: group.led().length, dispatched, at: Date.now() }), 1000);
+setInterval(() => write({ kind: 'stats', rss: process.memoryUsage().rss, led: group.led().length, jobShardsLed: jobGroup?.led().length ?? 0, dispatched, at: Date.now() }), 1000);
 process.on('SIGTERM', () => void Promise.all([scheduler?.stop(), group.stop(), jobGroup?.stop()]).finally(() => process.exit(0)));

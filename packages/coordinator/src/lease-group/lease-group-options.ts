@@ -1,8 +1,6 @@
 import { z } from 'zod';
-import { meterProviderSchema, redisClientSchema } from '@fenced/shared/internal';
+import { isFunction, meterProviderSchema, redisClientSchema } from '@fenced/shared/internal';
 import { checkLeaseTiming, leaseNameSchema, leaseTimingShape } from '../lease/coordinator-options.js';
-
-const isFunction = (v: unknown): v is (...args: never[]) => unknown => typeof v === 'function';
 
 /** Options of `createLeaseGroup`, with their defaults (the lease timing ones are the coordinator's, checked the same way). */
 export const leaseGroupOptionsSchema = z
