@@ -279,6 +279,47 @@ describe('the two-call race', () => {
     expect(a).toBe(2n); // …and a, elected before it, holds the higher token: the fence would lock b out
   });
 
+  // The same race through the coordinator, with the fault where a split mint would land: right after
+  // the acquire's reply comes back (the grant done), before the term is taken up. a stays stopped
+  // there until its lease has expired in Redis and b has been elected and has written under its
+  // token; then a goes on. The token a was minted with the grant, before b's: it is lower, a's term
+  // is over by its deadline, and a fence b raised refuses a.
+  for (const failpoint of ['lease.acquire-sent-before-reply', 'lease.acquired-before-dispatch'] as const) {
+    it(`a fault at ${failpoint}: the grant and the mint are one step, so the earlier grant has the lower token and never leads after the later one`, async () => {
+      prefix = uniquePrefix('race');
+      const ttlMs = 300;
+      const a = coordinator({ ttlMs, renewIntervalMs: 75, nodeId: 'a' });
+      const b = coordinator({ ttlMs, renewIntervalMs: 75, nodeId: 'b' });
+      const elected: Array<{ node: string; token: Token }> = [];
+      for (const c of [a, b]) c.on('elected', ({ token }) => elected.push({ node: c.nodeId, token }));
+      let bToken: Token | null = null;
+      failpoints.arm(failpoint, {
+        kind: 'call',
+        run: async () => {
+          await waitFor(async () => (await admin.exists(a.keys.lease)) === 0, 5000, 5);
+          await b.start();
+          await waitFor(() => b.isLeader(), 5000, 5);
+          bToken = b.token();
+        },
+      });
+      try {
+        await a.start();
+      } finally {
+        failpoints.disarm();
+      }
+      const minted = BigInt((await admin.get(a.keys.counter))!);
+      expect(bToken).not.toBeNull();
+      // Two grants, two tokens, b's the last one minted: a's (granted first) was minted before it.
+      expect(minted).toBe(bToken!);
+      expect(bToken!).toBeGreaterThan(1n);
+      expect(a.isLeader(), 'a still believes it leads after the later election').toBe(false);
+      expect(elected.map((e) => e.node)).toEqual(['b']);
+      // Whatever a acts with from now on carries a token below b's: the fence b set refuses it.
+      const lease = String(await admin.get(a.keys.lease));
+      expect(lease).toBe(`${bToken}:b`);
+    });
+  }
+
   it('cannot happen with the acquire script: election order is token order', async () => {
     prefix = uniquePrefix('race');
     // Many nodes race for short leases. A node only reports 'elected' while its lease is live, and a
