@@ -2,8 +2,7 @@
 // the next term: another replica leads within TTL + renew interval + 1 s while the old one is still
 // frozen, and the old one's write, when it wakes, fails with a typed error and leaves nothing behind.
 // Real processes, a real signal, real Redis and PostgreSQL.
-import { readFileSync } from 'node:fs';
-import { createPool, createTestSchema, createRedis, deleteKeys, spawnTs, testDatabaseUrl, testRedisUrl, uniquePrefix, waitFor, type ChildHandle } from '#test-support';
+import { createPool, createTestSchema, createRedis, deleteKeys, isStopped, spawnTs, testDatabaseUrl, testRedisUrl, uniquePrefix, waitFor, type ChildHandle } from '#test-support';
 import { createPostgresGuard } from '@fenced/consumer-guard/postgres';
 import { afterAll, beforeAll, expect, it } from 'vitest';
 
@@ -29,11 +28,6 @@ afterAll(async () => {
   redis.disconnect();
   await schema.drop();
 });
-
-function isStopped(pid: number): boolean {
-  const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
-  return stat.slice(stat.lastIndexOf(')') + 2, stat.lastIndexOf(')') + 3) === 'T';
-}
 
 function replica(extra: Record<string, string> = {}): ChildHandle {
   const child = spawnTs('test/fixtures/guarded-leader.ts', {

@@ -15,7 +15,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { randomBytes } from 'node:crypto';
-import { testDatabaseUrl, testRedisUrl } from '#test-support';
+import { createPool, createRedis, deleteKeys, isStopped, spawnNode, testDatabaseUrl, testRedisUrl, waitFor, type ChildHandle } from '#test-support';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { packAll, PACKAGES, repoRoot, type PackageDir } from './pack.js';
 
@@ -176,6 +176,79 @@ describe.concurrent('installed from the packed tarballs', () => {
       await install('pnpm', dir);
       await compile(dir, 'node16', 'pg-only.ts');
       expect(await start(dir, 'pg-only.ts')).toEqual({ ok: true, inserted: 1, refused: true });
+    },
+    INSTALL_TIMEOUT_MS,
+  );
+
+  it(
+    'pnpm: two replicas of an installed app, the leader frozen 20 s inside its transaction: the other leads within TTL + renew + 1 s, and the frozen write fails typed when it wakes',
+    async () => {
+      const FREEZE_MS = 20_000;
+      const TAKEOVER_BOUND_MS = 3_000 + 1_000 + 1_000; // the app's TTL + renew interval + 1 s
+      const dir = newProject({
+        ...sdk(['shared', 'coordinator', 'consumer-guard']),
+        ioredis: versions.ioredis6,
+        pg: versions.pg,
+        '@types/pg': versions.typesPg,
+        '@types/node': versions.typesNode,
+      });
+      await install('pnpm', dir);
+      await compile(dir, 'node16', 'frozen-replica.ts', false);
+      const suffix = randomBytes(6).toString('hex');
+      const schema = `install_frozen_${suffix}`;
+      const keyPrefix = `install-frozen-${suffix}`;
+      const admin = createPool({ max: 1 });
+      const replicas: ChildHandle[] = [];
+      const replica = (extra: Record<string, string> = {}) => {
+        const child = spawnNode([join('dist', 'frozen-replica.js')], {
+          cwd: dir,
+          env: { ...userEnv, DATABASE_URL: testDatabaseUrl(), REDIS_URL: testRedisUrl(), SCHEMA: schema, KEY_PREFIX: keyPrefix, ...extra },
+        });
+        replicas.push(child);
+        return child;
+      };
+      try {
+        await admin.query(`CREATE SCHEMA ${schema}`);
+        await admin.query(`CREATE TABLE ${schema}.ledger (id text PRIMARY KEY, token bigint NOT NULL)`);
+        const deposed = replica({ FREEZE_AFTER_WRITES: '3' });
+        const first = await deposed.waitForLine((l) => l['kind'] === 'elected', 30_000);
+        const successor = replica();
+        await successor.waitForLine((l) => l['kind'] === 'started', 30_000);
+        const freezing = await deposed.waitForLine((l) => l['kind'] === 'freezing', 30_000);
+        await waitFor(() => isStopped(deposed.process.pid!), 5000);
+        const frozenAt = performance.now();
+
+        const elected = await successor.waitForLine((l) => l['kind'] === 'elected', 30_000);
+        const takeoverMs = performance.now() - frozenAt;
+        expect(isStopped(deposed.process.pid!), 'the new term waited for the frozen leader').toBe(true);
+        expect(BigInt(String(elected['token']))).toBeGreaterThan(BigInt(String(first['token'])));
+        expect(takeoverMs, `next leader ${Math.round(takeoverMs)} ms after the freeze`).toBeLessThanOrEqual(TAKEOVER_BOUND_MS);
+        await successor.waitForLine((l) => l['kind'] === 'write' && l['outcome'] === 'committed', 10_000);
+
+        // The fault lasts 20 s, the new term writing all along; then the deposed leader wakes.
+        await waitFor(() => performance.now() - frozenAt >= FREEZE_MS, FREEZE_MS + 10_000, 100);
+        expect(isStopped(deposed.process.pid!)).toBe(true);
+        const from = deposed.lines.length;
+        deposed.process.kill('SIGCONT');
+        const woke = await deposed.waitForLine((l) => l['kind'] === 'write', 15_000, from);
+        expect(woke).toMatchObject({ id: freezing['id'], outcome: 'failed', code: 'GUARD_UNAVAILABLE' });
+        await deposed.waitForLine((l) => l['kind'] === 'lost', 10_000, from);
+        expect(deposed.process.exitCode, 'the woken replica died').toBeNull();
+        const { rowCount } = await admin.query(`SELECT 1 FROM ${schema}.ledger WHERE id = $1`, [freezing['id']]);
+        expect(rowCount).toBe(0);
+        const { rows } = await admin.query<{ t: string | null }>(`SELECT max(token)::text AS t FROM ${schema}.ledger WHERE token < $1`, [String(elected['token'])]);
+        expect(rows[0]!.t === null || BigInt(rows[0]!.t) <= BigInt(String(first['token']))).toBe(true);
+      } finally {
+        for (const child of replicas) {
+          child.process.kill('SIGCONT');
+          child.kill('SIGKILL');
+        }
+        await admin.query(`DROP SCHEMA IF EXISTS ${schema} CASCADE`).catch(() => undefined);
+        await admin.end();
+        const redis = createRedis();
+        await deleteKeys(redis, keyPrefix);
+        redis.disconnect();
+      }
     },
     INSTALL_TIMEOUT_MS,
   );

@@ -1,10 +1,11 @@
 import { spawn, type ChildProcess } from 'node:child_process';
+import { readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { createInterface } from 'node:readline';
 
 const root = fileURLToPath(new URL('../..', import.meta.url));
 
-/** A TypeScript file run as its own Node process on source, with its JSON stdout lines collected. */
+/** A Node process of ours, with its JSON stdout lines collected. */
 export interface ChildHandle {
   readonly process: ChildProcess;
   readonly lines: Array<Record<string, unknown>>;
@@ -13,12 +14,15 @@ export interface ChildHandle {
   kill(signal?: NodeJS.Signals): void;
 }
 
+/** A TypeScript file of this repository run as its own Node process on source. */
 export function spawnTs(file: string, env: Record<string, string>, extraEnv: NodeJS.ProcessEnv = {}): ChildHandle {
-  const child = spawn(process.execPath, ['--import', 'tsx', '--conditions=@fenced/source', file], {
-    cwd: root,
-    env: { ...process.env, ...extraEnv, ...env },
-    stdio: ['ignore', 'pipe', 'pipe'],
-  });
+  return spawnNode(['--import', 'tsx', '--conditions=@fenced/source', file], { cwd: root, env: { ...process.env, ...extraEnv, ...env } });
+}
+
+/** `node <args>` in `cwd` with exactly `env` (a compiled app of an installed project, say). */
+export function spawnNode(args: readonly string[], options: { cwd: string; env: NodeJS.ProcessEnv }): ChildHandle {
+  const file = args.at(-1);
+  const child = spawn(process.execPath, args, { cwd: options.cwd, env: options.env, stdio: ['ignore', 'pipe', 'pipe'] });
   const lines: Array<Record<string, unknown>> = [];
   createInterface({ input: child.stdout! }).on('line', (text) => {
     try {
@@ -44,4 +48,10 @@ export function spawnTs(file: string, env: Record<string, string>, extraEnv: Nod
       if (child.exitCode === null) child.kill(signal);
     },
   };
+}
+
+/** Whether the process is stopped (SIGSTOP): its state in /proc is `T`. */
+export function isStopped(pid: number): boolean {
+  const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+  return stat.slice(stat.lastIndexOf(')') + 2, stat.lastIndexOf(')') + 3) === 'T';
 }
