@@ -1,7 +1,7 @@
 // The election-time advance takes over from a deposed leader's transaction that blocks it, and from
 // nothing else: each case against the real PostgreSQL, the advance's own promise (takeover.ts).
 import { isFencedError, type FencedEvent } from '@fenced/shared';
-import { createPool, createTestSchema, waitFor, waitForLockWait } from '#test-support';
+import { createPool, createTestSchema, testDatabaseUrl, waitFor, waitForLockWait } from '#test-support';
 import type pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createPostgresGuard } from './index.js';
@@ -126,6 +126,42 @@ describe('the election-time advance', () => {
     }
     expect(events.filter((e) => e.type === 'guard.takeover')).toEqual([]);
     expect(await guard.highest()).toBe(1n);
+  });
+
+  it('a blocker its role may not end (a superuser session) is reported once as not ended; the advance gives up at its timeout and the write goes on', async () => {
+    // The guard connects as a role without pg_signal_backend; the deposed write runs as the superuser.
+    const role = `fenced_takeover_${process.pid}_${++counter}`;
+    await admin.query(`CREATE ROLE ${role} LOGIN`);
+    await admin.query(`GRANT USAGE ON SCHEMA "${schema.name}" TO ${role}`);
+    await admin.query(`GRANT ALL ON ALL TABLES IN SCHEMA "${schema.name}" TO ${role}`);
+    await admin.query(`GRANT EXECUTE ON ALL FUNCTIONS IN SCHEMA "${schema.name}" TO ${role}`);
+    const url = new URL(testDatabaseUrl());
+    url.username = role;
+    url.password = '';
+    const rolePool = createPool({ connectionString: url.toString(), schema: schema.name, max: 2 });
+    try {
+      const { resource, guard: superGuard } = setup();
+      const events: FencedEvent[] = [];
+      const guard = createPostgresGuard({ db: rolePool, resource, schema: schema.name, takeover: { graceMs: 50, timeoutMs: 800 }, logger: (e) => void events.push(e) });
+      await superGuard.guardedWrite(1n, async () => {});
+      const held = heldWrite(superGuard, 1n, `${resource}-held`);
+      await waitFor(() => held.pid() !== 0);
+      const refused = await guard.advance(2n).then(
+        () => 'advanced',
+        (err: unknown) => err,
+      );
+      expect(isFencedError(refused, 'GUARD_UNAVAILABLE'), String(refused)).toBe(true);
+      expect(await backendAlive(held.pid())).toBe(true);
+      // Found every grace period, reported once.
+      expect(events.filter((e) => e.type === 'guard.takeover')).toEqual([expect.objectContaining({ resource, token: 2n, blockingToken: 1n, session: String(held.pid()), ended: false })]);
+      held.release();
+      expect(await held.outcome).toBe('committed');
+      expect(await guard.highest()).toBe(1n);
+    } finally {
+      await rolePool.end();
+      await admin.query(`DROP OWNED BY ${role}`);
+      await admin.query(`DROP ROLE ${role}`);
+    }
   });
 
   it('with takeover off, waits for the blocking transaction as long as it is held', async () => {
