@@ -87,6 +87,19 @@ describe('the status page', () => {
     await waitFor(async () => (await page.locator('#timeline g.election').count()) === 2, 20_000, 50);
     const elections = await page.locator('#timeline g.election').evaluateAll((els) => els.map((e) => `${e.getAttribute('data-node')}:${e.getAttribute('data-token')}`));
     expect(elections).toEqual([`node-a:${tokenA}`, `node-b:${tokenB}`]);
+    // A time scale under the lanes (ending at "now"), and a legend whose swatch for each node has
+    // the colour of that node's dots.
+    const ticks = await page.locator('#timeline g.axis text.tick').allTextContents();
+    expect(ticks[0]).toBe('now');
+    expect(ticks.length).toBeGreaterThan(1);
+    for (const node of ['node-a', 'node-b']) {
+      const dot = await page.locator(`#timeline g.election[data-node="${node}"] circle`).getAttribute('fill');
+      const swatch = await page
+        .locator(`#timeline .legend-item[data-node="${node}"] .swatch`)
+        .evaluate((el) => (globalThis as unknown as { getComputedStyle(e: unknown): { backgroundColor: string } }).getComputedStyle(el).backgroundColor);
+      const [r, g, b] = [1, 3, 5].map((i) => parseInt(dot!.slice(i, i + 2), 16));
+      expect(swatch).toBe(`rgb(${r}, ${g}, ${b})`);
+    }
 
     // A's last fire, delivered late with its old token: refused, and listed with its fire id.
     const stale = createEnvelope({ job: 'invoices', scheduledAt: Date.UTC(2026, 11, 1, 8), token: BigInt(tokenA), issuer: 'node-a', payload: null });

@@ -153,6 +153,11 @@ describe('pnpm sim', () => {
       expect(await violations.first().isVisible()).toBe(true);
       // The columns are defined under the table.
       expect(await page.locator('dl.columns dt').allTextContents()).toEqual(RESULT_COLUMNS);
+      // The whole table fits a 1,400 px page: nothing to scroll sideways, no column cut off.
+      await page.setViewportSize({ width: 1400, height: 900 });
+      const [tableWidth, room] = await page.locator('table.results').evaluate((e: { getBoundingClientRect(): { width: number }; parentElement: { clientWidth: number } | null }) => [e.getBoundingClientRect().width, e.parentElement!.clientWidth]);
+      expect(tableWidth, `the table is ${tableWidth} px wide in ${room} px`).toBeLessThanOrEqual(room!);
+      await page.setViewportSize({ width: 1280, height: 900 });
       const shot = join(out, 'report.png');
       await page.screenshot({ path: shot, fullPage: false });
       expect(readFileSync(shot).length).toBeGreaterThan(10_000);

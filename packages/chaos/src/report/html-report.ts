@@ -212,10 +212,11 @@ export function renderHtmlReport(runs: readonly ReportRun[], meta: { title: stri
   return `<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><title>${esc(meta.title)}</title>
 <style>
-body{font:14px/1.4 system-ui,sans-serif;margin:24px;color:#1d1d1f;max-width:1200px}
+body{font:14px/1.4 system-ui,sans-serif;margin:24px;color:#1d1d1f;max-width:1352px}
 h1{font-size:22px;margin:0 0 4px}h2{font-size:16px;margin:22px 0 6px}
 .meta,.summary{color:#555;margin:2px 0 8px}
-table{border-collapse:collapse;margin:10px 0 24px}th,td{border:1px solid #ddd;padding:3px 8px;text-align:right}
+table{border-collapse:collapse;margin:10px 0 24px;font-size:12px}th,td{border:1px solid #ddd;padding:2px 5px;text-align:right}th{vertical-align:bottom;max-width:5.5em;font-weight:600;font-size:11px}td:last-child{max-width:16em}
+.results-box{overflow-x:auto}
 th:nth-child(-n+2),td:nth-child(-n+2),td:last-child{text-align:left}tr.bad td{background:#fde2e1}tr.ok td:last-child{color:#1a7f37}
 .mode{font-size:12px;padding:1px 6px;border-radius:8px;background:#eee}.mode.guarded{background:#dbeafe}.mode.control{background:#fef3c7}
 .verdict{font-size:12px;padding:1px 6px;border-radius:8px}.verdict.ok{background:#dcfce7;color:#166534}.verdict.bad{background:#fee2e2;color:#991b1b}
@@ -232,7 +233,7 @@ dl.columns{display:grid;grid-template-columns:max-content 1fr;gap:2px 12px;color
 <h1>${esc(meta.title)}</h1>
 <p class="meta">${esc(meta.generatedAt.toISOString())}${meta.command ? ` — <code>${esc(meta.command)}</code>` : ''}</p>
 ${legend()}
-<table class="results"><thead><tr>${RESULT_COLUMNS.map((c) => `<th>${esc(c)}</th>`).join('')}</tr></thead><tbody>${rows}</tbody></table>
+<div class="results-box"><table class="results"><thead><tr>${RESULT_COLUMNS.map((c) => `<th>${esc(c)}</th>`).join('')}</tr></thead><tbody>${rows}</tbody></table></div>
 <dl class="columns">${COLUMN_DEFINITIONS.map(([c, meaning]) => `<dt>${esc(c)}</dt><dd>${esc(meaning)}</dd>`).join('')}</dl>
 ${sections}
 </body></html>

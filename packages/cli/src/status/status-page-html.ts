@@ -27,6 +27,8 @@ const PAGE = String.raw`<!doctype html>
   .badge { display: inline-block; padding: 0 .4rem; border-radius: .6rem; font-size: .8rem; background: #ffe0c7; color: #8a3b00; }
   svg text { font: 11px system-ui, sans-serif; fill: #1d2330; }
   #error { color: #a13a1f; }
+  .legend-item { display: inline-block; margin-right: .8rem; }
+  .swatch { display: inline-block; width: .8rem; height: .8rem; border-radius: 50%; margin-right: .3rem; vertical-align: -.1rem; }
 </style>
 </head>
 <body>
@@ -96,8 +98,22 @@ function timeline(status) {
   leases.forEach(function (l) { l.elections.forEach(function (e) { from = Math.min(from, Date.parse(e.at)); }); });
   from -= 1000;
   var width = 900, left = 130, rowH = 34;
-  var svg = svgEl("svg", { width: String(width), height: String(leases.length * rowH + 24), role: "img", "aria-label": "elections over time" });
+  var axisY = leases.length * rowH + 8;
+  var svg = svgEl("svg", { width: String(width), height: String(axisY + 30), role: "img", "aria-label": "elections over time" });
   var x = function (t) { return left + ((t - from) / Math.max(1, now - from)) * (width - left - 20); };
+  // The time scale: a tick every round step back from now (10 s, 1 min, 10 min, 1 h, 1 day…), at
+  // most about 8 of them, each labelled with how long before the reading it is.
+  var span = now - from;
+  var steps = [1000, 5000, 10000, 30000, 60000, 300000, 600000, 1800000, 3600000, 21600000, 86400000, 604800000];
+  var step = steps.find(function (s) { return span / s <= 8; }) || span / 8;
+  var axis = svgEl("g", { "class": "axis" });
+  axis.appendChild(svgEl("line", { x1: String(left), x2: String(width - 20), y1: String(axisY), y2: String(axisY), stroke: "#5b6478" }));
+  for (var back = 0; back <= span; back += step) {
+    var tx = x(now - back);
+    axis.appendChild(svgEl("line", { x1: String(tx), x2: String(tx), y1: String(axisY), y2: String(axisY + 5), stroke: "#5b6478" }));
+    axis.appendChild(svgEl("text", { x: String(tx - 12), y: String(axisY + 18), "class": "tick" }, back === 0 ? "now" : "-" + ms(back)));
+  }
+  svg.appendChild(axis);
   var nodes = {};
   leases.forEach(function (l, i) {
     var y = 14 + i * rowH;
@@ -115,8 +131,20 @@ function timeline(status) {
   });
   box.appendChild(svg);
   var legend = document.createElement("div");
-  legend.className = "meta";
-  legend.textContent = "each dot is an election (its token below it), coloured by node: " + Object.keys(nodes).join(", ") + "; the axis runs to now";
+  legend.className = "meta legend";
+  legend.appendChild(document.createTextNode("each dot is an election (its token below it), coloured by node: "));
+  Object.keys(nodes).forEach(function (node) {
+    var item = document.createElement("span");
+    item.className = "legend-item";
+    item.setAttribute("data-node", node);
+    var swatch = document.createElement("span");
+    swatch.className = "swatch";
+    swatch.style.background = nodes[node];
+    item.appendChild(swatch);
+    item.appendChild(document.createTextNode(node));
+    legend.appendChild(item);
+  });
+  legend.appendChild(document.createTextNode("; the axis shows time before this reading"));
   box.appendChild(legend);
 }
 function render(status) {
