@@ -39,6 +39,26 @@ function specifiers(text: string): string[] {
   return [...found];
 }
 
+/**
+ * Folders of one package that may not import each other: each fence store is a folder of its own,
+ * and what two stores share lives beside them, not in one of them.
+ */
+const separated: ReadonlyArray<readonly [string, string]> = [['packages/consumer-guard/src/postgres', 'packages/consumer-guard/src/redis']];
+
+function folderViolations(): string[] {
+  const out: string[] = [];
+  for (const pair of separated) {
+    for (const [from, to] of [pair, [pair[1], pair[0]] as const]) {
+      for (const file of sourceFiles(join(root, from))) {
+        for (const spec of specifiers(readFileSync(file, 'utf8'))) {
+          if (spec.startsWith('.') && resolve(dirname(file), spec).startsWith(join(root, to) + '/')) out.push(`${relative(root, file)} imports ${spec} (from ${to})`);
+        }
+      }
+    }
+  }
+  return out;
+}
+
 function violations(): string[] {
   const out: string[] = [];
   for (const pkg of Object.keys(allowed)) {
@@ -70,6 +90,10 @@ function violations(): string[] {
 describe('the layering of the workspace', () => {
   it('holds for every source file', () => {
     expect(violations()).toEqual([]);
+  });
+
+  it('keeps the fence stores apart: no import between consumer-guard/src/postgres and /redis', () => {
+    expect(folderViolations()).toEqual([]);
   });
 
   it('would be caught: the parser sees each form of import', () => {

@@ -66,8 +66,11 @@ export type WrappedHandler<T> = (envelope: unknown, call?: { signal?: AbortSigna
  */
 export interface HandlerGuard<Trx> {
   readonly resource: string;
-  /** Refuses a stale token before the handler runs (advisory; the write is the authority): throws StaleTokenError. */
-  /** `fireId` only labels a refusal in the record operators read; it plays no part in the check. */
+  /**
+   * Refuses a stale token before the handler runs (advisory; the write is the authority): throws
+   * StaleTokenError. `fireId` only labels a refusal in the record operators read; it plays no part
+   * in the check.
+   */
   precheck(token: TokenInput, fireId?: string): Promise<void>;
   /** The authoritative write; with `fireId`, it claims the fire in the same transaction. */
   guardedWrite<T>(token: TokenInput, fn: (trx: Trx, ctx: GuardedWriteContext) => Promise<T>, options?: GuardedWriteOptions): Promise<T>;

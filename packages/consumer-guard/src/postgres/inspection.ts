@@ -49,7 +49,7 @@ export interface GuardInspection {
 const asDate = (value: unknown): Date | null => (value === null || value === undefined ? null : new Date(value as string | Date));
 
 /** Reads of the installation outside any write path: one round trip per question, nothing locked. */
-export function inspectionOperations(ctx: AdminContext) {
+export function inspectionOperations(ctx: Omit<AdminContext, 'onLowered'>) {
   async function inspect(): Promise<GuardInspection> {
     try {
       const [state] = await ctx.session.query({

@@ -1,19 +1,7 @@
 import { z } from 'zod';
-import { meterProviderSchema } from '@fenced/shared/internal';
-import { parseResource } from '@fenced/shared';
+import { isFunction, isObject, meterProviderSchema } from '@fenced/shared/internal';
+import { resourceSchema } from '../resource-schema.js';
 import { sqlIdentifierSchema } from './sql-identifier.js';
-
-/** A resource name (see `parseResource`). */
-export const resourceSchema = z.string().superRefine((value, ctx) => {
-  try {
-    parseResource(value);
-  } catch (err) {
-    ctx.addIssue({ code: 'custom', message: (err as Error).message });
-  }
-});
-
-const isObject = (v: unknown): v is object => typeof v === 'object' && v !== null;
-const isFunction = (v: unknown): v is (...args: never[]) => unknown => typeof v === 'function';
 
 /** The `takeover` option's default (`fenced doctor` checks the server's timeouts against it). */
 export const DEFAULT_TAKEOVER = Object.freeze({ graceMs: 250, timeoutMs: 10_000 });

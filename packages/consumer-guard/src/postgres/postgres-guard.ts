@@ -325,7 +325,6 @@ export function postgresGuardWith(options: PostgresGuardOptions, metrics: GuardM
     defaultResource: options.resource,
     fail: unavailable,
     logger,
-    onLowered: () => {},
   });
 
   const fence = (resource: string): Fence => {

@@ -1,8 +1,6 @@
 import { z } from 'zod';
-import { meterProviderSchema, redisClientSchema } from '@fenced/shared/internal';
-import { resourceSchema } from '../postgres/postgres-guard-options.js';
-
-const isFunction = (v: unknown): v is (...args: never[]) => unknown => typeof v === 'function';
+import { isFunction, meterProviderSchema, redisClientSchema } from '@fenced/shared/internal';
+import { resourceSchema } from '../resource-schema.js';
 
 /** Options of `createRedisGuard`, with their defaults. */
 export const redisGuardOptionsSchema = z.object({

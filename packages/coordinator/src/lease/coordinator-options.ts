@@ -1,10 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import { hostname } from 'node:os';
 import { z } from 'zod';
-import { meterProviderSchema, redisClientSchema } from '@fenced/shared/internal';
-
-const isObject = (v: unknown): v is object => typeof v === 'object' && v !== null;
-const isFunction = (v: unknown): v is (...args: never[]) => unknown => typeof v === 'function';
+import { isFunction, isObject, meterProviderSchema, redisClientSchema } from '@fenced/shared/internal';
 
 /** A lease name: it becomes part of Redis keys, so only a safe set of characters. */
 export const leaseNameSchema = z

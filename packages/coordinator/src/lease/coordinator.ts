@@ -510,7 +510,6 @@ export class Coordinator extends EventEmitter<CoordinatorEventMap> {
   }
 }
 
-/** A reply came from a server that the sentinels do not all name as the primary. */
 /** A request's reply, awaited only after `failpoint` (armed) has run while the request is in flight. */
 async function replyAfterFailpoint<T>(sent: Promise<T>, failpoint: FailpointName): Promise<T> {
   sent.catch(() => undefined); // awaited below; a rejection meanwhile is not unhandled
@@ -518,6 +517,7 @@ async function replyAfterFailpoint<T>(sent: Promise<T>, failpoint: FailpointName
   return sent;
 }
 
+/** A reply came from a server that the sentinels do not all name as the primary. */
 class NotOnPrimaryError extends Error {
   constructor(server: string | undefined) {
     super(`the reply came from ${server ?? 'a closed connection'}, not the primary every sentinel names (a failover in progress)`);

@@ -1,8 +1,5 @@
 import { z } from 'zod';
-import { meterProviderSchema } from '@fenced/shared/internal';
-
-const isObject = (v: unknown): v is object => typeof v === 'object' && v !== null;
-const isFunction = (v: unknown): v is (...args: never[]) => unknown => typeof v === 'function';
+import { isFunction, isObject, meterProviderSchema } from '@fenced/shared/internal';
 
 /** A job name: part of every fire id and of Redis hash fields. */
 export const jobNameSchema = z.string().regex(/^[A-Za-z0-9_.-]{1,100}$/, 'must be 1-100 characters from A-Z a-z 0-9 _ . -');

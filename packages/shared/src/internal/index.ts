@@ -10,3 +10,4 @@ export { envelopeSchema, tokenStringSchema } from '../envelope.js';
 export { toValidationIssues } from '../validation.js';
 export { redisClientProblem, redisClientSchema } from './redis-client-check.js';
 export { meterProviderSchema } from './meter-provider-check.js';
+export { isFunction, isObject } from './type-guards.js';
