@@ -229,7 +229,7 @@ export class LeaseGroup extends EventEmitter<LeaseGroupEventMap> {
     for (const [lease, coordinator] of this.#coordinators) {
       if (this.#assignment.get(lease) === this.nodeId && changed && !coordinator.isLeader()) this.#nudges.get(lease)?.();
     }
-    if (!this.#handingOver && this.#toHandOver().length > 0) void this.#handOverPaced();
+    if (!this.#handingOver) void this.#handOverPaced();
   }
 
   /** The leases this member leads but should hand to their owner now (seen steadily enough). */
