@@ -2,6 +2,7 @@ import { isFencedError, type FencedEvent, type Token } from '@fenced/shared';
 import { createRedis, deleteKeys, uniquePrefix, waitFor } from '#test-support';
 import type { Redis } from 'ioredis';
 import { failpoints } from '@fenced/shared/failpoints';
+import { startRedisServer } from '@fenced/chaos';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { createCoordinator, type Coordinator, type CreateCoordinatorOptions } from '../index.js';
 
@@ -221,21 +222,33 @@ describe('the lease', () => {
   });
 
   it('survives SCRIPT FLUSH (scripts are reloaded on NOSCRIPT)', async () => {
-    prefix = uniquePrefix('coord');
-    const a = coordinator();
-    await a.start();
-    const token = a.token()!;
-    await admin.script('FLUSH');
-    // Renews after the flush must still work: wait until one has pushed the lease's expiry out again.
-    // A lease's time left only ever goes up through a renew.
-    let lowest = await admin.pttl(a.keys.lease);
-    await waitFor(async () => {
-      const left = await admin.pttl(a.keys.lease);
-      lowest = Math.min(lowest, left);
-      return left > lowest + 50;
-    });
-    expect(a.isLeader()).toBe(true);
-    expect(a.token()).toBe(token);
+    // On a private server: SCRIPT FLUSH empties the script cache of every client of a server, and
+    // test files running beside this one on the shared Redis must not have theirs pulled away.
+    const server = await startRedisServer();
+    const own = createRedis(server.url);
+    try {
+      prefix = uniquePrefix('coord');
+      const redis = createRedis(server.url);
+      clients.push(redis);
+      const a = coordinator({ redis });
+      await a.start();
+      const token = a.token()!;
+      await own.script('FLUSH');
+      // Renews after the flush must still work: wait until one has pushed the lease's expiry out
+      // again. A lease's time left only ever goes up through a renew.
+      let lowest = await own.pttl(a.keys.lease);
+      await waitFor(async () => {
+        const left = await own.pttl(a.keys.lease);
+        lowest = Math.min(lowest, left);
+        return left > lowest + 50;
+      });
+      expect(a.isLeader()).toBe(true);
+      expect(a.token()).toBe(token);
+      await a.stop();
+    } finally {
+      own.disconnect();
+      await server.stop();
+    }
   });
 
   it('keeps a node standby while Redis is unreachable, retrying, never believing it leads', async () => {
