@@ -1,6 +1,6 @@
 import { createCoordinator, createScheduler } from '@fenced/coordinator';
 import { createGuard, toProcessor, type HandlerContext } from '@fenced/consumer-guard';
-import { createEnvelope, dispatchKey, type Envelope } from '@fenced/shared';
+import { createEnvelope, dispatchKey, type Envelope, parseToken } from '@fenced/shared';
 import { createRedis, createTestSchema, deleteKeys, spawnTs, testDatabaseUrl, testRedisUrl, uniquePrefix, waitFor, type ChildHandle } from '#test-support';
 import { Queue, Worker } from 'bullmq';
 import type pg from 'pg';
@@ -88,7 +88,7 @@ describe('the handler wrapper as a BullMQ processor', () => {
     const connection = createRedis(undefined, { maxRetriesPerRequest: null });
     const queue = new Queue(queueName, { connection, prefix });
     const guard = createGuard({ db: schema.pool, resource: 'terms', schema: schema.name });
-    const at = (token: bigint): Envelope => createEnvelope({ job: 'terms', scheduledAt: Date.UTC(2026, 10, 29, 11), token, issuer: 'node-a', payload: {} });
+    const at = (token: bigint): Envelope => createEnvelope({ job: 'terms', scheduledAt: Date.UTC(2026, 10, 29, 11), token: parseToken(token), issuer: 'node-a', payload: {} });
     // The deposed leader (token 5) enqueues the fire; the new leader is elected (fence at 6) and
     // catches the same fire up. Both copies are queued: the job id is the dispatch key.
     const old = at(5n);

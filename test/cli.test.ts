@@ -3,7 +3,7 @@ import type { AddressInfo } from 'node:net';
 import { startRedisServer, type RedisServerProcess } from '@fenced/chaos';
 import { createGuard, type Guard } from '@fenced/consumer-guard';
 import { createCoordinator, createScheduler, type Coordinator, type Scheduler } from '@fenced/coordinator';
-import { createEnvelope } from '@fenced/shared';
+import { createEnvelope, parseToken } from '@fenced/shared';
 import type { Redis } from 'ioredis';
 import type pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -40,7 +40,7 @@ beforeAll(async () => {
   stops.push(() => coordinator.stop(), () => scheduler.stop());
   await waitFor(async () => (await guard.inspect()).fences.some((f) => f.resource === resource && f.appliedFires >= 2), 15_000);
   // A deposed leader's fire (token 3, the fence is at 6): refused by the Redis mark before it starts.
-  const stale = createEnvelope({ job: 'invoices', scheduledAt: Date.UTC(2026, 11, 1, 9), token: 3n, issuer: 'node-old', payload: null });
+  const stale = createEnvelope({ job: 'invoices', scheduledAt: Date.UTC(2026, 11, 1, 9), token: parseToken(3n), issuer: 'node-old', payload: null });
   staleFire = stale.fireId;
   expect((await handle(stale)).status).toBe('stale');
 }, 60_000);

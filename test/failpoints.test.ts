@@ -1,3 +1,4 @@
+import { parseToken } from '@fenced/shared';
 // Each layer against its own promise, at the exact moment that matters (failpoints), so that a bug
 // the outer layers would absorb still fails a test here.
 import { createCoordinator, type Coordinator } from '@fenced/coordinator';
@@ -126,7 +127,7 @@ describe('the handler, between its pre-check and its write', () => {
     );
     const e = envelope('5');
     // The pre-check passed with token 5; before the write starts, the next leader (token 6) fences.
-    failpoints.arm('handler.prechecked-before-write', { kind: 'call', run: () => guard.fence(guard.resource).advance(6n) });
+    failpoints.arm('handler.prechecked-before-write', { kind: 'call', run: () => guard.fence(guard.resource).advance(parseToken(6n)) });
     expect(await handle(e)).toMatchObject({ status: 'stale', highest: 6n });
     expect((await schema.pool.query('SELECT 1 FROM effects WHERE fire_id = $1', [e.fireId])).rowCount).toBe(0);
   });
@@ -137,7 +138,7 @@ describe('the guard, inside the write and after it', () => {
     const resource = `res-${++n}`;
     const guard = createGuard({ db: schema.pool, redis, resource, schema: schema.name, keyPrefix: prefix });
     const mark = createRedisGuard({ redis, resource, keyPrefix: prefix });
-    await guard.fence(resource).advance(3n);
+    await guard.fence(resource).advance(parseToken(3n));
     const seen: Array<{ at: string; mark: bigint | null; fence: bigint | null }> = [];
     const look = (at: string) => async () => {
       const fence = await schema.pool.query(`SELECT token::text AS token FROM "${schema.name}".fenced_fences WHERE resource = $1`, [resource]);

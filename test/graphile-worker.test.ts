@@ -4,7 +4,7 @@
  */
 import { createCoordinator, createScheduler, dispatchKey, graphileWorkerQueue } from '@fenced/coordinator';
 import { createGuard, toGraphileTask, type Guard } from '@fenced/consumer-guard';
-import { createEnvelope, type Envelope } from '@fenced/shared';
+import { createEnvelope, type Envelope, parseToken } from '@fenced/shared';
 import { createRedis, createTestSchema, deleteKeys, spawnTs, testDatabaseUrl, uniquePrefix, uniqueSchemaName, waitFor, type ChildHandle } from '#test-support';
 import { Logger, makeWorkerUtils, run, type Runner, type WorkerUtils } from 'graphile-worker';
 import type pg from 'pg';
@@ -40,7 +40,7 @@ afterAll(async () => {
 
 const ledgerRows = async () => (await schema.pool.query<{ fire_id: string; token: string; worker: string }>(`SELECT fire_id, token, worker FROM ledger ORDER BY id`)).rows;
 const queuedJobs = async () => (await schema.pool.query<{ key: string | null; payload: Envelope }>(`SELECT key, payload FROM "${gwSchema}"._private_jobs ORDER BY id`)).rows;
-const envelopeOf = (token: bigint): Envelope => createEnvelope({ job: 'ledger', scheduledAt: Date.UTC(2026, 10, 29, 10), token, issuer: 'node-a', payload: {} });
+const envelopeOf = (token: bigint): Envelope => createEnvelope({ job: 'ledger', scheduledAt: Date.UTC(2026, 10, 29, 10), token: parseToken(token), issuer: 'node-a', payload: {} });
 
 /** A runner in this process with the wrapped handler writing as 'parent'; records each status. */
 async function parentRunner(statuses: string[]): Promise<void> {

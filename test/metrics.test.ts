@@ -3,7 +3,7 @@ import { createCoordinator, createScheduler, type Coordinator, type Scheduler } 
 import { createGuard } from '@fenced/consumer-guard';
 import { createPostgresGuard } from '@fenced/consumer-guard/postgres';
 import { createRedisGuard } from '@fenced/consumer-guard/redis';
-import { createEnvelope, isFencedError } from '@fenced/shared';
+import { createEnvelope, isFencedError, parseToken } from '@fenced/shared';
 import { Redis } from 'ioredis';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { createRedis, createTestSchema, deleteKeys, inMemoryMetrics, uniquePrefix, waitFor } from '#test-support';
@@ -176,10 +176,10 @@ describe('guard and handler instruments', () => {
       (_payload, ctx) => ctx.guardedWrite((client) => client.query('INSERT INTO ledger (fire_id) VALUES ($1)', [`${prefix}/${ctx.fireId}`])),
       { onStale: 'return' },
     );
-    const envelope = createEnvelope({ job: 'invoices', scheduledAt: Date.UTC(2026, 11, 1, 10), token: 7n, issuer: 'node-a', payload: null });
+    const envelope = createEnvelope({ job: 'invoices', scheduledAt: Date.UTC(2026, 11, 1, 10), token: parseToken(7n), issuer: 'node-a', payload: null });
     expect((await handle(envelope)).status).toBe('applied');
     expect((await handle(envelope)).status).toBe('duplicate');
-    expect((await handle(createEnvelope({ job: 'invoices', scheduledAt: Date.UTC(2026, 11, 1, 11), token: 6n, issuer: 'node-b', payload: null }))).status).toBe('stale');
+    expect((await handle(createEnvelope({ job: 'invoices', scheduledAt: Date.UTC(2026, 11, 1, 11), token: parseToken(6n), issuer: 'node-b', payload: null }))).status).toBe('stale');
     await expect(handle({ v: 1, job: 'invoices' })).rejects.toSatisfy((e: unknown) => isFencedError(e, 'INVALID_ENVELOPE'));
 
     const r = { 'fenced.resource': resource };

@@ -5,7 +5,7 @@
  */
 import { createCoordinator, createScheduler, dispatchKey, pgBossQueue } from '@fenced/coordinator';
 import { createGuard, toPgBossHandler, type Guard } from '@fenced/consumer-guard';
-import { createEnvelope, type Envelope } from '@fenced/shared';
+import { createEnvelope, type Envelope, parseToken } from '@fenced/shared';
 import { createRedis, createTestSchema, deleteKeys, spawnTs, testDatabaseUrl, uniquePrefix, uniqueSchemaName, waitFor, type ChildHandle } from '#test-support';
 import { PgBoss } from 'pg-boss';
 import type pg from 'pg';
@@ -47,7 +47,7 @@ const ledgerRows = async () => (await schema.pool.query<{ fire_id: string; token
 /** The handler's statuses are known before pg-boss commits: wait for the commit (every job completed). */
 const allCompleted = (boss: PgBoss, queue: string) => waitFor(async () => (await boss.findJobs(queue)).every((job) => job.state === 'completed'), 20_000);
 
-const envelopeOf = (token: bigint): Envelope => createEnvelope({ job: 'ledger', scheduledAt: Date.UTC(2026, 10, 29, 10), token, issuer: 'node-a', payload: {} });
+const envelopeOf = (token: bigint): Envelope => createEnvelope({ job: 'ledger', scheduledAt: Date.UTC(2026, 10, 29, 10), token: parseToken(token), issuer: 'node-a', payload: {} });
 
 /** The parent's own transactional worker: writes a ledger row per fire, records each status. */
 async function parentWorker(boss: PgBoss, queue: string, statuses: string[]): Promise<void> {

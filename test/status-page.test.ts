@@ -3,7 +3,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createGuard } from '@fenced/consumer-guard';
 import { createCoordinator, createScheduler, type Coordinator } from '@fenced/coordinator';
-import { createEnvelope } from '@fenced/shared';
+import { createEnvelope, parseToken } from '@fenced/shared';
 import type { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createRedis, createTestSchema, deleteKeys, serveCli, testDatabaseUrl, testRedisUrl, uniquePrefix, waitFor } from '#test-support';
@@ -102,7 +102,7 @@ describe('the status page', () => {
     }
 
     // A's last fire, delivered late with its old token: refused, and listed with its fire id.
-    const stale = createEnvelope({ job: 'invoices', scheduledAt: Date.UTC(2026, 11, 1, 8), token: BigInt(tokenA), issuer: 'node-a', payload: null });
+    const stale = createEnvelope({ job: 'invoices', scheduledAt: Date.UTC(2026, 11, 1, 8), token: parseToken(tokenA), issuer: 'node-a', payload: null });
     expect((await handle(stale)).status).toBe('stale');
     const refusal = page.locator(`#refusals tbody tr[data-resource="${resource}"]`);
     await waitFor(async () => (await refusal.count()) === 1, 20_000, 50);

@@ -18,7 +18,7 @@ import { Redis } from 'ioredis';
 import pg from 'pg';
 import { createCoordinator, createScheduler } from '@fenced/coordinator';
 import { createGuard } from '@fenced/consumer-guard';
-import { createEnvelope } from '@fenced/shared';
+import { createEnvelope, parseToken } from '@fenced/shared';
 
 const port = Number(process.env['METRICS_PORT'] ?? 9464);
 // Serves http://127.0.0.1:<port>/metrics; Prometheus scrapes it.
@@ -50,7 +50,7 @@ try {
   await coordinator.start();
   while (applied < 4) await new Promise((resolve) => setTimeout(resolve, 50));
   // A fire of the first term delivered late: refused.
-  await handle(createEnvelope({ job: 'invoices', scheduledAt: Date.UTC(2026, 11, 1), token: coordinator.token()! - 1n, issuer: 'old-leader', payload: null }));
+  await handle(createEnvelope({ job: 'invoices', scheduledAt: Date.UTC(2026, 11, 1), token: parseToken(coordinator.token()! - 1n), issuer: 'old-leader', payload: null }));
 
   const scraped = await (await fetch(`http://127.0.0.1:${port}/metrics`)).text();
   await scheduler.stop();

@@ -8,7 +8,7 @@
 import { randomBytes } from 'node:crypto';
 import { createCoordinator, createScheduler, dispatchKey, type QueueLike } from '@fenced/coordinator';
 import { createGuard, type Guard } from '@fenced/consumer-guard';
-import { createEnvelope, type Envelope } from '@fenced/shared';
+import { createEnvelope, parseToken, type Envelope } from '@fenced/shared';
 import { Redis } from 'ioredis';
 import pg from 'pg';
 
@@ -78,7 +78,7 @@ export async function runQueueTour(name: string, start: (setup: QueueSetup) => P
     // A deposed leader wakes up with its old token and enqueues the next fire, after the next leader
     // was elected (and advanced the fence).
     const last = dispatched.at(-1)!;
-    const token = BigInt(last.token);
+    const token = parseToken(last.token);
     await guard.advance(token + 1n);
     const late = createEnvelope({ job: 'ledger', scheduledAt: Date.parse(last.scheduledAt) + 500, token, issuer: 'deposed-node', payload: null });
     await queue.target.add('ledger', late, { jobId: dispatchKey(late) });

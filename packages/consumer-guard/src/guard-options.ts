@@ -43,3 +43,5 @@ export const guardOptionsSchema = postgresGuardOptionsSchema.extend({
 });
 
 export type GuardOptionsInput = z.input<typeof guardOptionsSchema>;
+/** Options of `createGuard` once parsed, defaults filled in. */
+export type GuardOptions = Readonly<z.output<typeof guardOptionsSchema>>;

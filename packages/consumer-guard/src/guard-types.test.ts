@@ -1,3 +1,4 @@
+import type { Token } from '@fenced/shared';
 import { Kysely, PostgresDialect, type Transaction } from 'kysely';
 import pg from 'pg';
 import { describe, expect, expectTypeOf, it } from 'vitest';
@@ -22,7 +23,7 @@ describe('the guard factories are typed by their db', () => {
     expectTypeOf(guard.guardedWrite<number>).parameter(1).parameter(0).toEqualTypeOf<Transaction<DB>>();
     guard.wrapHandler(async (_payload, ctx) => {
       expectTypeOf(ctx).toEqualTypeOf<HandlerContext<Transaction<DB>>>();
-      expectTypeOf(ctx.token).toEqualTypeOf<bigint>();
+      expectTypeOf(ctx.token).toEqualTypeOf<Token>();
       // A typed query on the transaction compiles: the table and its columns are DB's.
       return ctx.guardedWrite((trx) => trx.insertInto('invoices').values({ id: 1, amount: 2 }).execute());
     });

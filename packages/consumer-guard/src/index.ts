@@ -1,13 +1,15 @@
 // The root entry: the combined guard (PostgreSQL authority, optional Redis fast path) and the handler
 // wrapper. Single-backend guards live under subpaths (`@fenced/consumer-guard/postgres`, `/redis`).
 // Nothing here imports a database driver: the caller's own clients are used.
-export { createGuard, type Guard, type TransactionalHandler } from './combined-guard.js';
+export { createGuard, type Guard } from './create-guard.js';
+export type { CombinedGuard } from './combined-guard.js';
+export type { TransactionalHandler } from './handler/wrap-transactional.js';
+export { toProcessor } from './queues/bullmq.js';
 export { toGraphileTask, type GraphileJobHelpersLike } from './queues/graphile-worker.js';
 export { toPgBossHandler, type PgBossJobLike } from './queues/pg-boss.js';
 export type { TransactionExecutor } from './write-context.js';
 export {
   idempotencyKey,
-  toProcessor,
   type GuardedHandler,
   type HandlerContext,
   type HandlerOptions,
@@ -31,6 +33,8 @@ export {
   type Envelope,
   type Fence,
   type Token,
+  type TokenInput,
+  type ReceivedEnvelope,
   type FencedEvent,
   type FencedLogger,
   type SigningKey,

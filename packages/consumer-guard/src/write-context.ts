@@ -3,8 +3,8 @@ import type { Token } from '@fenced/shared';
 // The shape of a guarded write, shared by the PostgreSQL guard, the combined guard and the handler
 // wrapper (which sits on top of either and so imports neither's module for it).
 
-/** A token as callers may pass it: validated by `parseToken` before any database call. */
-export type TokenInput = bigint | number | string;
+/** A token as callers may pass it to a public entry point (parsed there, once). */
+export type { TokenInput } from '@fenced/shared';
 
 /** What `guardedWrite` tells `fn` besides the transaction. */
 export interface GuardedWriteContext {

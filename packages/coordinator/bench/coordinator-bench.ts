@@ -13,7 +13,7 @@
 import { parseArgs } from 'node:util';
 import { Redis } from 'ioredis';
 import { createCoordinator, createScheduler, type Coordinator } from '@fenced/coordinator';
-import { createEnvelope, type Envelope } from '@fenced/shared';
+import { createEnvelope, parseToken, type Envelope } from '@fenced/shared';
 import { startRedisServer } from '@fenced/chaos';
 
 const { values: args } = parseArgs({
@@ -151,9 +151,10 @@ function dispatchFloorMs(): number {
     sink += envelope.fireId.length;
   };
   const at = Math.ceil(Date.now() / 1000) * 1000;
+  const token = parseToken(7n);
   const pass = () => {
     const t0 = performance.now();
-    for (let i = 0; i < jobCount; i++) handler(createEnvelope({ job: `job-${i}`, scheduledAt: at, token: 7n, issuer: 'node-a', payload: undefined }));
+    for (let i = 0; i < jobCount; i++) handler(createEnvelope({ job: `job-${i}`, scheduledAt: at, token, issuer: 'node-a', payload: undefined }));
     return performance.now() - t0;
   };
   for (let i = 0; i < 3; i++) pass(); // warm up

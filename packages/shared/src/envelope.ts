@@ -1,7 +1,7 @@
 import { z } from 'zod';
 import { InvalidEnvelopeError, type ValidationIssue } from './errors.js';
 import { fireId, instantText } from './fire-id.js';
-import { formatToken, isToken, type Token } from './token.js';
+import { formatToken, isToken, parseToken, type Token } from './token.js';
 import { toValidationIssues } from './validation.js';
 
 /** Current envelope format version. */
@@ -12,6 +12,19 @@ export const tokenStringSchema = z
   .string()
   .refine((s) => isToken(s), { message: 'must be a canonical decimal string in 1..2^63-1' });
 
+/**
+ * The envelope's token: the wire's decimal string in, the parsed `Token` out. This is the edge: the
+ * one parse of a fire's token on the receiving side (the handler and the guard below it take the
+ * `Token` as it is).
+ */
+const receivedTokenSchema = z.string().transform((text, ctx): Token => {
+  try {
+    return parseToken(text);
+  } catch {
+    ctx.addIssue({ code: 'custom', message: 'must be a canonical decimal string in 1..2^63-1' });
+    return z.NEVER;
+  }
+});
 /**
  * Text that reaches PostgreSQL and Redis as it is: PostgreSQL `text` cannot hold NUL, and a lone
  * surrogate is replaced on the way in, so two distinct ids (`'a\uD800'`, `'a\uD801'`) would be stored
@@ -61,6 +74,15 @@ export const envelopeSchema = z.strictObject({
 /** A validated envelope, as it travels (token as a decimal string). */
 export type Envelope = z.infer<typeof envelopeSchema>;
 
+// What a receiver parses: the same fields, with the token parsed on the way.
+const receivedEnvelopeSchema = envelopeSchema.extend({ token: receivedTokenSchema });
+
+/**
+ * An envelope as a receiver has it after `parseEnvelope`: every field validated and the token parsed
+ * (a `Token`, whose decimal form is exactly the wire's string, so a signature still verifies).
+ */
+export type ReceivedEnvelope = z.output<typeof receivedEnvelopeSchema>;
+
 /** What a dispatcher knows of one fire; `createEnvelope` turns it into the envelope on the wire. */
 export interface EnvelopeFields {
   readonly job: string;
@@ -102,8 +124,8 @@ export const DEFAULT_MAX_PAYLOAD_BYTES = 256 * 1024;
  * @param maxPayloadBytes - the payload's JSON form may not be larger (default 256 KiB).
  * @throws {InvalidEnvelopeError} naming each offending field.
  */
-export function parseEnvelope(input: unknown, maxPayloadBytes = DEFAULT_MAX_PAYLOAD_BYTES): Envelope {
-  const result = envelopeSchema.safeParse(snapshot(input));
+export function parseEnvelope(input: unknown, maxPayloadBytes = DEFAULT_MAX_PAYLOAD_BYTES): ReceivedEnvelope {
+  const result = receivedEnvelopeSchema.safeParse(snapshot(input));
   if (!result.success) throw new InvalidEnvelopeError(toValidationIssues(result.error));
   let size: number;
   try {

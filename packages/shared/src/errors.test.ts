@@ -1,3 +1,4 @@
+import { parseToken, type Token } from './token.js';
 import { describe, expect, expectTypeOf, it } from 'vitest';
 import {
   FencedError,
@@ -12,7 +13,7 @@ import {
 
 describe('errors', () => {
   it('carry a literal name, a stable code and their fields', () => {
-    const err = new StaleTokenError('billing', 4n, 7n);
+    const err = new StaleTokenError('billing', parseToken(4n), parseToken(7n));
     expect(err.name).toBe('StaleTokenError');
     expect(err.code).toBe('STALE_TOKEN');
     expect(err).toMatchObject({ resource: 'billing', token: 4n, highest: 7n });
@@ -37,10 +38,10 @@ describe('errors', () => {
   });
 
   it('narrow to the class of the code, so its fields need no cast (checked by the type check)', () => {
-    const caught: unknown = new StaleTokenError('billing', 4n, 7n);
+    const caught: unknown = new StaleTokenError('billing', parseToken(4n), parseToken(7n));
     if (isFencedError(caught, 'STALE_TOKEN')) {
       expectTypeOf(caught).toEqualTypeOf<StaleTokenError>();
-      expectTypeOf(caught.highest).toEqualTypeOf<bigint>();
+      expectTypeOf(caught.highest).toEqualTypeOf<Token>();
       expect(caught.highest).toBe(7n);
     } else {
       throw new Error('not recognised');

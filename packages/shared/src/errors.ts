@@ -1,3 +1,4 @@
+import type { Token } from './token-type.js';
 /**
  * Typed errors with stable codes. Identify them with {@link isFencedError}, never by message text
  * and never with `instanceof` alone: two copies of `@fenced/shared` in one process would not share
@@ -107,8 +108,8 @@ export class StaleTokenError extends FencedError {
   override readonly name = 'StaleTokenError';
   constructor(
     readonly resource: string,
-    readonly token: bigint,
-    readonly highest: bigint,
+    readonly token: Token,
+    readonly highest: Token,
   ) {
     super(
       FencedErrorCode.STALE_TOKEN,
@@ -172,8 +173,8 @@ export class FenceAheadError extends FencedError {
   override readonly name = 'FenceAheadError';
   constructor(
     readonly resource: string,
-    readonly token: bigint,
-    readonly highest: bigint,
+    readonly token: Token,
+    readonly highest: Token,
   ) {
     super(
       FencedErrorCode.FENCE_AHEAD,

@@ -20,11 +20,11 @@ export {
   type FencedErrorByCode,
   type ValidationIssue,
 } from './errors.js';
-export { type Token, MIN_TOKEN, MAX_TOKEN, parseToken, isToken, formatToken } from './token.js';
+export { type Token, type TokenInput, MIN_TOKEN, MAX_TOKEN, parseToken, isToken, formatToken } from './token.js';
 export { MAX_RESOURCE_BYTES, parseResource } from './resource.js';
 export { type Fence } from './fence.js';
 export { fireId, parseFireId } from './fire-id.js';
 export { dispatchKey } from './dispatch-key.js';
 export { type FencedEvent, type FencedLogger, type LeaseLossReason } from './events.js';
-export { ENVELOPE_VERSION, DEFAULT_MAX_PAYLOAD_BYTES, createEnvelope, parseEnvelope, parseFireIdText, type Envelope, type EnvelopeFields } from './envelope.js';
+export { ENVELOPE_VERSION, DEFAULT_MAX_PAYLOAD_BYTES, createEnvelope, parseEnvelope, parseFireIdText, type Envelope, type EnvelopeFields, type ReceivedEnvelope } from './envelope.js';
 export { canonicalEnvelope, signEnvelope, verifyEnvelope, type SigningKey, type VerificationKeys } from './signing.js';

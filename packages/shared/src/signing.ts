@@ -1,5 +1,5 @@
 import { createHash, createHmac, timingSafeEqual } from 'node:crypto';
-import type { Envelope } from './envelope.js';
+import type { Envelope, ReceivedEnvelope } from './envelope.js';
 import { EnvelopeSignatureError } from './errors.js';
 
 /**
@@ -25,9 +25,11 @@ const CANONICAL_PREFIX = 'fenced-envelope-v1';
  * delimiter can be smuggled inside a field), with the payload as the SHA-256 of its canonical JSON
  * (object keys sorted), so that tampering with the payload breaks the signature too.
  */
-export function canonicalEnvelope(envelope: Envelope, kid: string): string {
+export function canonicalEnvelope(envelope: Envelope | ReceivedEnvelope, kid: string): string {
   const payloadDigest = createHash('sha256').update(canonicalJson(envelope.payload)).digest('base64url');
-  return [CANONICAL_PREFIX, envelope.v, kid, envelope.job, envelope.fireId, envelope.token, envelope.issuer, envelope.scheduledAt, payloadDigest]
+  // The token as the wire's decimal string: a parsed token's decimal form is that string exactly
+  // (only canonical decimals parse), so a received envelope verifies as the one that was signed.
+  return [CANONICAL_PREFIX, envelope.v, kid, envelope.job, envelope.fireId, String(envelope.token), envelope.issuer, envelope.scheduledAt, payloadDigest]
     .map((field) => JSON.stringify(field))
     .join('\n');
 }
@@ -52,7 +54,7 @@ export function signEnvelope(envelope: Envelope, key: SigningKey): Envelope {
  *
  * @throws {EnvelopeSignatureError} when it is unsigned, names an unknown key, or does not match.
  */
-export function verifyEnvelope(envelope: Envelope, keys: VerificationKeys): void {
+export function verifyEnvelope(envelope: Envelope | ReceivedEnvelope, keys: VerificationKeys): void {
   if (envelope.sig === undefined || envelope.kid === undefined) throw new EnvelopeSignatureError('unsigned', envelope.kid);
   if (!Object.hasOwn(keys, envelope.kid)) throw new EnvelopeSignatureError('unknown-key', envelope.kid);
   const expected = createHmac('sha256', keys[envelope.kid]!).update(canonicalEnvelope(envelope, envelope.kid)).digest();

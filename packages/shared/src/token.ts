@@ -1,16 +1,13 @@
 import { InvalidTokenError } from './errors.js';
 
-/**
- * A fencing token: an integer in 1..2^63-1 that only grows from one election to the next.
- * Always a `bigint` in TypeScript (JS numbers lose precision past 2^53), a canonical decimal string
- * on the wire and in Lua, and `bigint` in PostgreSQL.
- */
-export type Token = bigint;
+import type { Token, TokenInput } from './token-type.js';
+
+export type { Token, TokenInput } from './token-type.js';
 
 /** The smallest valid token. */
-export const MIN_TOKEN: Token = 1n;
+export const MIN_TOKEN = 1n as Token;
 /** The largest valid token: PostgreSQL's `bigint` maximum, 2^63-1. */
-export const MAX_TOKEN: Token = 2n ** 63n - 1n;
+export const MAX_TOKEN = (2n ** 63n - 1n) as Token;
 
 // Canonical form only: no sign, no leading zeros, no exponent, no whitespace. Lua compares tokens
 // as strings (length first, then bytes), which is only an order on canonical decimals.
@@ -47,11 +44,28 @@ export function parseToken(input: unknown): Token {
   if (value < MIN_TOKEN || value > MAX_TOKEN) {
     throw new InvalidTokenError(input, `${value} is outside 1..2^63-1`);
   }
-  return value;
+  return value as Token;
+}
+
+/**
+ * A token read back from one of fenced's own stores (a fence row, a Redis mark, a script's reply):
+ * the canonical decimal the store holds, checked as strictly as `parseToken` checks input (a store
+ * that answers garbage is refused, not trusted). Separate from `parseToken` so that parsing a
+ * caller's token stays countable: it happens once, at the edge.
+ *
+ * @throws {InvalidTokenError} for anything but a canonical decimal in 1..2^63-1.
+ */
+export function storedToken(text: string): Token {
+  if (text.length > 19 || !CANONICAL_DECIMAL.test(text)) {
+    throw new InvalidTokenError(text, `the store answered ${JSON.stringify(String(text).slice(0, 40))}, not a canonical decimal in 1..2^63-1`);
+  }
+  const value = BigInt(text);
+  if (value > MAX_TOKEN) throw new InvalidTokenError(text, `the store answered ${value}, outside 1..2^63-1`);
+  return value as Token;
 }
 
 /** True when `input` would parse as a token. */
-export function isToken(input: unknown): boolean {
+export function isToken(input: unknown): input is TokenInput {
   try {
     parseToken(input);
     return true;
@@ -60,9 +74,9 @@ export function isToken(input: unknown): boolean {
   }
 }
 
-/** The canonical decimal form of a token, as it travels on the wire and in Lua. */
+/** The canonical decimal form of a token, as it travels on the wire and in Lua (no parse: a `Token` is valid). */
 export function formatToken(token: Token): string {
-  return parseToken(token).toString();
+  return token.toString();
 }
 
 function describe(input: unknown): string {

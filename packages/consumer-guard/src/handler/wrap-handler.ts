@@ -4,16 +4,16 @@ import { createHash } from 'node:crypto';
 import {
   isFencedError,
   parseEnvelope,
-  parseToken,
   verifyEnvelope,
-  type Envelope,
   type FencedLogger,
+  type ReceivedEnvelope,
   type StaleTokenError,
   type Token,
   type VerificationKeys,
 } from '@fenced/shared';
 import { emit } from '@fenced/shared/internal';
-import type { GuardedWriteContext, GuardedWriteOptions, TokenInput } from '../write-context.js';
+import type { GuardPort } from '../guard-port.js';
+import type { GuardedWriteContext } from '../write-context.js';
 
 /** What a wrapped handler is given besides the payload. */
 export interface HandlerContext<Trx> {
@@ -60,22 +60,6 @@ export interface HandlerOptions {
 
 export type WrappedHandler<T> = (envelope: unknown, call?: { signal?: AbortSignal }) => Promise<HandlerOutcome<T>>;
 
-/**
- * What the wrapper needs from a guard: a layer on top of it, never called back into. The combined
- * guard is one; any guard with a pre-check and a write that claims a fire id can be wrapped.
- */
-export interface HandlerGuard<Trx> {
-  readonly resource: string;
-  /**
-   * Refuses a stale token before the handler runs (advisory; the write is the authority): throws
-   * StaleTokenError. `fireId` only labels a refusal in the record operators read; it plays no part
-   * in the check.
-   */
-  precheck(token: TokenInput, fireId?: string): Promise<void>;
-  /** The authoritative write; with `fireId`, it claims the fire in the same transaction. */
-  guardedWrite<T>(token: TokenInput, fn: (trx: Trx, ctx: GuardedWriteContext) => Promise<T>, options?: GuardedWriteOptions): Promise<T>;
-}
-
 /** How the wrapper validates envelopes. */
 export interface HandlerSettings {
   /** Verification keys by key id: when given, only envelopes signed by one of them are accepted. */
@@ -92,13 +76,14 @@ export function idempotencyKey(resource: string, fireId: string): string {
 }
 
 /**
- * Wraps a task handler. In order: validate the envelope (shared schema, payload size), verify its
- * signature when the guard has keys (before the token is even looked at), refuse a stale token before
- * the handler starts (Redis, or a read of the PostgreSQL fence), run the handler; its
- * `ctx.guardedWrite` fences the write for real and claims the fire id.
+ * Wraps a task handler: the one layer that knows envelopes, above the guard's port. In order:
+ * validate the envelope (shared schema, payload size; its token parsed there, the only parse of the
+ * call), verify its signature when the guard has keys (before the token is even looked at), refuse a
+ * stale token before the handler starts (the port's pre-check), run the handler; its
+ * `ctx.guardedWrite` is the port's write, which fences for real and claims the fire id.
  */
 export function wrapHandler<Trx, T>(
-  guard: HandlerGuard<Trx>,
+  guard: GuardPort<Trx>,
   settings: HandlerSettings,
   handler: GuardedHandler<Trx, T>,
   options: HandlerOptions = {},
@@ -108,7 +93,7 @@ export function wrapHandler<Trx, T>(
   const metrics = settings.metrics;
 
   const run: WrappedHandler<T> = async (input, call = {}) => {
-    let envelope: Envelope;
+    let envelope: ReceivedEnvelope;
     try {
       envelope = parseEnvelope(input, settings.maxPayloadBytes);
       if (settings.keys !== undefined) verifyEnvelope(envelope, settings.keys);
@@ -118,8 +103,8 @@ export function wrapHandler<Trx, T>(
       throw err;
     }
     const started = performance.now();
-    // The edge: the envelope's token is parsed here once and travels as a bigint from now on.
-    const token = parseToken(envelope.token);
+    // Parsed with the envelope: a Token from here down, never parsed again.
+    const token = envelope.token;
     const fireId = envelope.fireId;
 
     const staleOutcome = (err: StaleTokenError): HandlerOutcome<T> => {
@@ -155,7 +140,7 @@ export function wrapHandler<Trx, T>(
       guardedWrite(fn) {
         if (wrote) throw new Error('ctx.guardedWrite may be called once per handler run: put all of the fire\'s writes in one transaction');
         wrote = true;
-        return guard.guardedWrite(token, fn, { fireId });
+        return guard.guardedWrite(token, fireId, fn);
       },
     };
 
@@ -196,26 +181,4 @@ function combineSignals(callSignal: AbortSignal | undefined, timeoutMs: number |
   if (timeoutMs !== undefined) signals.push(AbortSignal.timeout(Math.max(0, timeoutMs - (performance.now() - startedAt))));
   if (signals.length === 1) return signals[0]!;
   return signals.length === 0 ? new AbortController().signal : AbortSignal.any(signals);
-}
-
-/**
- * A BullMQ processor from a wrapped handler: `new Worker(name, toProcessor(handle), …)`. Stale and
- * duplicate fires complete (they must not be retried); the outcome's status is the job's result.
- */
-export function toProcessor<T>(handle: WrappedHandler<T>): (job: { data: unknown }, token?: string, signal?: AbortSignal) => Promise<HandlerOutcome<T>['status']> {
-  return (job, _token, signal) => settledStatus(handle, job.data, signal);
-}
-
-/**
- * What a queue job comes to: the outcome's status, `'stale'` also when the handler was wrapped with
- * the default `onStale: 'throw'` (a stale token never becomes fresh, so the job must not be retried).
- * Any other failure throws, for the queue to retry. Shared by the queue adapters.
- */
-export async function settledStatus<T>(handle: WrappedHandler<T>, envelope: unknown, signal: AbortSignal | undefined): Promise<HandlerOutcome<T>['status']> {
-  try {
-    return (await handle(envelope, signal === undefined ? {} : { signal })).status;
-  } catch (err) {
-    if (isFencedError(err, 'STALE_TOKEN')) return 'stale';
-    throw err;
-  }
 }

@@ -1,8 +1,30 @@
 import { emit } from '@fenced/shared/internal';
 import { ConfigError, parseFireId, parseResource, parseToken, type FencedLogger, type GuardUnavailableError, type Token } from '@fenced/shared';
+import { storedToken } from '@fenced/shared/internal';
 import type { GuardObjectNames } from './names.js';
 import type { GuardSession } from './session.js';
-import type { AppliedFire, LowerFenceRequest } from './postgres-guard.js';
+import type { AppliedFire, LowerFenceRequest } from './guard-records.js';
+
+/** A lowering request once validated: the token parsed, who and why present. */
+export interface ParsedLowerFenceRequest {
+  readonly resource: string;
+  readonly token: Token;
+  readonly actor: string;
+  readonly reason: string;
+}
+
+/**
+ * The edge of `lowerFence`: the request validated (token parsed once, actor and reason required)
+ * before anything is sent.
+ */
+export function parseLowerFenceRequest(request: LowerFenceRequest, defaultResource: string): ParsedLowerFenceRequest {
+  const resource = request.resource === undefined ? defaultResource : parseResource(request.resource);
+  const token = parseToken(request.token);
+  for (const [field, value] of [['actor', request.actor], ['reason', request.reason]] as const) {
+    if (typeof value !== 'string' || value.trim().length === 0) throw new ConfigError('lowerFence', [{ path: field, message: 'is required: a lowered fence is an audited act' }]);
+  }
+  return { resource, token, actor: request.actor, reason: request.reason };
+}
 
 /** What the admin operations need from the guard that owns them. */
 export interface AdminContext {
@@ -21,12 +43,8 @@ export interface AdminContext {
  * and reading the table of applied fires. None of them is on a write's hot path.
  */
 export function adminOperations(ctx: AdminContext) {
-  async function lowerFence(request: LowerFenceRequest): Promise<Token | null> {
-    const resource = request.resource === undefined ? ctx.defaultResource : parseResource(request.resource);
-    const token = parseToken(request.token);
-    for (const [field, value] of [['actor', request.actor], ['reason', request.reason]] as const) {
-      if (typeof value !== 'string' || value.trim().length === 0) throw new ConfigError('lowerFence', [{ path: field, message: 'is required: a lowered fence is an audited act' }]);
-    }
+  async function lowerFence(request: ParsedLowerFenceRequest): Promise<Token | null> {
+    const { resource, token } = request;
     let rows: Record<string, unknown>[];
     try {
       rows = await ctx.session.query({
@@ -36,7 +54,7 @@ export function adminOperations(ctx: AdminContext) {
     } catch (err) {
       throw ctx.fail(resource, 'lower fence', err);
     }
-    const previous = typeof rows[0]?.['previous'] === 'string' ? BigInt(rows[0]['previous'] as string) : null;
+    const previous = typeof rows[0]?.['previous'] === 'string' ? storedToken(rows[0]['previous'] as string) : null;
     ctx.onLowered(resource, token);
     emit(ctx.logger, { type: 'fence.lowered', resource, from: previous, to: token, actor: request.actor, reason: request.reason });
     return previous;
@@ -67,8 +85,8 @@ export function adminOperations(ctx: AdminContext) {
     }
     const row = rows[0];
     if (row === undefined) return null;
-    return { fireId: String(row['fire_id']), token: BigInt(String(row['token'])), appliedAt: new Date(row['applied_at'] as string | Date) };
-}
+    return { fireId: String(row['fire_id']), token: storedToken(String(row['token'])), appliedAt: new Date(row['applied_at'] as string | Date) };
+  }
 
   /**
    * Per job, the latest scheduled fire applied to `resource` since `since`, in one query. Scheduler
@@ -94,7 +112,7 @@ export function adminOperations(ctx: AdminContext) {
       if (fire !== null) latest.set(fire.job, fire.scheduledAt);
     }
     return latest;
-}
+  }
 
   return { lowerFence, pruneAppliedFires, lastAppliedFire, lastAppliedFires };
 }

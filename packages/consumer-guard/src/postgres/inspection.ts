@@ -1,7 +1,8 @@
 import { parseResource, type Token } from '@fenced/shared';
 import type { AdminContext } from './admin.js';
 import { LATEST_MIGRATION } from './migrator.js';
-import type { AppliedFire } from './postgres-guard.js';
+import type { AppliedFire } from './guard-records.js';
+import { storedToken } from '@fenced/shared/internal';
 
 /** One resource's fence and its record of applied fires. */
 export interface FenceReport {
@@ -93,13 +94,13 @@ export function inspectionOperations(ctx: Omit<AdminContext, 'onLowered'>) {
         appliedFires: { rows: Number(table!['n']), bytes: Number(table!['bytes']), oldest: asDate(table!['oldest']) },
         fences: fenceRows.map((row) => ({
           resource: String(row['resource']),
-          token: BigInt(String(row['token'])),
+          token: storedToken(String(row['token'])),
           appliedFires: Number(row['n'] ?? 0),
           oldestAppliedAt: asDate(row['oldest']),
           lastAppliedFire:
             row['fire_id'] === null || row['fire_id'] === undefined
               ? null
-              : { fireId: String(row['fire_id']), token: BigInt(String(row['last_token'])), appliedAt: asDate(row['applied_at'])! },
+              : { fireId: String(row['fire_id']), token: storedToken(String(row['last_token'])), appliedAt: asDate(row['applied_at'])! },
         })),
       };
     } catch (err) {
@@ -121,8 +122,8 @@ export function inspectionOperations(ctx: Omit<AdminContext, 'onLowered'>) {
     }
     return rows.map((row) => ({
       resource: String(row['resource']),
-      from: row['from_token'] === null ? null : BigInt(String(row['from_token'])),
-      to: BigInt(String(row['to_token'])),
+      from: row['from_token'] === null ? null : storedToken(String(row['from_token'])),
+      to: storedToken(String(row['to_token'])),
       actor: String(row['actor']),
       reason: String(row['reason']),
       at: asDate(row['at'])!,

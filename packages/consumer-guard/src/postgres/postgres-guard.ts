@@ -1,55 +1,20 @@
-import {
-  ConfigError,
-  DuplicateFireError,
-  FenceAheadError,
-  isFencedError,
-  parseFireIdText,
-  parseResource,
-  parseToken,
-  StaleTokenError,
-  type Fence,
-  type FencedLogger,
-  type Token,
-} from '@fenced/shared';
-import { emit, parseOptions } from '@fenced/shared/internal';
-import { postgresGuardOptionsSchema, type PostgresGuardOptions, type PostgresGuardOptionsInput } from './postgres-guard-options.js';
+import { parseToken, type Fence, type FencedLogger, type Token, type TokenInput } from '@fenced/shared';
+import { parseOptions } from '@fenced/shared/internal';
+import { postgresGuardOptionsSchema, type PostgresGuardOptionsInput } from './postgres-guard-options.js';
 import type { MeterProvider } from '@opentelemetry/api';
 import { GuardMetrics } from '../metrics/guard-metrics.js';
 import type { KyselyLike, KyselyTransactionOf } from './kysely-like.js';
-import { isKyselyLike, kyselySession } from './kysely-session.js';
-import { adminOperations } from './admin.js';
-import { inspectionOperations, type AuditEntry, type GuardInspection } from './inspection.js';
-import { guardUnavailable } from './guard-errors.js';
-import { migrate } from './migrator.js';
-import { BoundedMap } from '../internal/bounded-map.js';
-import { guardObjectNames } from './names.js';
-import { isPgPoolLike, pgPoolSession, type PgPoolEvents, type PgPoolLike, type PoolClientOf } from './pg-pool-session.js';
-import { checkCall } from './check-call.js';
-import { postgresTakeoverStore } from './postgres-takeover.js';
-import { advanceWithTakeover } from '../takeover/advance-with-takeover.js';
-import { PhaseError, toParams, type GuardSession } from './session.js';
-import {
-  detailOf,
-  DUPLICATE_FIRE,
-  FENCE_AHEAD,
-  isRetryable,
-  sqlStateOf,
-  STALE_TOKEN,
-} from './sql-state.js';
-import type { GuardedWriteContext, GuardedWriteOptions, TokenInput, TransactionExecutor } from '../write-context.js';
+import { parseLowerFenceRequest } from './admin.js';
+import type { AuditEntry, GuardInspection } from './inspection.js';
+import type { PgPoolEvents, PgPoolLike, PoolClientOf } from './pg-pool-session.js';
+import { postgresFenceStore, type PostgresFenceStore } from './postgres-store.js';
+import type { AppliedFire, LowerFenceRequest } from './guard-records.js';
+import { parseWriteArguments } from '../write-arguments.js';
+import type { GuardedWriteContext, GuardedWriteOptions, TransactionExecutor } from '../write-context.js';
 
-export type { GuardedWriteContext, GuardedWriteOptions, TokenInput, TransactionExecutor } from '../write-context.js';
-
-/** An explicit, audited lowering of a fence: recovery from a poisoned fence, never automatic. */
-export interface LowerFenceRequest {
-  readonly resource?: string;
-  /** The new fence. */
-  readonly token: TokenInput;
-  /** Who does this (recorded in the audit table). */
-  readonly actor: string;
-  /** Why (recorded in the audit table). */
-  readonly reason: string;
-}
+export type { GuardedWriteContext, GuardedWriteOptions, TransactionExecutor } from '../write-context.js';
+export type { AppliedFire, LowerFenceRequest } from './guard-records.js';
+export type { TokenInput } from '@fenced/shared';
 
 /**
  * The PostgreSQL guard: refuses every mutation whose token is below the highest committed for its
@@ -117,13 +82,6 @@ export interface PostgresGuard<Trx> extends Fence {
   lastAppliedFires(since: Date): Promise<ReadonlyMap<string, number>>;
 }
 
-/** A fire recorded in the applied-fires table. */
-export interface AppliedFire {
-  readonly fireId: string;
-  readonly token: Token;
-  readonly appliedAt: Date;
-}
-
 type GuardOptions<Db> = Omit<PostgresGuardOptionsInput, 'db' | 'pool' | 'logger' | 'meterProvider'> & { db: Db; pool?: PgPoolEvents; logger?: FencedLogger; meterProvider?: MeterProvider };
 
 /**
@@ -142,233 +100,34 @@ export function createPostgresGuard<Db extends KyselyLike>(options: GuardOptions
 export function createPostgresGuard<Pool extends PgPoolLike>(options: GuardOptions<Pool>): PostgresGuard<PoolClientOf<Pool>>;
 export function createPostgresGuard(input: GuardOptions<object>): PostgresGuard<unknown> {
   const options = parseOptions('postgres guard', postgresGuardOptionsSchema, input);
-  return postgresGuardWith(
-    options,
-    new GuardMetrics({ meterProvider: options.meterProvider as MeterProvider | undefined, resourceAttribute: options.metricResourceAttribute, resource: options.resource }),
-  );
+  const metrics = new GuardMetrics({ meterProvider: options.meterProvider as MeterProvider | undefined, resourceAttribute: options.metricResourceAttribute, resource: options.resource });
+  return postgresGuardOver(postgresFenceStore(options, metrics));
 }
 
 /**
- * The PostgreSQL guard on parsed options, recording into `metrics`: the combined guard builds its
- * PostgreSQL side with its own instruments, so nothing is counted twice.
+ * The public PostgreSQL guard over a store: every entry point validates its arguments (the token
+ * parsed once) and hands the store what it takes.
  */
-export function postgresGuardWith(options: PostgresGuardOptions, metrics: GuardMetrics): PostgresGuard<unknown> {
-  const logger = metrics.observing(options.logger as FencedLogger | undefined);
-  const names = guardObjectNames(options.schema, options.table);
-  const session = openSession(options.db, options.pool, (error) => emit(logger, { type: 'guard.connection-lost', resource: options.resource, error }));
-
-  const unavailable = (resource: string, phase: string, cause: unknown, outcomeUnknown = false) => guardUnavailable(logger, resource, phase, cause, outcomeUnknown);
-  const check = checkCall(names.checkFn);
-  // The last fence this process saw per resource. Only a hint for the check's statement order (see
-  // the SQL): a stale or missing entry costs one more statement, never correctness.
-  const lastSeen = new BoundedMap<string, Token>(10_000);
-
-  /** The hint the check takes: whether this write may raise the fence. */
-  function raises(token: Token, resource: string): boolean {
-    const seen = lastSeen.get(resource);
-    return seen === undefined || token > seen;
-  }
-
-  /** A guarded write's arguments, validated before any database call. */
-  function writeArguments(caller: string, tokenInput: TokenInput, fn: unknown, writeOptions: GuardedWriteOptions | undefined) {
-    const token = parseToken(tokenInput);
-    const resource = writeOptions?.resource === undefined ? options.resource : parseResource(writeOptions.resource);
-    if (typeof fn !== 'function') throw new TypeError(`${caller}: fn must be a function`);
-    const fireId = writeOptions?.fireId === undefined ? null : parseFireIdText(writeOptions.fireId);
-    return { token, resource, fireId };
-  }
-
-  /** The check's refusal as its typed error (reported, and the fence it named remembered), or undefined. */
-  function refusalOf(cause: unknown, resource: string, token: Token, fireId: string | null): StaleTokenError | DuplicateFireError | undefined {
-    if (sqlStateOf(cause) === STALE_TOKEN) {
-      const highest = BigInt(detailOf(cause) ?? '0');
-      lastSeen.set(resource, highest);
-      emit(logger, { type: 'token.rejected', resource, token, highest, via: 'postgres' });
-      return new StaleTokenError(resource, token, highest);
-    }
-    if (sqlStateOf(cause) === DUPLICATE_FIRE && fireId !== null) {
-      lastSeen.set(resource, token);
-      emit(logger, { type: 'guard.duplicate', resource, token, fireId });
-      return new DuplicateFireError(resource, fireId);
-    }
-    return undefined;
-  }
-
-  async function guardedWrite<T>(
-    tokenInput: TokenInput,
-    fn: (trx: unknown, ctx: GuardedWriteContext) => Promise<T>,
-    writeOptions?: GuardedWriteOptions,
-  ): Promise<T> {
-    const { token, resource, fireId } = writeArguments('guardedWrite', tokenInput, fn, writeOptions);
-    return metrics.timeWrite(resource, () => writeWithRetries(token, resource, fireId, fn));
-  }
-
-  async function writeWithRetries<T>(token: Token, resource: string, fireId: string | null, fn: (trx: unknown, ctx: GuardedWriteContext) => Promise<T>): Promise<T> {
-    for (let attempt = 1; ; attempt++) {
-      try {
-        const result = await session.transaction(options.isolationLevel, check.inline(token, resource, raises(token, resource), fireId), (trx) => fn(trx, { token, resource, attempt }));
-        lastSeen.set(resource, token);
-        emit(logger, { type: 'token.accepted', resource, token });
-        return result;
-      } catch (err) {
-        const phase = err instanceof PhaseError ? err.phase : 'open';
-        const cause = err instanceof PhaseError ? err.cause : err;
-        if (isRetryable(cause) && attempt <= options.maxRetries) {
-          emit(logger, { type: 'guard.retry', resource, token, sqlstate: sqlStateOf(cause) ?? '', attempt });
-          await backoff(attempt);
-          continue;
-        }
-        const refused = refusalOf(cause, resource, token, fireId);
-        if (refused !== undefined) throw refused;
-        const broken = err instanceof PhaseError && err.connectionBroken;
-        // The caller's own errors pass through untouched; an error fn met because the connection
-        // died under it is the guard's to report.
-        if (phase === 'body' && !broken) throw cause;
-        if (isRetryable(cause) || (isFencedError(cause) && !broken)) throw cause;
-        throw unavailable(resource, phase, cause, err instanceof PhaseError && err.outcomeUnknown);
-      }
-    }
-  }
-
-  // The savepoint that lets a refusal inside someone else's transaction leave that transaction usable.
-  const SAVEPOINT = 'fenced_guarded_write';
-
-  async function guardedWriteIn<T>(
-    tx: TransactionExecutor,
-    tokenInput: TokenInput,
-    fn: (tx: TransactionExecutor, ctx: GuardedWriteContext) => Promise<T>,
-    writeOptions?: GuardedWriteOptions,
-  ): Promise<T> {
-    if (typeof tx?.executeSql !== 'function') throw new TypeError('guardedWriteIn: tx must have executeSql(text, values)');
-    const { token, resource, fireId } = writeArguments('guardedWriteIn', tokenInput, fn, writeOptions);
-    return metrics.timeWrite(resource, () => writeInTransaction(tx, token, resource, fireId, fn));
-  }
-
-  async function writeInTransaction<T>(
-    tx: TransactionExecutor,
-    token: Token,
-    resource: string,
-    fireId: string | null,
-    fn: (tx: TransactionExecutor, ctx: GuardedWriteContext) => Promise<T>,
-  ): Promise<T> {
-
-    try {
-      await tx.executeSql(`SAVEPOINT ${SAVEPOINT}`);
-    } catch (err) {
-      throw unavailable(resource, 'open', err);
-    }
-    try {
-      const statement = check.statement(token, resource, raises(token, resource), fireId);
-      await tx.executeSql(statement.text, toParams(statement.values));
-    } catch (err) {
-      // Only the check is undone; the caller's transaction goes on. If the caller has already ended
-      // it (a queue that gave up on a job past its expiry), the rollback fails: the refusal stands
-      // all the same, nothing of ours was applied, and the caller's commit is what fails.
-      await tx.executeSql(`ROLLBACK TO SAVEPOINT ${SAVEPOINT}`).catch(() => {});
-      const refused = refusalOf(err, resource, token, fireId);
-      if (refused !== undefined) throw refused;
-      throw unavailable(resource, 'open', err);
-    }
-    const result = await fn(tx, { token, resource, attempt: 1 });
-    try {
-      await tx.executeSql(`RELEASE SAVEPOINT ${SAVEPOINT}`);
-    } catch (err) {
-      throw unavailable(resource, 'body', err);
-    }
-    lastSeen.set(resource, token);
-    emit(logger, { type: 'token.accepted', resource, token });
-    return result;
-  }
-
-  async function highest(resource: string): Promise<Token | null> {
-    try {
-      const rows = await session.query({ text: `SELECT token::text AS token FROM ${names.fences} WHERE resource = $1`, values: [resource] });
-      const token = rows[0]?.['token'];
-      return typeof token === 'string' ? BigInt(token) : null;
-    } catch (err) {
-      throw unavailable(resource, 'query', err);
-    }
-  }
-
-  const takeoverStore = postgresTakeoverStore(session, names);
-
-  /**
-   * The strict advance, taking over from transactions of lower tokens that block it past the grace
-   * period (advance-with-takeover.ts): a leader frozen inside its transaction cannot hold off the
-   * next term.
-   */
-  async function advance(resource: string, tokenInput: TokenInput): Promise<void> {
-    const token = parseToken(tokenInput);
-    try {
-      await advanceWithTakeover(takeoverStore, resource, token, options.takeover, (blocker) =>
-        emit(logger, { type: 'guard.takeover', resource, token, blockingToken: blocker.token, session: blocker.session, ended: blocker.ended }),
-      );
-    } catch (err) {
-      if (sqlStateOf(err) === FENCE_AHEAD) throw new FenceAheadError(resource, token, BigInt(detailOf(err) ?? '0'));
-      throw unavailable(resource, 'advance', err);
-    }
-    emit(logger, { type: 'fence.advanced', resource, token });
-  }
-
-  const { lowerFence, pruneAppliedFires, lastAppliedFire, lastAppliedFires } = adminOperations({
-    session,
-    names,
-    defaultResource: options.resource,
-    fail: unavailable,
-    logger,
-    onLowered: (resource, token) => lastSeen.set(resource, token),
-  });
-
-  const { inspect, auditLog } = inspectionOperations({
-    session,
-    names,
-    defaultResource: options.resource,
-    fail: unavailable,
-    logger,
-  });
-
-  const fence = (resource: string): Fence => {
-    const name = parseResource(resource);
-    return Object.freeze({
-      resource: name,
-      highest: () => highest(name),
-      advance: (token: Token) => advance(name, token),
-      lastAppliedFires: (since: Date) => lastAppliedFires(name, since),
-    });
-  };
-
+export function postgresGuardOver(store: PostgresFenceStore): PostgresGuard<unknown> {
+  const resource = store.resource;
+  // Async throughout: bad input rejects the returned promise, as a failed write does, rather than
+  // throwing where the call is made.
   return Object.freeze({
-    resource: options.resource,
-    migrate: () => migrate(session, names, logger),
-    guardedWrite,
-    guardedWriteIn,
-    highest: () => highest(options.resource),
-    advance: (token: TokenInput) => advance(options.resource, token),
-    fence,
-    lowerFence,
-    inspect,
-    auditLog,
-    pruneAppliedFires,
-    lastAppliedFire,
-    lastAppliedFires: (since: Date) => lastAppliedFires(options.resource, since),
+    resource,
+    migrate: () => store.migrate(),
+    guardedWrite: async <T>(token: TokenInput, fn: (trx: unknown, ctx: GuardedWriteContext) => Promise<T>, options?: GuardedWriteOptions) =>
+      store.write(parseWriteArguments('guardedWrite', token, fn, options, resource), fn),
+    guardedWriteIn: async <T>(tx: TransactionExecutor, token: TokenInput, fn: (tx: TransactionExecutor, ctx: GuardedWriteContext) => Promise<T>, options?: GuardedWriteOptions) =>
+      store.writeIn(tx, parseWriteArguments('guardedWriteIn', token, fn, options, resource), fn),
+    highest: () => store.highest(resource),
+    advance: async (token: TokenInput) => store.advance(resource, parseToken(token)),
+    fence: (name: string) => store.fence(name),
+    lowerFence: async (request: LowerFenceRequest) => store.lowerFence(parseLowerFenceRequest(request, resource)),
+    inspect: () => store.inspect(),
+    auditLog: (name?: string, limit?: number) => store.auditLog(name, limit),
+    pruneAppliedFires: (olderThanMs: number) => store.pruneAppliedFires(olderThanMs),
+    lastAppliedFire: () => store.lastAppliedFire(),
+    lastAppliedFires: (since: Date) => store.lastAppliedFires(resource, since),
   });
 }
 
-function openSession(db: object, pool: object | undefined, onConnectionError: (err: Error) => void): GuardSession<unknown> {
-  if (isKyselyLike(db)) {
-    if (pool === undefined) {
-      throw new ConfigError('postgres guard', [
-        { path: 'pool', message: "required when db is a Kysely instance: pass the pg.Pool behind its PostgresDialect, so the guard can hear a killed connection's error (unheard, it kills the process)" },
-      ]);
-    }
-    return kyselySession(db, pool, onConnectionError) as GuardSession<unknown>;
-  }
-  if (isPgPoolLike(db)) return pgPoolSession(db, onConnectionError) as GuardSession<unknown>;
-  throw new ConfigError('postgres guard', [{ path: 'db', message: 'must be a Kysely instance or a pg.Pool' }]);
-}
-
-/** Jittered exponential backoff between attempts of a transaction the database aborted. */
-function backoff(attempt: number): Promise<void> {
-  const ceiling = Math.min(100, 2 ** attempt);
-  return new Promise((resolve) => setTimeout(resolve, Math.random() * ceiling));
-}

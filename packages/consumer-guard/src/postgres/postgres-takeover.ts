@@ -1,4 +1,5 @@
 import type { Token } from '@fenced/shared';
+import { storedToken } from '@fenced/shared/internal';
 import type { BlockingWrite, TakeoverStore } from '../takeover/advance-with-takeover.js';
 import type { GuardObjectNames } from './names.js';
 import type { GuardSession } from './session.js';
@@ -34,7 +35,7 @@ export function postgresTakeoverStore(session: GuardSession<unknown>, names: Gua
         text: `SELECT pid::text AS pid, token::text AS token, ended FROM ${names.takeoverFn}($1::integer, $2::bigint)`,
         values: [waiter, token],
       });
-      return rows.map((row) => ({ session: String(row['pid']), token: BigInt(String(row['token'])), ended: row['ended'] === true }));
+      return rows.map((row) => ({ session: String(row['pid']), token: storedToken(String(row['token'])), ended: row['ended'] === true }));
     },
   };
 }

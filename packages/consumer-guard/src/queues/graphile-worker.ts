@@ -1,4 +1,5 @@
-import { settledStatus, type WrappedHandler } from '../handler/wrap-handler.js';
+import type { WrappedHandler } from '../handler/wrap-handler.js';
+import { settledStatus } from './settled-status.js';
 
 /** The part of graphile-worker's `JobHelpers` the task reads. */
 export interface GraphileJobHelpersLike {

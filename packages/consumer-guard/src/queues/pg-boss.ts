@@ -1,4 +1,4 @@
-import type { TransactionalHandler } from '../combined-guard.js';
+import type { TransactionalHandler } from '../handler/wrap-transactional.js';
 import type { HandlerOutcome } from '../handler/wrap-handler.js';
 import type { TransactionExecutor } from '../write-context.js';
 

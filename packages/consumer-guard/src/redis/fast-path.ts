@@ -1,7 +1,7 @@
 import { isFencedError, type FencedLogger, type Token } from '@fenced/shared';
 import { emit, withTimeout } from '@fenced/shared/internal';
 import { BoundedMap } from '../internal/bounded-map.js';
-import { redisGuardWith, type RedisGuard } from './redis-guard.js';
+import { redisMarkWith, type RedisMark } from './redis-guard.js';
 import type { GuardMetrics } from '../metrics/guard-metrics.js';
 import type { RedisClient } from './redis-client.js';
 
@@ -41,7 +41,7 @@ export interface RedisFastPathOptions {
 
 export function createRedisFastPath(options: RedisFastPathOptions): RedisFastPath {
   const { redis, keyPrefix, timeoutMs, logger, metrics } = options;
-  const guards = new BoundedMap<string, RedisGuard>(10_000);
+  const guards = new BoundedMap<string, RedisMark>(10_000);
   // The mark as Redis last reported it, per resource. Only ever used to skip raising a mark that is
   // already high enough (one round trip saved per write in steady state), so a stale entry costs a
   // round trip, never correctness.
@@ -49,12 +49,12 @@ export function createRedisFastPath(options: RedisFastPathOptions): RedisFastPat
   let degraded = false;
   // The guards that recorded a refusal since the last flush (a guard the map above forgot may still
   // have one on its way).
-  const recorded = new Set<RedisGuard>();
+  const recorded = new Set<RedisMark>();
 
-  const guardFor = (resource: string): RedisGuard => {
+  const guardFor = (resource: string): RedisMark => {
     let guard = guards.get(resource);
     if (guard === undefined) {
-      guard = redisGuardWith({ redis, resource, keyPrefix }, logger, null);
+      guard = redisMarkWith({ redis, resource, keyPrefix }, logger, null);
       guards.set(resource, guard);
     }
     return guard;

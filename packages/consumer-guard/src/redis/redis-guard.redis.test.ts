@@ -1,4 +1,4 @@
-import { isFencedError } from '@fenced/shared';
+import { isFencedError, parseToken } from '@fenced/shared';
 import { createRedis, deleteKeys, uniquePrefix, waitFor } from '#test-support';
 import type { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -151,7 +151,7 @@ describe('the record of refused writes', () => {
     await g.raise(9n);
     await expect(g.check(3n)).rejects.toThrow();
     expect(await redis.xlen(g.refusalsKey)).toBe(0);
-    g.recordRefusal(4n, 9n, 'postgres', 'invoices@20261201T100000.000Z');
+    g.recordRefusal(parseToken(4n), parseToken(9n), 'postgres', 'invoices@20261201T100000.000Z');
     await waitFor(async () => (await redis.xlen(g.refusalsKey)) === 1);
     const [[, fields]] = (await redis.xrange(g.refusalsKey, '-', '+')) as [[string, string[]]];
     expect(fields).toEqual(['resource', g.resource, 'token', '4', 'highest', '9', 'via', 'postgres', 'fire', 'invoices@20261201T100000.000Z']);
@@ -166,7 +166,7 @@ describe('the record of refused writes', () => {
       if (!source.includes('lua') && /^eval/i.test(args[0] ?? '') && args.includes(g.refusalsKey)) calls.push(args);
     });
     try {
-      for (let i = 1; i <= 250; i++) g.recordRefusal(BigInt(i), 300n, 'redis', `job@20261201T1000${String(i % 60).padStart(2, '0')}.000Z`);
+      for (let i = 1; i <= 250; i++) g.recordRefusal(parseToken(i), parseToken(300n), 'redis', `job@20261201T1000${String(i % 60).padStart(2, '0')}.000Z`);
       await waitFor(async () => (await redis.xlen(g.refusalsKey)) === 100);
       await waitFor(() => calls.length > 0);
     } finally {

@@ -8,8 +8,9 @@ import {
   StaleTokenError,
   type FencedLogger,
   type Token,
+  type TokenInput,
 } from '@fenced/shared';
-import { emit, parseOptions } from '@fenced/shared/internal';
+import { emit, parseOptions, storedToken } from '@fenced/shared/internal';
 import { redisGuardOptionsSchema, type RedisGuardOptionsInput } from './redis-guard-options.js';
 import { defineScripts, sharedLuaScripts } from '@fenced/shared/internal';
 import { luaScripts } from './lua/generated-lua.js';
@@ -40,11 +41,11 @@ export interface RedisGuard {
    * @returns the mark (null when Redis holds none).
    * @throws {StaleTokenError} when `token` is below the mark.
    */
-  check(token: Token | string | number): Promise<Token | null>;
+  check(token: TokenInput): Promise<Token | null>;
   /** The mark, or null when Redis holds none (never set, or lost). */
   highest(): Promise<Token | null>;
   /** Raises the mark to `token`; never lowers it. Returns the mark after the call. */
-  raise(token: Token | string | number): Promise<Token>;
+  raise(token: TokenInput): Promise<Token>;
   /**
    * Compare, raise, apply in one atomic script: for data that lives in Redis.
    * @returns each command's reply.
@@ -58,7 +59,7 @@ export interface RedisGuard {
    * ]);
    * ```
    */
-  guardedWrite(token: Token | string | number, mutations: readonly RedisMutation[]): Promise<unknown[]>;
+  guardedWrite(token: TokenInput, mutations: readonly RedisMutation[]): Promise<unknown[]>;
   /** Deletes the mark: the audited recovery step for Redis after `lowerFence` in PostgreSQL. */
   forgetMark(): Promise<void>;
   /**
@@ -79,6 +80,16 @@ export interface RedisGuard {
   flush(): Promise<void>;
 }
 
+/**
+ * The Redis guard as the layers inside the package use it: the same operations on a token already
+ * parsed (the combined guard's fast path parses nothing; its caller did, once).
+ */
+export interface RedisMark extends Omit<RedisGuard, 'check' | 'raise' | 'guardedWrite'> {
+  check(token: Token): Promise<Token | null>;
+  raise(token: Token): Promise<Token>;
+  guardedWrite(token: Token, mutations: readonly RedisMutation[]): Promise<unknown[]>;
+}
+
 /** How many refusals a resource's stream keeps. */
 export const REFUSALS_KEPT = 100;
 /** A refusal as record-refusals-1.lua takes it: token, highest, via, fire id. */
@@ -96,16 +107,23 @@ const FORBIDDEN = new Set(['EVAL', 'EVALSHA', 'EVAL_RO', 'EVALSHA_RO', 'FCALL', 
 export function createRedisGuard(input: CreateRedisGuardOptions): RedisGuard {
   const options = parseOptions('redis guard', redisGuardOptionsSchema, input);
   const metrics = new GuardMetrics({ meterProvider: input.meterProvider, resourceAttribute: options.metricResourceAttribute, resource: options.resource });
-  return redisGuardWith(input, metrics.observing(input.logger), metrics);
+  const mark = redisMarkWith(input, metrics.observing(input.logger), metrics);
+  // The public edge: each call's token parsed here, once.
+  return Object.freeze({
+    ...mark,
+    check: async (token: TokenInput) => mark.check(parseToken(token)),
+    raise: async (token: TokenInput) => mark.raise(parseToken(token)),
+    guardedWrite: async (token: TokenInput, mutations: readonly RedisMutation[]) => mark.guardedWrite(parseToken(token), mutations),
+  });
 }
 
 type CreateRedisGuardOptions = Omit<RedisGuardOptionsInput, 'redis' | 'logger' | 'meterProvider'> & { redis: RedisClient; logger?: FencedLogger; meterProvider?: MeterProvider };
 
 /**
- * The Redis guard reporting to `logger`, and timing its writes into `metrics` when given (the
+ * The Redis mark of one resource, reporting to `logger`, and timing its writes into `metrics` when given (the
  * combined guard's fast path passes its own logger, already counted, and no metrics).
  */
-export function redisGuardWith(input: CreateRedisGuardOptions, logger: FencedLogger | undefined, metrics: GuardMetrics | null): RedisGuard {
+export function redisMarkWith(input: CreateRedisGuardOptions, logger: FencedLogger | undefined, metrics: GuardMetrics | null): RedisMark {
   const options = parseOptions('redis guard', redisGuardOptionsSchema, input);
   const redis = input.redis;
   // guarded-write has no fixed key count: the caller passes it first.
@@ -134,7 +152,7 @@ export function redisGuardWith(input: CreateRedisGuardOptions, logger: FencedLog
     : () => {};
 
   const stale = (token: Token, mark: string): StaleTokenError => {
-    const highest = BigInt(mark);
+    const highest = storedToken(mark);
     emit(logger, { type: 'token.rejected', resource, token, highest, via: 'redis' });
     return new StaleTokenError(resource, token, highest);
   };
@@ -169,25 +187,22 @@ export function redisGuardWith(input: CreateRedisGuardOptions, logger: FencedLog
       await Promise.all(inFlight);
     },
     key,
-    async check(tokenInput) {
-      const token = parseToken(tokenInput);
+    async check(token) {
       // A read needs no script: GET is atomic, and the comparison is exact on bigints here.
       const mark = await redis.get(markKey);
       if (mark === null) return null;
-      const highest = BigInt(mark);
+      const highest = storedToken(mark);
       if (token < highest) throw stale(token, mark);
       return highest;
     },
     async highest() {
       const mark = await redis.get(markKey);
-      return mark === null ? null : BigInt(mark);
+      return mark === null ? null : storedToken(mark);
     },
-    async raise(tokenInput) {
-      const token = parseToken(tokenInput);
-      return BigInt((await raiseScript(markKey, token.toString())) as string);
+    async raise(token) {
+      return storedToken(String(await raiseScript(markKey, token.toString())));
     },
-    async guardedWrite(tokenInput, mutations) {
-      const token = parseToken(tokenInput);
+    async guardedWrite(token, mutations) {
       const keys: string[] = [];
       const commands = mutations.map((m) => {
         const name = String(m.command).toUpperCase();
@@ -215,5 +230,5 @@ export function redisGuardWith(input: CreateRedisGuardOptions, logger: FencedLog
     async forgetMark() {
       await redis.del(markKey);
     },
-  } satisfies RedisGuard);
+  } satisfies RedisMark);
 }

@@ -1,68 +1,30 @@
 import { EventEmitter } from 'node:events';
 import {
   NotLeaderError,
-  parseToken,
   type Fence,
   type FencedLogger,
   type LeaseLossReason,
   type Token,
 } from '@fenced/shared';
 import { failpoints, type FailpointName } from '@fenced/shared/failpoints';
-import { emit, parseOptions, withTimeout } from '@fenced/shared/internal';
-import { commandTimeoutMs, coordinatorOptionsSchema, defaultDriftMs, defaultNodeId, type CoordinatorOptionsInput } from './coordinator-options.js';
-import { leaseScripts, type LeaseScripts } from './lease-scripts.js';
-import { formatLeaseValue, parseLeaseValue } from './lease-value.js';
+import { emit, parseOptions } from '@fenced/shared/internal';
+import { commandTimeoutMs, coordinatorOptionsSchema, defaultDriftMs, defaultNodeId } from './coordinator-options.js';
 import { judgeFenceAnswers, type FenceVerdict } from './fence-verdict.js';
-import { listenForReleases, type ReleaseListener } from './release-listener.js';
-import { evictionProblem } from './redis-config.js';
+import type { ReleaseListener } from './release-listener.js';
+import type { AcquireReply, InFlight, LeaseStore } from './lease-store.js';
+import { redisLeaseStore } from './redis-lease-store.js';
 import type { RedisClient } from '../redis-client.js';
 import { backoffMs, jitter } from '../internal/timing.js';
 import { monotonicClock, type Clock } from './clock.js';
 import { leaseKeys, type LeaseKeys } from './lease-keys.js';
 import { ServerClock } from './server-clock.js';
 import type { GroupSeat } from './group-seat.js';
-import { primaryConfirmer, type PrimaryConfirmer } from './sentinel-primary.js';
+import type { CoordinatorEventMap, CreateCoordinatorOptions, LeaderTerm } from './coordinator-types.js';
 import { LeaseMetrics } from '../metrics/lease-metrics.js';
 import type { MeterProvider } from '@opentelemetry/api';
 
-/** One term of leadership: what a leader acts with. */
-export interface LeaderTerm {
-  readonly token: Token;
-  /** The lease value in Redis, `<token>:<nodeId>`: scripts that check the lease compare it. */
-  readonly leaseValue: string;
-  /** Aborts when this term ends (loss, stop, or deadline). */
-  readonly signal: AbortSignal;
-  /**
-   * True when this election found Redis behind a fence (it lost data): state kept in Redis, such as
-   * the scheduler's record of dispatched fires, may be missing too.
-   */
-  readonly regressed: boolean;
-}
+export type { CoordinatorEventMap, CreateCoordinatorOptions, LeaderTerm } from './coordinator-types.js';
 
-export interface CoordinatorEventMap {
-  elected: [{ token: Token }];
-  /**
-   * `endedAt`: when the term ended, on the coordinator's monotonic clock (`performance.now()` unless
-   * a clock was injected). For `deadline` it is the deadline itself: from that instant on
-   * `isLeader()` answered false, though timers that run late (a loaded or paused process) deliver
-   * this event after it.
-   */
-  lost: [{ token: Token; reason: LeaseLossReason; endedAt: number }];
-  regression: [{ token: Token; fenceHighest: Token; resource: string; total: number }];
-  error: [Error];
-}
-
-export type CreateCoordinatorOptions = Omit<CoordinatorOptionsInput, 'redis' | 'fences' | 'logger' | 'clock' | 'meterProvider'> & {
-  meterProvider?: MeterProvider;
-  /** An ioredis `Redis` (single server or Sentinel) or `Cluster`, ioredis 5 or 6. */
-  redis: RedisClient;
-  fences?: readonly Fence[];
-  logger?: FencedLogger;
-  clock?: Clock;
-};
-
-/** How many elections the lease's stream keeps (trimmed exactly: elections are rare). */
-const ELECTIONS_KEPT = 32;
 
 type State =
   | { kind: 'stopped' }
@@ -82,7 +44,7 @@ export class Coordinator extends EventEmitter<CoordinatorEventMap> {
   readonly driftMs: number;
 
   readonly #redis: RedisClient;
-  readonly #scripts: LeaseScripts;
+  readonly #store: LeaseStore;
   readonly #fences: readonly Fence[];
   readonly #logger: FencedLogger | undefined;
   readonly #clock: Clock;
@@ -100,8 +62,6 @@ export class Coordinator extends EventEmitter<CoordinatorEventMap> {
   /** A release was heard while `#attempt` was in flight (see `#wake`). */
   #wokenDuringAttempt = false;
   readonly #seat: GroupSeat | undefined;
-  /** Sentinel clients only: is the connection on the primary the sentinels name? (sentinel-primary.ts) */
-  readonly #primary: PrimaryConfirmer | undefined;
 
   /** @param seat set by a lease group, which then owns the subscription and the balance. */
   constructor(input: CreateCoordinatorOptions, seat?: GroupSeat) {
@@ -121,9 +81,8 @@ export class Coordinator extends EventEmitter<CoordinatorEventMap> {
     this.#logger = options.logger as FencedLogger | undefined;
     this.#clock = (options.clock as Clock | undefined) ?? monotonicClock;
     this.#serverClock = new ServerClock(this.#clock);
-    this.#scripts = leaseScripts(this.#redis);
+    this.#store = redisLeaseStore(this.#redis, this.keys, this.nodeId, this.#commandTimeoutMs());
     this.#seat = seat;
-    this.#primary = primaryConfirmer(this.#redis, this.#commandTimeoutMs());
     this.#metrics = new LeaseMetrics(options.meterProvider as MeterProvider | undefined, this.lease, () => this.currentTerm()?.token ?? null);
   }
 
@@ -260,102 +219,105 @@ export class Coordinator extends EventEmitter<CoordinatorEventMap> {
     void this.#runAttempt();
   }
 
+  /**
+   * Election rounds until one decides: leading, waiting for the holder, or backing off. A round the
+   * counter regressed in (or whose lease turned out to be ours already) starts the next at once, a
+   * bounded number of times in a row.
+   */
   async #acquire(): Promise<void> {
-    // Regressions found at election restart it at once, a bounded number of times in a row.
     let regressed = false;
     for (let round = 0; round < 5; round++) {
-      if (this.#state.kind !== 'standby') return;
-      if (this.#seat !== undefined && !this.#seat.wants()) return this.#scheduleAttempt(jitter(this.#seat.idleRetryMs));
-      const sentAt = this.#clock.now();
-      let reply: Array<string | number>;
-      try {
-        const sent = withTimeout(this.#scripts.acquire(this.keys.lease, this.keys.counter, this.nodeId, this.ttlMs), this.#commandTimeoutMs(), 'acquire');
-        reply = await (failpoints.armed ? replyAfterFailpoint(sent, 'lease.acquire-sent-before-reply') : sent);
-      } catch (error) {
-        this.#redisFailed('acquire', error);
-        return this.#scheduleAttempt(backoffMs(this.#failures, 50, this.#acquireRetryMs));
-      }
-      const receivedAt = this.#clock.now();
-      const repliedAt = performance.now();
-      const repliedFrom = this.#primary?.connected();
-      this.#failures = 0;
-      if (this.#state.kind !== 'standby') {
-        // Stopped while the request was in flight: give back what we may just have won.
-        if (reply[0] === 1) {
-          const won = parseToken(String(reply[1]));
-          await this.#release(formatLeaseValue(won, this.nodeId), won);
-        }
-        return;
-      }
-
-      if (reply[0] !== 1) {
-        const [, holder, pttl, sec, usec] = reply;
-        this.#serverClock.sample(sec!, usec!, receivedAt);
-        const held = typeof holder === 'string' ? parseLeaseValue(holder) : null;
-        if (held !== null && held.nodeId === this.nodeId) {
-          // Ours from an attempt whose reply we gave up on: hand it back rather than wait a TTL.
-          await this.#release(holder as string, held.token);
-          continue;
-        }
-        const wait = Math.min(Math.max(Number(pttl), 0) + 5, this.#acquireRetryMs);
-        return this.#scheduleAttempt(jitter(wait, 0.1));
-      }
-
-      const [, tokenText, sec, usec] = reply;
-      this.#serverClock.sample(sec!, usec!, receivedAt);
-      const token = parseToken(String(tokenText));
-      const leaseValue = formatLeaseValue(token, this.nodeId);
-      const deadline = sentAt + this.ttlMs - this.driftMs;
-      if (failpoints.armed) await failpoints.hit('lease.acquired-before-dispatch');
-
-      // Sentinel: an election counts only on the primary the sentinels name (sentinel-primary.ts).
-      if (this.#primary !== undefined && !(await this.#primary.names(repliedFrom, repliedAt))) {
-        this.#redisFailed('acquire', new NotOnPrimaryError(repliedFrom));
-        await this.#release(leaseValue, token, false);
-        return this.#scheduleAttempt(backoffMs(this.#failures, 50, this.#acquireRetryMs));
-      }
-
-      // Fence every resource before dispatching anything: this refuses the deposed leader on every
-      // resource at once, and proves the token is above everything ever committed.
-      const verdict = await this.#advanceFences(token);
-      if (verdict.kind === 'regressed') {
-        regressed = true;
-        await this.#repairCounter(verdict.highest);
-        await this.#release(leaseValue, token);
-        continue;
-      }
-      if (verdict.kind === 'unavailable') {
-        // Cannot prove the token is fresh: do not lead (fail closed).
-        await this.#release(leaseValue, token);
-        return this.#scheduleAttempt(jitter(this.#acquireRetryMs));
-      }
-      if (this.#state.kind !== 'standby' || this.#clock.now() >= deadline) {
-        await this.#release(leaseValue, token);
-        if (this.#state.kind === 'standby') return this.#scheduleAttempt(0);
-        return;
-      }
-
-      const controller = new AbortController();
-      this.#state = { kind: 'leader', term: { token, leaseValue, signal: controller.signal, regressed }, controller, deadline };
-      this.#armDeadline();
-      this.#scheduleRenew(this.renewIntervalMs);
-      this.#metrics.elected();
-      this.#noteElection(token, regressed);
-      emit(this.#logger, { type: 'lease.acquired', lease: this.lease, nodeId: this.nodeId, token });
-      this.emit('elected', { token });
-      return;
+      const outcome = await this.#acquireRound(regressed);
+      if (outcome === 'decided') return;
+      regressed ||= outcome === 'regressed';
     }
     this.#scheduleAttempt(jitter(this.#acquireRetryMs));
   }
 
+  /** One acquire, and what came of it; every way out but 'again' and 'regressed' has scheduled what comes next. */
+  async #acquireRound(regressedBefore: boolean): Promise<'decided' | 'again' | 'regressed'> {
+    if (this.#state.kind !== 'standby') return 'decided';
+    if (this.#seat !== undefined && !this.#seat.wants()) {
+      this.#scheduleAttempt(jitter(this.#seat.idleRetryMs));
+      return 'decided';
+    }
+    // The deadline counts from the send: the grant may have been made the moment it arrived.
+    const sentAt = this.#clock.now();
+    let reply: AcquireReply;
+    try {
+      reply = await this.#store.acquire(this.ttlMs, this.#commandTimeoutMs(), this.#inFlight('lease.acquire-sent-before-reply'));
+    } catch (error) {
+      this.#storeFailed('acquire', error);
+      this.#scheduleAttempt(backoffMs(this.#failures, 50, this.#acquireRetryMs));
+      return 'decided';
+    }
+    const receivedAt = this.#clock.now();
+    this.#failures = 0;
+    if (this.#state.kind !== 'standby') {
+      // Stopped while the request was in flight: give back what we may just have won.
+      if (reply.won) await this.#release(reply.leaseValue, reply.token);
+      return 'decided';
+    }
+    this.#serverClock.sample(reply.time.sec, reply.time.usec, receivedAt);
+    if (!reply.won) {
+      if (reply.holder?.ours === true) {
+        // Ours from an attempt whose reply we gave up on: hand it back rather than wait a TTL.
+        await this.#release(reply.holder.value, reply.holder.token);
+        return 'again';
+      }
+      this.#scheduleAttempt(jitter(Math.min(reply.remainingMs + 5, this.#acquireRetryMs), 0.1));
+      return 'decided';
+    }
+    return this.#confirmElection(reply, sentAt + this.ttlMs - this.driftMs, regressedBefore);
+  }
+
   /**
-   * Appends the election to the lease's capped stream, for `fenced status` and `fenced doctor`. Not
-   * awaited and never fatal: it is a record for operators, and the term is already decided.
+   * A grant becomes a term only once it is proven: from the server that counts, above every fence,
+   * still standing by, and before its deadline. Anything else gives the lease back (fail closed).
    */
-  #noteElection(token: Token, regressed: boolean): void {
-    this.#redis
-      .xadd(this.keys.elections, 'MAXLEN', String(ELECTIONS_KEPT), '*', 'token', token.toString(), 'node', this.nodeId, 'ttl', String(this.ttlMs), 'fences', String(this.#fences.length), 'regressed', regressed ? '1' : '0')
-      .catch(() => {});
+  async #confirmElection(won: Extract<AcquireReply, { won: true }>, deadline: number, regressed: boolean): Promise<'decided' | 'regressed'> {
+    const { token, leaseValue } = won;
+    if (failpoints.armed) await failpoints.hit('lease.acquired-before-dispatch');
+    const notCounted = await won.confirmServer();
+    if (notCounted !== null) {
+      this.#storeFailed('acquire', notCounted);
+      await this.#release(leaseValue, token, false);
+      this.#scheduleAttempt(backoffMs(this.#failures, 50, this.#acquireRetryMs));
+      return 'decided';
+    }
+    // Fence every resource before dispatching anything: this refuses the deposed leader on every
+    // resource at once, and proves the token is above everything ever committed.
+    const verdict = await this.#advanceFences(token);
+    if (verdict.kind === 'regressed') {
+      await this.#repairCounter(verdict.highest);
+      await this.#release(leaseValue, token);
+      return 'regressed';
+    }
+    if (verdict.kind === 'unavailable') {
+      // Cannot prove the token is fresh: do not lead.
+      await this.#release(leaseValue, token);
+      this.#scheduleAttempt(jitter(this.#acquireRetryMs));
+      return 'decided';
+    }
+    if (this.#state.kind !== 'standby' || this.#clock.now() >= deadline) {
+      await this.#release(leaseValue, token);
+      if (this.#state.kind === 'standby') this.#scheduleAttempt(0);
+      return 'decided';
+    }
+    this.#beginTerm(token, leaseValue, deadline, regressed);
+    return 'decided';
+  }
+
+  #beginTerm(token: Token, leaseValue: string, deadline: number, regressed: boolean): void {
+    const controller = new AbortController();
+    this.#state = { kind: 'leader', term: { token, leaseValue, signal: controller.signal, regressed }, controller, deadline };
+    this.#armDeadline();
+    this.#scheduleRenew(this.renewIntervalMs);
+    this.#metrics.elected();
+    // A record for operators, not awaited and never fatal: the term is already decided.
+    this.#store.recordElection({ token, ttlMs: this.ttlMs, fences: this.#fences.length, regressed });
+    emit(this.#logger, { type: 'lease.acquired', lease: this.lease, nodeId: this.nodeId, token });
+    this.emit('elected', { token });
   }
 
   /** Advances every fence to `token` at once and decides the election from their answers. */
@@ -373,13 +335,18 @@ export class Coordinator extends EventEmitter<CoordinatorEventMap> {
     return answers.verdict;
   }
 
-  /** Raises the Redis counter to the highest token a fence holds, so the next election mints above it. */
+  /** Raises the store's counter to the highest token a fence holds, so the next election mints above it. */
   async #repairCounter(highest: Token): Promise<void> {
     try {
-      await withTimeout(this.#scripts.raiseCounter(this.keys.counter, highest.toString()), this.#commandTimeoutMs(), 'raise counter');
+      await this.#store.raiseCounter(highest, this.#commandTimeoutMs());
     } catch (error) {
-      this.#redisFailed('raise counter', error);
+      this.#storeFailed('raise counter', error);
     }
+  }
+
+  /** The failpoint to run while a request is in flight, when failpoints are armed. */
+  #inFlight(failpoint: FailpointName): InFlight | undefined {
+    return failpoints.armed ? () => failpoints.hit(failpoint) : undefined;
   }
 
   #scheduleAttempt(delayMs: number): void {
@@ -403,27 +370,19 @@ export class Coordinator extends EventEmitter<CoordinatorEventMap> {
     const remainingMs = state.deadline - sentAt;
     // Waiting past the deadline is pointless: by then the term is over anyway.
     const budget = () => Math.max(1, Math.min(this.#commandTimeoutMs(), state.deadline - this.#clock.now()));
-    let reply: Array<string | number>;
-    let receivedAt: number;
+    let reply: { renewed: boolean; time: { sec: string | number; usec: string | number } };
     try {
-      const sent = withTimeout(this.#scripts.renew(this.keys.lease, state.term.leaseValue, this.ttlMs), budget(), 'renew');
-      reply = await (failpoints.armed ? replyAfterFailpoint(sent, 'lease.renew-sent-before-reply') : sent);
-      receivedAt = this.#clock.now();
-      // Sentinel: a renew counts only on the primary the sentinels name (sentinel-primary.ts).
-      const repliedAt = performance.now();
-      const repliedFrom = this.#primary?.connected();
-      if (this.#primary !== undefined && reply[0] === 1 && !(await withTimeout(this.#primary.names(repliedFrom, repliedAt), budget(), 'confirm primary'))) {
-        throw new NotOnPrimaryError(repliedFrom);
-      }
+      reply = await this.#store.renew(state.term.leaseValue, this.ttlMs, budget, this.#inFlight('lease.renew-sent-before-reply'));
     } catch (error) {
-      this.#redisFailed('renew', error);
+      this.#storeFailed('renew', error);
       // Keep leading until the deadline at most, retrying sooner than usual meanwhile.
       if (this.#state === state) this.#scheduleRenew(Math.max(10, Math.floor(this.renewIntervalMs / 4)));
       return;
     }
+    const receivedAt = this.#clock.now();
     if (this.#state !== state) return;
-    this.#serverClock.sample(reply[1]!, reply[2]!, receivedAt);
-    if (reply[0] !== 1) {
+    this.#serverClock.sample(reply.time.sec, reply.time.usec, receivedAt);
+    if (!reply.renewed) {
       this.#loseLeadership(state, 'stolen');
       return;
     }
@@ -462,14 +421,10 @@ export class Coordinator extends EventEmitter<CoordinatorEventMap> {
 
   async #release(leaseValue: string, token: Token, announce = true): Promise<void> {
     try {
-      const released = await withTimeout(
-        this.#scripts.release(this.keys.lease, this.keys.released, leaseValue),
-        this.#commandTimeoutMs(),
-        'release',
-      );
-      if (released === 1 && announce) emit(this.#logger, { type: 'lease.released', lease: this.lease, nodeId: this.nodeId, token });
+      const released = await this.#store.release(leaseValue, this.#commandTimeoutMs());
+      if (released && announce) emit(this.#logger, { type: 'lease.released', lease: this.lease, nodeId: this.nodeId, token });
     } catch (error) {
-      this.#redisFailed('release', error);
+      this.#storeFailed('release', error);
     }
   }
 
@@ -479,7 +434,7 @@ export class Coordinator extends EventEmitter<CoordinatorEventMap> {
     const onRelease = () => this.#wake();
     const listener: ReleaseListener =
       this.#seat === undefined
-        ? await listenForReleases(this.#redis, this.keys.released, this.#commandTimeoutMs(), { onRelease, onError: (error) => this.#redisFailed('subscribe', error) })
+        ? await this.#store.listenForReleases(this.#commandTimeoutMs(), onRelease, (error) => this.#storeFailed('subscribe', error))
         : { close: await this.#seat.listen(this.keys.released, onRelease) };
     // stop() may have come while the subscription was being set up.
     if (this.#state.kind === 'stopped') listener.close();
@@ -488,11 +443,11 @@ export class Coordinator extends EventEmitter<CoordinatorEventMap> {
 
   /** Reports Redis settings that make leases unsafe. */
   async #checkRedisConfig(): Promise<void> {
-    const problem = await evictionProblem(this.#redis, this.#commandTimeoutMs());
+    const problem = await this.#store.configProblem(this.#commandTimeoutMs());
     if (problem !== null) emit(this.#logger, { type: 'redis.config', lease: this.lease, nodeId: this.nodeId, problem });
   }
 
-  #redisFailed(operation: string, error: unknown): void {
+  #storeFailed(operation: string, error: unknown): void {
     this.#failures++;
     emit(this.#logger, { type: 'redis.error', lease: this.lease, nodeId: this.nodeId, operation, error });
     this.emit('error', error instanceof Error ? error : new Error(String(error)));
@@ -507,20 +462,6 @@ export class Coordinator extends EventEmitter<CoordinatorEventMap> {
     clearTimeout(this.#deadlineTimer);
     this.#timer = undefined;
     this.#deadlineTimer = undefined;
-  }
-}
-
-/** A request's reply, awaited only after `failpoint` (armed) has run while the request is in flight. */
-async function replyAfterFailpoint<T>(sent: Promise<T>, failpoint: FailpointName): Promise<T> {
-  sent.catch(() => undefined); // awaited below; a rejection meanwhile is not unhandled
-  await failpoints.hit(failpoint);
-  return sent;
-}
-
-/** A reply came from a server that the sentinels do not all name as the primary. */
-class NotOnPrimaryError extends Error {
-  constructor(server: string | undefined) {
-    super(`the reply came from ${server ?? 'a closed connection'}, not the primary every sentinel names (a failover in progress)`);
   }
 }
 

@@ -1,11 +1,11 @@
-import { FenceAheadError, GuardUnavailableError, type Fence } from '@fenced/shared';
+import { FenceAheadError, GuardUnavailableError, type Fence, parseToken } from '@fenced/shared';
 import { describe, expect, it } from 'vitest';
 import { judgeFenceAnswers } from './fence-verdict.js';
 
 const fence = (resource: string): Fence => ({ resource, highest: async () => null, advance: async () => undefined });
 const fences = [fence('invoices'), fence('ledger'), fence('emails')];
 const ok: PromiseSettledResult<unknown> = { status: 'fulfilled', value: undefined };
-const ahead = (resource: string, highest: bigint): PromiseSettledResult<unknown> => ({ status: 'rejected', reason: new FenceAheadError(resource, 5n, highest) });
+const ahead = (resource: string, highest: bigint): PromiseSettledResult<unknown> => ({ status: 'rejected', reason: new FenceAheadError(resource, parseToken(5n), parseToken(highest)) });
 const down: PromiseSettledResult<unknown> = { status: 'rejected', reason: new GuardUnavailableError('down', { cause: new Error('ECONNREFUSED') }) };
 
 describe('judgeFenceAnswers', () => {

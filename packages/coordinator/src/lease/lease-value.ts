@@ -1,4 +1,5 @@
-import { parseToken, type Token } from '@fenced/shared';
+import type { Token } from '@fenced/shared';
+import { storedToken } from '@fenced/shared/internal';
 
 /**
  * The value of a lease key in Redis: `<token>:<nodeId>`. The acquire script builds it (from the
@@ -15,7 +16,7 @@ export function parseLeaseValue(value: string): { token: Token; nodeId: string }
   const colon = value.indexOf(':');
   if (colon <= 0) return null;
   try {
-    return { token: parseToken(value.slice(0, colon)), nodeId: value.slice(colon + 1) };
+    return { token: storedToken(value.slice(0, colon)), nodeId: value.slice(colon + 1) };
   } catch {
     return null;
   }

@@ -9,8 +9,7 @@ import {
 } from '@fenced/shared';
 import { emit, parseOptions } from '@fenced/shared/internal';
 import { schedulerOptionsSchema, type JobOptionsInput, type SchedulerOptionsInput } from './scheduler-options.js';
-import { schedulerScripts } from './scheduler-scripts.js';
-import { FireRecordBatcher } from './fire-record-batcher.js';
+import { redisFireLog, type FireLog } from './fire-log.js';
 import type { Coordinator, LeaderTerm } from '../lease/coordinator.js';
 import { planCatchUp, type MisfirePolicy } from './catch-up.js';
 import { recoverLastFires, resumePoint } from './resume.js';
@@ -112,7 +111,7 @@ export class Scheduler {
   readonly #concurrency: number;
   readonly #logger: FencedLogger | undefined;
   readonly #seal: (envelope: Envelope) => Envelope;
-  readonly #records: FireRecordBatcher;
+  readonly #records: FireLog;
   readonly #recoverLastFired: ((jobs: readonly string[]) => Promise<ReadonlyMap<string, number>>) | undefined;
   readonly #metrics: SchedulerMetrics;
   /** The previous term's last dispatch, until this term's first one measures the gap. */
@@ -148,9 +147,7 @@ export class Scheduler {
     this.#concurrency = options.concurrency;
     this.#logger = input.logger;
     this.#seal = input.seal ?? ((e) => e);
-    const scripts = schedulerScripts(this.#coordinator.redis);
-    const keys = this.#coordinator.keys;
-    this.#records = new FireRecordBatcher((leaseValue, records, gapMs) => scripts.recordFires(keys.lease, keys.fires, leaseValue, records, gapMs));
+    this.#records = redisFireLog(this.#coordinator.redis, this.#coordinator.keys);
     this.#recoverLastFired = input.recoverLastFired;
     const jobs = new Map<string, Job>();
     for (const [name, def] of Object.entries(input.jobs)) {
@@ -203,7 +200,7 @@ export class Scheduler {
     this.#term = term;
     let recorded: Record<string, string>;
     try {
-      recorded = await this.#coordinator.redis.hgetall(this.#coordinator.keys.fires);
+      recorded = await this.#records.load();
     } catch (error) {
       // Without the record, catch-up would guess: give the term up to the next election instead.
       emit(this.#logger, { type: 'redis.error', lease: this.#coordinator.lease, nodeId: this.#coordinator.nodeId, operation: 'load fires', error });
@@ -213,30 +210,12 @@ export class Scheduler {
     const now = this.#coordinator.serverNow();
     if (this.#term !== term || now === null) return;
     this.#gapFrom = lastDispatchIn(recorded);
-    const baselines: Array<[string, number]> = [];
     // The hash carries a field no job can be named (job names have no colon), written with the first
     // baselines: without it, the records were never kept here or Redis lost them.
     const recordLost = recorded[STATE_MARK] === undefined;
-    if (recordLost) baselines.push([STATE_MARK, now]);
-    // Jobs without a record ask the durable record where they stand, all at once.
-    const unrecorded = [...this.#jobs.keys()].filter((name) => recorded[name] === undefined);
-    // Queued fires the last term dispatched but no worker applied before this election are refused
-    // as stale from now on: ask where each queued job's applied fires end too (see resumePoint). The
-    // two lists never share a job (one has no record, the other has one): one question for both.
-    const queued = [...this.#jobs.values()].filter((job) => job.queue !== undefined && recorded[job.name] !== undefined).map((job) => job.name);
-    const asked = [...(recordLost ? unrecorded : []), ...queued];
-    const lastApplied =
-      asked.length > 0
-        ? await recoverLastFires({
-            jobs: asked,
-            now,
-            catchUpWindowMs: this.#catchUpWindowMs,
-            hook: this.#recoverLastFired,
-            fences: this.#coordinator.fences,
-            onError: (error) => emit(this.#logger, { type: 'redis.error', lease: this.#coordinator.lease, nodeId: this.#coordinator.nodeId, operation: 'recover last fires', error }),
-          })
-        : new Map<string, number>();
+    const lastApplied = await this.#askLastApplied(recorded, recordLost, now);
     if (this.#term !== term) return;
+    const baselines: Array<[string, number]> = recordLost ? [[STATE_MARK, now]] : [];
     for (const job of this.#jobs.values()) {
       const { last, baseline } = resumePoint({
         recorded: recorded[job.name] === undefined ? null : Number(recorded[job.name]),
@@ -248,22 +227,7 @@ export class Scheduler {
         catchUpWindowMs: this.#catchUpWindowMs,
       });
       if (baseline !== null) baselines.push([job.name, baseline]);
-      const plan = planCatchUp(job.schedule, last, now, this.#misfire, this.#catchUpWindowMs, this.#maxCatchUpFires);
-      job.pending.push(...plan.fires);
-      this.#markReady(job);
-      job.catchUp = plan.fires.length;
-      this.#metrics.skipped(job.name, plan.skipped);
-      if (plan.skipped > 0 || plan.beforeWindow) {
-        emit(this.#logger, {
-          type: 'fire.skipped',
-          lease: this.#coordinator.lease,
-          nodeId: this.#coordinator.nodeId,
-          job: job.name,
-          missed: plan.skipped,
-          reason: plan.beforeWindow ? `misfire ${this.#misfire}; fires before the catch-up window too` : `misfire ${this.#misfire}`,
-        });
-      }
-      if (plan.next !== null) this.#due.push(job.name, plan.next);
+      this.#planCatchUp(job, last, now);
     }
     const written = await Promise.all(baselines.map(([job, scheduledAt]) => this.#records.record(term.leaseValue, { job, scheduledAt }).catch(() => 0)));
     if (written.some((ok) => ok !== 1)) {
@@ -273,6 +237,48 @@ export class Scheduler {
     }
     if (this.#term !== term) return;
     this.#tick();
+  }
+
+  /**
+   * Where the applied fires end, from the durable record (the fences), for the jobs that need it:
+   * those without a record when the record was lost, and every queued job (queued fires the last
+   * term dispatched but no worker applied before this election are refused as stale from now on;
+   * see resumePoint). The two lists never share a job (one has no record, the other has one): one
+   * question for both.
+   */
+  async #askLastApplied(recorded: Record<string, string>, recordLost: boolean, now: number): Promise<ReadonlyMap<string, number>> {
+    const unrecorded = recordLost ? [...this.#jobs.keys()].filter((name) => recorded[name] === undefined) : [];
+    const queued = [...this.#jobs.values()].filter((job) => job.queue !== undefined && recorded[job.name] !== undefined).map((job) => job.name);
+    const asked = [...unrecorded, ...queued];
+    if (asked.length === 0) return new Map<string, number>();
+    return recoverLastFires({
+      jobs: asked,
+      now,
+      catchUpWindowMs: this.#catchUpWindowMs,
+      hook: this.#recoverLastFired,
+      fences: this.#coordinator.fences,
+      onError: (error) => emit(this.#logger, { type: 'redis.error', lease: this.#coordinator.lease, nodeId: this.#coordinator.nodeId, operation: 'recover last fires', error }),
+    });
+  }
+
+  /** Queues a job's catch-up fires after `last` (by the misfire policy) and its next due time. */
+  #planCatchUp(job: Job, last: number | null, now: number): void {
+    const plan = planCatchUp(job.schedule, last, now, this.#misfire, this.#catchUpWindowMs, this.#maxCatchUpFires);
+    job.pending.push(...plan.fires);
+    this.#markReady(job);
+    job.catchUp = plan.fires.length;
+    this.#metrics.skipped(job.name, plan.skipped);
+    if (plan.skipped > 0 || plan.beforeWindow) {
+      emit(this.#logger, {
+        type: 'fire.skipped',
+        lease: this.#coordinator.lease,
+        nodeId: this.#coordinator.nodeId,
+        job: job.name,
+        missed: plan.skipped,
+        reason: plan.beforeWindow ? `misfire ${this.#misfire}; fires before the catch-up window too` : `misfire ${this.#misfire}`,
+      });
+    }
+    if (plan.next !== null) this.#due.push(job.name, plan.next);
   }
 
   /** Counts a dispatch; returns the failover gap (ms) when it is the first of a term that follows another. */

@@ -11,3 +11,4 @@ export { toValidationIssues } from '../validation.js';
 export { redisClientProblem, redisClientSchema } from './redis-client-check.js';
 export { meterProviderSchema } from './meter-provider-check.js';
 export { isFunction, isObject } from './type-guards.js';
+export { storedToken } from '../token.js';

@@ -1,0 +1,74 @@
+import type { MeterProvider } from '@opentelemetry/api';
+import type { FencedLogger, VerificationKeys } from '@fenced/shared';
+import { parseOptions } from '@fenced/shared/internal';
+import { combinedGuard, type CombinedGuard } from './combined-guard.js';
+import { guardOptionsSchema, type GuardOptionsInput } from './guard-options.js';
+import { wrapHandler, type GuardedHandler, type HandlerOptions, type HandlerSettings, type WrappedHandler } from './handler/wrap-handler.js';
+import { wrapTransactionalHandler, type TransactionalHandler } from './handler/wrap-transactional.js';
+import { GuardMetrics } from './metrics/guard-metrics.js';
+import type { KyselyLike, KyselyTransactionOf, PgPoolEvents, PgPoolLike, PoolClientOf } from './postgres/index.js';
+import { postgresFenceStore } from './postgres/postgres-store.js';
+import { createRedisFastPath } from './redis/fast-path.js';
+import type { RedisClient } from './redis/redis-client.js';
+import type { TransactionExecutor } from './write-context.js';
+
+// The composition root of `createGuard`: the stores, the combined guard over them, and the handler
+// layer on top of the guard's port. Each part imports only the parts below it.
+
+/** The combined guard with the handler wrappers built on it. */
+export interface Guard<Trx> extends CombinedGuard<Trx> {
+  /** Wraps a task handler: validates the envelope, refuses stale and duplicate fires (see README). */
+  wrapHandler<T>(handler: GuardedHandler<Trx, T>, options?: HandlerOptions): WrappedHandler<T>;
+  /**
+   * `wrapHandler` for a job that runs in a transaction its queue holds (pg-boss `transactional`):
+   * the same checks, and `ctx.guardedWrite(fn)` runs `fn` in that transaction after the fence check
+   * and the fire claim (see `guardedWriteIn`). Stale and duplicate fires resolve with their status,
+   * so the queue commits the job as done instead of retrying it.
+   */
+  wrapTransactionalHandler<T>(handler: GuardedHandler<TransactionExecutor, T>, options?: Omit<HandlerOptions, 'onStale'>): TransactionalHandler<T>;
+}
+
+type CreateGuardOptions<Db> = Omit<GuardOptionsInput, 'db' | 'pool' | 'redis' | 'logger' | 'keys' | 'meterProvider'> & {
+  /** The OpenTelemetry meter provider of the guard's instruments (README, "Metrics"). @defaultValue the global one */
+  meterProvider?: MeterProvider;
+  db: Db;
+  /** The `pg.Pool` behind `db` when `db` is a Kysely instance (required then; see `createPostgresGuard`). */
+  pool?: PgPoolEvents;
+  /** An ioredis `Redis` (single server or Sentinel) or `Cluster`, ioredis 5 or 6. */
+  redis?: RedisClient;
+  logger?: FencedLogger;
+  keys?: VerificationKeys;
+};
+
+/**
+ * Creates the combined guard.
+ *
+ * @example
+ * ```ts
+ * const guard = createGuard({ db, redis, resource: 'billing', keys: { '2026-11': process.env.FENCED_KEY! } });
+ * await guard.migrate();
+ * const handle = guard.wrapHandler(async (payload, ctx) => {
+ *   await ctx.guardedWrite((trx) => trx.insertInto('invoices').values({ ... }).execute());
+ * });
+ * worker.process((job) => handle(job.data));
+ * ```
+ */
+export function createGuard<Db extends KyselyLike>(options: CreateGuardOptions<Db> & { pool: PgPoolEvents }): Guard<KyselyTransactionOf<Db>>;
+export function createGuard<Pool extends PgPoolLike>(options: CreateGuardOptions<Pool>): Guard<PoolClientOf<Pool>>;
+export function createGuard(input: CreateGuardOptions<object>): Guard<unknown> {
+  const options = parseOptions('guard', guardOptionsSchema, input);
+  const metrics = new GuardMetrics({ meterProvider: input.meterProvider, resourceAttribute: options.metricResourceAttribute, resource: options.resource });
+  // Every event passes the instruments once: the PostgreSQL side feeds them itself, the rest here.
+  const logger = metrics.observing(input.logger);
+  const store = postgresFenceStore(options, metrics);
+  const fastPath =
+    input.redis === undefined ? undefined : createRedisFastPath({ redis: input.redis, keyPrefix: options.keyPrefix, timeoutMs: options.redisTimeoutMs, logger, metrics });
+  const parts = combinedGuard(options, store, fastPath, logger, metrics, input.keys);
+  const settings: HandlerSettings = { keys: parts.keys, maxPayloadBytes: parts.maxPayloadBytes, logger: parts.logger, metrics: parts.metrics };
+  return Object.freeze({
+    ...parts.guard,
+    wrapHandler: <T>(handler: GuardedHandler<unknown, T>, handlerOptions?: HandlerOptions) => wrapHandler<unknown, T>(parts.port, settings, handler, handlerOptions),
+    wrapTransactionalHandler: <T>(handler: GuardedHandler<TransactionExecutor, T>, handlerOptions?: Omit<HandlerOptions, 'onStale'>) =>
+      wrapTransactionalHandler(parts.portIn, settings, handler, handlerOptions),
+  });
+}

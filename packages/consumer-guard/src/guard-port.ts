@@ -1,0 +1,23 @@
+import type { Token } from '@fenced/shared';
+import type { GuardedWriteContext } from './write-context.js';
+
+/**
+ * What a layer above the guard (the handler wrapper) calls: the guard's pre-check and its write, on
+ * a token already parsed. Defined with the guard, so the layer above imports the guard's seam and the
+ * guard imports nothing of the layer above.
+ */
+export interface GuardPort<Trx> {
+  /** The resource the port fences. */
+  readonly resource: string;
+  /**
+   * Refuses a stale token before any work starts (advisory; the write is the authority): throws
+   * StaleTokenError. `fireId` only labels a refusal in the record operators read; it plays no part
+   * in the check.
+   */
+  precheck(token: Token, fireId: string): Promise<void>;
+  /**
+   * The authoritative write, claiming `fireId` in the same transaction. `fn` is the caller's and is
+   * checked to be a function here.
+   */
+  guardedWrite<T>(token: Token, fireId: string, fn: (trx: Trx, ctx: GuardedWriteContext) => Promise<T>): Promise<T>;
+}

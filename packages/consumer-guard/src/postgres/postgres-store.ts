@@ -1,0 +1,248 @@
+import { ConfigError, DuplicateFireError, FenceAheadError, isFencedError, parseResource, StaleTokenError, type Fence, type FencedLogger, type Token } from '@fenced/shared';
+import { emit, storedToken } from '@fenced/shared/internal';
+import type { PostgresGuardOptions } from './postgres-guard-options.js';
+import type { GuardMetrics } from '../metrics/guard-metrics.js';
+import { isKyselyLike, kyselySession } from './kysely-session.js';
+import { adminOperations, type ParsedLowerFenceRequest } from './admin.js';
+import { inspectionOperations, type AuditEntry, type GuardInspection } from './inspection.js';
+import { guardUnavailable } from './guard-errors.js';
+import { migrate } from './migrator.js';
+import { BoundedMap } from '../internal/bounded-map.js';
+import { guardObjectNames } from './names.js';
+import { isPgPoolLike, pgPoolSession } from './pg-pool-session.js';
+import { checkCall } from './check-call.js';
+import { postgresTakeoverStore } from './postgres-takeover.js';
+import { advanceWithTakeover } from '../takeover/advance-with-takeover.js';
+import { PhaseError, toParams, type GuardSession } from './session.js';
+import { detailOf, DUPLICATE_FIRE, FENCE_AHEAD, isRetryable, sqlStateOf, STALE_TOKEN } from './sql-state.js';
+import type { AppliedFire } from './guard-records.js';
+import type { WriteArguments } from '../write-arguments.js';
+import type { GuardedWriteContext, TransactionExecutor } from '../write-context.js';
+
+/**
+ * The PostgreSQL fence store: the guard's operations on arguments already validated, tokens already
+ * parsed (the public guards parse them once, at their edge, and call this). The combined guard and
+ * the PostgreSQL guard are both built on it.
+ */
+export interface PostgresFenceStore {
+  /** The default resource. */
+  readonly resource: string;
+  migrate(): Promise<void>;
+  /** `fn` in a transaction of its own that first checks (and raises) the fence, retried on 40001/40P01. */
+  write<T>(args: WriteArguments, fn: (trx: unknown, ctx: GuardedWriteContext) => Promise<T>): Promise<T>;
+  /** The same check under a savepoint of `tx`, a transaction the caller holds and commits. */
+  writeIn<T>(tx: TransactionExecutor, args: WriteArguments, fn: (tx: TransactionExecutor, ctx: GuardedWriteContext) => Promise<T>): Promise<T>;
+  highest(resource: string): Promise<Token | null>;
+  advance(resource: string, token: Token): Promise<void>;
+  /** The {@link Fence} of `resource` (validated here: the name comes from the caller). */
+  fence(resource: string): Fence;
+  lowerFence(request: ParsedLowerFenceRequest): Promise<Token | null>;
+  inspect(): Promise<GuardInspection>;
+  auditLog(resource?: string, limit?: number): Promise<AuditEntry[]>;
+  pruneAppliedFires(olderThanMs: number): Promise<number>;
+  lastAppliedFire(): Promise<AppliedFire | null>;
+  lastAppliedFires(resource: string, since: Date): Promise<ReadonlyMap<string, number>>;
+}
+
+/**
+ * The PostgreSQL fence store on parsed options, recording into `metrics`: the combined guard builds
+ * its PostgreSQL side with its own instruments, so nothing is counted twice.
+ */
+export function postgresFenceStore(options: PostgresGuardOptions, metrics: GuardMetrics): PostgresFenceStore {
+  const logger = metrics.observing(options.logger as FencedLogger | undefined);
+  const names = guardObjectNames(options.schema, options.table);
+  const session = openSession(options.db, options.pool, (error) => emit(logger, { type: 'guard.connection-lost', resource: options.resource, error }));
+
+  const unavailable = (resource: string, phase: string, cause: unknown, outcomeUnknown = false) => guardUnavailable(logger, resource, phase, cause, outcomeUnknown);
+  const check = checkCall(names.checkFn);
+  // The last fence this process saw per resource. Only a hint for the check's statement order (see
+  // the SQL): a stale or missing entry costs one more statement, never correctness.
+  const lastSeen = new BoundedMap<string, Token>(10_000);
+
+  /** The hint the check takes: whether this write may raise the fence. */
+  function raises(token: Token, resource: string): boolean {
+    const seen = lastSeen.get(resource);
+    return seen === undefined || token > seen;
+  }
+
+  /** The check's refusal as its typed error (reported, and the fence it named remembered), or undefined. */
+  function refusalOf(cause: unknown, resource: string, token: Token, fireId: string | null): StaleTokenError | DuplicateFireError | undefined {
+    if (sqlStateOf(cause) === STALE_TOKEN) {
+      const highest = storedToken(detailOf(cause) ?? '');
+      lastSeen.set(resource, highest);
+      emit(logger, { type: 'token.rejected', resource, token, highest, via: 'postgres' });
+      return new StaleTokenError(resource, token, highest);
+    }
+    if (sqlStateOf(cause) === DUPLICATE_FIRE && fireId !== null) {
+      lastSeen.set(resource, token);
+      emit(logger, { type: 'guard.duplicate', resource, token, fireId });
+      return new DuplicateFireError(resource, fireId);
+    }
+    return undefined;
+  }
+
+  function write<T>({ token, resource, fireId }: WriteArguments, fn: (trx: unknown, ctx: GuardedWriteContext) => Promise<T>): Promise<T> {
+    return metrics.timeWrite(resource, () => writeWithRetries(token, resource, fireId, fn));
+  }
+
+  async function writeWithRetries<T>(token: Token, resource: string, fireId: string | null, fn: (trx: unknown, ctx: GuardedWriteContext) => Promise<T>): Promise<T> {
+    for (let attempt = 1; ; attempt++) {
+      try {
+        const result = await session.transaction(options.isolationLevel, check.inline(token, resource, raises(token, resource), fireId), (trx) => fn(trx, { token, resource, attempt }));
+        lastSeen.set(resource, token);
+        emit(logger, { type: 'token.accepted', resource, token });
+        return result;
+      } catch (err) {
+        const phase = err instanceof PhaseError ? err.phase : 'open';
+        const cause = err instanceof PhaseError ? err.cause : err;
+        if (isRetryable(cause) && attempt <= options.maxRetries) {
+          emit(logger, { type: 'guard.retry', resource, token, sqlstate: sqlStateOf(cause) ?? '', attempt });
+          await backoff(attempt);
+          continue;
+        }
+        const refused = refusalOf(cause, resource, token, fireId);
+        if (refused !== undefined) throw refused;
+        const broken = err instanceof PhaseError && err.connectionBroken;
+        // The caller's own errors pass through untouched; an error fn met because the connection
+        // died under it is the guard's to report.
+        if (phase === 'body' && !broken) throw cause;
+        if (isRetryable(cause) || (isFencedError(cause) && !broken)) throw cause;
+        throw unavailable(resource, phase, cause, err instanceof PhaseError && err.outcomeUnknown);
+      }
+    }
+  }
+
+  // The savepoint that lets a refusal inside someone else's transaction leave that transaction usable.
+  const SAVEPOINT = 'fenced_guarded_write';
+
+  function writeIn<T>(tx: TransactionExecutor, { token, resource, fireId }: WriteArguments, fn: (tx: TransactionExecutor, ctx: GuardedWriteContext) => Promise<T>): Promise<T> {
+    if (typeof tx?.executeSql !== 'function') throw new TypeError('guardedWriteIn: tx must have executeSql(text, values)');
+    return metrics.timeWrite(resource, () => writeInTransaction(tx, token, resource, fireId, fn));
+  }
+
+  async function writeInTransaction<T>(
+    tx: TransactionExecutor,
+    token: Token,
+    resource: string,
+    fireId: string | null,
+    fn: (tx: TransactionExecutor, ctx: GuardedWriteContext) => Promise<T>,
+  ): Promise<T> {
+    try {
+      await tx.executeSql(`SAVEPOINT ${SAVEPOINT}`);
+    } catch (err) {
+      throw unavailable(resource, 'open', err);
+    }
+    try {
+      const statement = check.statement(token, resource, raises(token, resource), fireId);
+      await tx.executeSql(statement.text, toParams(statement.values));
+    } catch (err) {
+      // Only the check is undone; the caller's transaction goes on. If the caller has already ended
+      // it (a queue that gave up on a job past its expiry), the rollback fails: the refusal stands
+      // all the same, nothing of ours was applied, and the caller's commit is what fails.
+      await tx.executeSql(`ROLLBACK TO SAVEPOINT ${SAVEPOINT}`).catch(() => {});
+      const refused = refusalOf(err, resource, token, fireId);
+      if (refused !== undefined) throw refused;
+      throw unavailable(resource, 'open', err);
+    }
+    const result = await fn(tx, { token, resource, attempt: 1 });
+    try {
+      await tx.executeSql(`RELEASE SAVEPOINT ${SAVEPOINT}`);
+    } catch (err) {
+      throw unavailable(resource, 'body', err);
+    }
+    lastSeen.set(resource, token);
+    emit(logger, { type: 'token.accepted', resource, token });
+    return result;
+  }
+
+  async function highest(resource: string): Promise<Token | null> {
+    try {
+      const rows = await session.query({ text: `SELECT token::text AS token FROM ${names.fences} WHERE resource = $1`, values: [resource] });
+      const token = rows[0]?.['token'];
+      return typeof token === 'string' ? storedToken(token) : null;
+    } catch (err) {
+      throw unavailable(resource, 'query', err);
+    }
+  }
+
+  const takeoverStore = postgresTakeoverStore(session, names);
+
+  /**
+   * The strict advance, taking over from transactions of lower tokens that block it past the grace
+   * period (advance-with-takeover.ts): a leader frozen inside its transaction cannot hold off the
+   * next term.
+   */
+  async function advance(resource: string, token: Token): Promise<void> {
+    try {
+      await advanceWithTakeover(takeoverStore, resource, token, options.takeover, (blocker) =>
+        emit(logger, { type: 'guard.takeover', resource, token, blockingToken: blocker.token, session: blocker.session, ended: blocker.ended }),
+      );
+    } catch (err) {
+      if (sqlStateOf(err) === FENCE_AHEAD) throw new FenceAheadError(resource, token, storedToken(detailOf(err) ?? ''));
+      throw unavailable(resource, 'advance', err);
+    }
+    emit(logger, { type: 'fence.advanced', resource, token });
+  }
+
+  const { lowerFence, pruneAppliedFires, lastAppliedFire, lastAppliedFires } = adminOperations({
+    session,
+    names,
+    defaultResource: options.resource,
+    fail: unavailable,
+    logger,
+    onLowered: (resource, token) => lastSeen.set(resource, token),
+  });
+
+  const { inspect, auditLog } = inspectionOperations({
+    session,
+    names,
+    defaultResource: options.resource,
+    fail: unavailable,
+    logger,
+  });
+
+  const fence = (resource: string): Fence => {
+    const name = parseResource(resource);
+    return Object.freeze({
+      resource: name,
+      highest: () => highest(name),
+      advance: (token: Token) => advance(name, token),
+      lastAppliedFires: (since: Date) => lastAppliedFires(name, since),
+    });
+  };
+
+  return Object.freeze({
+    resource: options.resource,
+    migrate: () => migrate(session, names, logger),
+    write,
+    writeIn,
+    highest,
+    advance,
+    fence,
+    lowerFence,
+    inspect,
+    auditLog,
+    pruneAppliedFires,
+    lastAppliedFire,
+    lastAppliedFires,
+  });
+}
+
+function openSession(db: object, pool: object | undefined, onConnectionError: (err: Error) => void): GuardSession<unknown> {
+  if (isKyselyLike(db)) {
+    if (pool === undefined) {
+      throw new ConfigError('postgres guard', [
+        { path: 'pool', message: "required when db is a Kysely instance: pass the pg.Pool behind its PostgresDialect, so the guard can hear a killed connection's error (unheard, it kills the process)" },
+      ]);
+    }
+    return kyselySession(db, pool, onConnectionError) as GuardSession<unknown>;
+  }
+  if (isPgPoolLike(db)) return pgPoolSession(db, onConnectionError) as GuardSession<unknown>;
+  throw new ConfigError('postgres guard', [{ path: 'db', message: 'must be a Kysely instance or a pg.Pool' }]);
+}
+
+/** Jittered exponential backoff between attempts of a transaction the database aborted. */
+function backoff(attempt: number): Promise<void> {
+  const ceiling = Math.min(100, 2 ** attempt);
+  return new Promise((resolve) => setTimeout(resolve, Math.random() * ceiling));
+}
