@@ -45,6 +45,76 @@ function specifiers(text: string): string[] {
  */
 const separated: ReadonlyArray<readonly [string, string]> = [['packages/consumer-guard/src/postgres', 'packages/consumer-guard/src/redis']];
 
+/**
+ * Inside a package, layers that import only downward: the folder (or file) on the left never imports
+ * the one on the right, types included. The guard imports nothing of the handler layer built on it,
+ * the stores nothing of the guard that composes them, the checker nothing of the simulation it
+ * judges, and the faults nothing of the rounds that schedule them.
+ */
+const downward: ReadonlyArray<readonly [from: string, mustNotImport: string]> = [
+  ['packages/consumer-guard/src/combined-guard.ts', 'packages/consumer-guard/src/handler'],
+  ['packages/consumer-guard/src/combined-guard.ts', 'packages/consumer-guard/src/queues'],
+  ['packages/consumer-guard/src/postgres', 'packages/consumer-guard/src/handler'],
+  ['packages/consumer-guard/src/redis', 'packages/consumer-guard/src/handler'],
+  ['packages/consumer-guard/src/postgres', 'packages/consumer-guard/src/combined-guard.ts'],
+  ['packages/consumer-guard/src/redis', 'packages/consumer-guard/src/combined-guard.ts'],
+  ['packages/consumer-guard/src/handler', 'packages/consumer-guard/src/postgres'],
+  ['packages/consumer-guard/src/handler', 'packages/consumer-guard/src/redis'],
+  ['packages/chaos/src/checker', 'packages/chaos/src/sim'],
+  ['packages/chaos/src/checker', 'packages/chaos/src/report'],
+  ['packages/chaos/src/sim/faults', 'packages/chaos/src/sim/fault-rounds.ts'],
+  ['packages/chaos/src/sim/faults', 'packages/chaos/src/sim/scenarios.ts'],
+];
+
+function downwardViolations(): string[] {
+  const out: string[] = [];
+  for (const [from, to] of downward) {
+    const fromPath = join(root, from);
+    const sources = fromPath.endsWith('.ts') ? [fromPath] : [...sourceFiles(fromPath)].filter((f) => !f.includes('.test.'));
+    for (const file of sources) {
+      for (const spec of specifiers(readFileSync(file, 'utf8'))) {
+        if (!spec.startsWith('.')) continue;
+        const target = resolve(dirname(file), spec).replace(/\.js$/, '.ts');
+        const forbidden = join(root, to);
+        if (target === forbidden || target.startsWith(forbidden + '/')) out.push(`${relative(root, file)} imports ${spec} (${to} is above it)`);
+      }
+    }
+  }
+  return out;
+}
+
+/** Every import cycle between the shipped files of a package, type-only imports included. */
+function importCycles(): string[] {
+  const graph = new Map<string, string[]>();
+  for (const pkg of Object.keys(allowed)) {
+    for (const file of sourceFiles(join(root, 'packages', pkg, 'src'))) {
+      if (file.includes('.test.')) continue;
+      const deps = specifiers(readFileSync(file, 'utf8'))
+        .filter((spec) => spec.startsWith('.'))
+        .map((spec) => resolve(dirname(file), spec).replace(/\.js$/, '.ts'));
+      graph.set(file, deps);
+    }
+  }
+  const cycles: string[] = [];
+  const done = new Set<string>();
+  const path: string[] = [];
+  const onPath = new Set<string>();
+  const visit = (file: string) => {
+    done.add(file);
+    onPath.add(file);
+    path.push(file);
+    for (const dep of graph.get(file) ?? []) {
+      if (!graph.has(dep)) continue;
+      if (onPath.has(dep)) cycles.push([...path.slice(path.indexOf(dep)), dep].map((f) => relative(root, f)).join(' -> '));
+      else if (!done.has(dep)) visit(dep);
+    }
+    path.pop();
+    onPath.delete(file);
+  };
+  for (const file of graph.keys()) if (!done.has(file)) visit(file);
+  return cycles;
+}
+
 function folderViolations(): string[] {
   const out: string[] = [];
   for (const pair of separated) {
@@ -94,6 +164,14 @@ describe('the layering of the workspace', () => {
 
   it('keeps the fence stores apart: no import between consumer-guard/src/postgres and /redis', () => {
     expect(folderViolations()).toEqual([]);
+  });
+
+  it('keeps the layers inside a package pointing down: guard below handler, stores below guard, checker below simulation, faults below rounds', () => {
+    expect(downwardViolations()).toEqual([]);
+  });
+
+  it('has no import cycle between the files of a package, type-only imports included', () => {
+    expect(importCycles()).toEqual([]);
   });
 
   it('would be caught: the parser sees each form of import', () => {

@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { redisClientSchema } from '@fenced/shared/internal';
+import { keyPrefixSchema, redisClientSchema } from '@fenced/shared/internal';
 import { DEFAULT_MAX_PAYLOAD_BYTES } from '@fenced/shared';
 import { postgresGuardOptionsSchema } from './postgres/postgres-guard-options.js';
 
@@ -14,7 +14,7 @@ export const guardOptionsSchema = postgresGuardOptionsSchema.extend({
    * Prefix of the fast path's Redis keys.
    * @defaultValue `'fenced'`
    */
-  keyPrefix: z.string().regex(/^[A-Za-z0-9_.-]{1,64}$/, 'must be 1-64 characters from A-Z a-z 0-9 _ . -').default('fenced'),
+  keyPrefix: keyPrefixSchema,
   /**
    * How long a Redis check may take before the guard goes on with PostgreSQL alone.
    * @defaultValue `250`

@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import type { Effect, HistoryEvent } from '../history.js';
 import { checkRun, leadershipOverlaps } from './check-run.js';
-import { noDuplicateEffect, noEarlyEffect, noMissedFire, noStaleEffect } from './invariants.js';
+import { noDuplicateEffect, noEarlyEffect, noMissedFire, noStaleEffect } from './effect-invariants.js';
 
 const effect = (fireId: string, token: number, commitSeq: number, node = 'r1', extra: Partial<Effect> = {}): Effect => ({
   resource: 'ledger',
@@ -25,7 +25,7 @@ describe('checkRun', () => {
 
   it('fails a stale write that took effect (a lower token committed after a higher one)', () => {
     const result = checkRun({ history: [], effects: [effect('a', 5, 1, 'new'), effect('b', 4, 2, 'old')], expectedFireIds: ['a', 'b'], window });
-    expect(result.staleApplied).toBe(1);
+    expect(result.columns['stale applied']).toBe(1);
     expect(result.anomalies).toBe(1);
     expect(result.violations[0]).toMatch(/stale write applied: b with token 4 by old/);
   });
@@ -33,26 +33,26 @@ describe('checkRun', () => {
   it('judges staleness by commit order, not by insertion or time', () => {
     // Same rows as above, but the token-4 row committed first: that is fine.
     const result = checkRun({ history: [], effects: [effect('b', 4, 2, 'old'), effect('a', 5, 3, 'new')], expectedFireIds: ['a', 'b'], window });
-    expect(result.staleApplied).toBe(0);
+    expect(result.columns['stale applied']).toBe(0);
   });
 
   it('fails a fire that took effect twice, and one that never did', () => {
     const result = checkRun({ history: [], effects: [effect('a', 1, 1), effect('a', 1, 2, 'r2')], expectedFireIds: ['a', 'b'], window });
-    expect(result.duplicates).toBe(1);
-    expect(result.missed).toBe(1);
+    expect(result.columns['duplicates']).toBe(1);
+    expect(result.columns['missed']).toBe(1);
     expect(result.anomalies).toBe(2);
   });
 
   it('fails a fire that took effect before it was due', () => {
     const result = checkRun({ history: [], effects: [effect('a', 1, 1, 'r1', { scheduledAt: 5000, committedAt: 1000 })], expectedFireIds: ['a'], window });
-    expect(result.early).toBe(1);
+    expect(result.columns['early']).toBe(1);
   });
 
   it('fails a fire a few milliseconds early too (both clocks are one host clock), but forgives rounding', () => {
     const early = effect('a', 1, 1, 'r1', { scheduledAt: 5000, committedAt: 4951 }); // 49 ms early, as measured under load
     const rounding = effect('b', 1, 2, 'r1', { scheduledAt: 6000, committedAt: 5999.4 }); // within the millisecond
     const result = checkRun({ history: [], effects: [early, rounding], expectedFireIds: ['a', 'b'], window });
-    expect(result.early).toBe(1);
+    expect(result.columns['early']).toBe(1);
     expect(result.violations).toEqual(['fire took effect 49 ms early: a by r1']);
   });
 
@@ -62,8 +62,8 @@ describe('checkRun', () => {
       { at: 2, kind: 'write', node: 'r1', fireId: 'a', token: '1', outcome: 'duplicate' },
     ];
     const result = checkRun({ history, effects: [], expectedFireIds: [], window });
-    expect(result.staleRefused).toBe(1);
-    expect(result.duplicatesRefused).toBe(1);
+    expect(result.protections['stale refused']).toBe(1);
+    expect(result.protections['duplicate dropped']).toBe(1);
     expect(result.anomalies).toBe(0);
   });
 

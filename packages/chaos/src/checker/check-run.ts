@@ -1,37 +1,9 @@
-import type { Effect, HistoryEvent } from '../history.js';
-import { INVARIANTS, type EffectMark, type InvariantResult } from './invariants.js';
-import { firstFailedWrites } from './layer-invariants.js';
+import type { HistoryEvent } from '../history.js';
+import type { CheckInput, EffectMark, InvariantResult } from './check-types.js';
+import { ANOMALY_COLUMNS, INVARIANTS, type AnomalyColumn } from './invariants.js';
+import { PROTECTIONS, type Protection } from './protections.js';
 
-export interface CheckInput {
-  readonly history: readonly HistoryEvent[];
-  /** Committed effects, in any order (they are sorted by commit order here). */
-  readonly effects: readonly Effect[];
-  /** Fire ids that must have taken effect: every fire due inside the checked window. */
-  readonly expectedFireIds: readonly string[];
-  /** The checked window, epoch ms: overlaps and gaps are measured inside it. */
-  readonly window: { readonly start: number; readonly end: number };
-  /** An effect committed more than this before its due time counts as early (see `noEarlyEffect`). @defaultValue 1 */
-  readonly earlyToleranceMs?: number;
-  /**
-   * How soon after a fault ends the replicas must dispatch again, and dispatch every fire that came
-   * due meanwhile (see layer-invariants.ts). Without it, neither is asserted.
-   */
-  readonly recoveryMs?: number;
-  /**
-   * How soon another replica must lead after the leader is paused where the scenario aims (inside
-   * its guarded transaction): TTL + renew interval + 1 s. Not judged without it.
-   */
-  readonly failoverBound?: { readonly ms: number; readonly fault: string };
-  /** Per resource, the fence PostgreSQL committed and the guard's Redis mark, read after the run. */
-  readonly fences?: readonly FenceState[];
-}
-
-/** One resource's fence and Redis mark (decimal strings; null where there is none). */
-export interface FenceState {
-  readonly resource: string;
-  readonly fence: string | null;
-  readonly mark: string | null;
-}
+export type { CheckInput, FenceState } from './check-types.js';
 
 export interface OverlapWindow {
   readonly start: number;
@@ -46,53 +18,15 @@ export interface CheckResult {
   readonly fires: number;
   /** Committed effects. */
   readonly effects: number;
-  /** Effects beyond the first for one fire id (a fire that took effect twice). */
-  readonly duplicates: number;
-  /** Fires due in the window that never took effect. */
-  readonly missed: number;
-  /** Effects committed with a token lower than one committed before them on the same resource. */
-  readonly staleApplied: number;
-  /** Effects committed before their fire was due. */
-  readonly early: number;
-  /**
-   * Breaks of the lease's own promise, whatever the effects: an election whose token is not above
-   * every token elected before it, a dispatch by a replica that did not lead (see lease-invariants.ts).
-   */
-  readonly lease: number;
-  /**
-   * Breaks of the scheduler's promise: a dispatch after its own lease ended, a dispatch before the
-   * fire was due, a due fire not dispatched within the bound (`recoveryMs`).
-   */
-  readonly scheduler: number;
-  /** Handlers started for a token below what the guard already knew, or while it could not be reached at all (the pre-check's promise). */
-  readonly handler: number;
-  /** Stale effects applied, and Redis marks ahead of the committed fence (the guard's promise). */
-  readonly guard: number;
-  /** Fires that took effect twice, and failed writes never applied by a later delivery (dedupe's promise). */
-  readonly dedupe: number;
-  /**
-   * Stretches outside the faults longer than `recoveryMs` with no dispatch by anyone, failovers slower
-   * than `failoverBound`, and replica processes that died on their own (an unhandled error), whatever
-   * the fault.
-   */
-  readonly liveness: number;
-  /** Write attempts the guard refused as stale. */
-  readonly staleRefused: number;
-  /** Write attempts refused as duplicates of an applied fire. */
-  readonly duplicatesRefused: number;
-  /** Fires whose write failed (the guard unreachable: nothing applied) and that took effect on a later delivery. */
-  readonly writesRetried: number;
-  /** Elections that found their token at or below a fence and raised the counter past it. */
-  readonly tokensRepaired: number;
-  /** Failpoint hits (a replica stopped or stalled there): the faults that landed exactly where they were aimed. */
-  readonly failpointHits: number;
-  /** Deposed leaders' transactions ended by an election-time advance they blocked. */
-  readonly takeovers: number;
+  /** Per column of the results table, the breaks the invariants that name it counted (see `ANOMALY_COLUMNS`). */
+  readonly columns: Readonly<Record<AnomalyColumn, number>>;
+  /** Per protection, how many times the history shows it at work (see `PROTECTIONS`). */
+  readonly protections: Readonly<Record<Protection, number>>;
   /** Windows in which two or more replicas believed they led. */
   readonly overlaps: readonly OverlapWindow[];
   /** The longest time inside the window with no dispatch by anyone, ms. */
   readonly maxFailoverGapMs: number;
-  /** The effects' anomalies (duplicates + missed + staleApplied + early) plus every layer's breaks. Zero is the promise. */
+  /** Every invariant's breaks, each counted once. Zero is the promise. */
   readonly anomalies: number;
   /** Human-readable descriptions of the first violations found. */
   readonly violations: readonly string[];
@@ -110,51 +44,35 @@ const MAX_VIOLATIONS = 20;
  */
 export function checkRun(input: CheckInput): CheckResult {
   const byCommit = [...input.effects].sort((a, b) => a.commitSeq - b.commitSeq);
-  const results = Object.fromEntries(Object.entries(INVARIANTS).map(([name, invariant]) => [name, invariant(input, byCommit)])) as Record<
-    keyof typeof INVARIANTS,
-    InvariantResult
-  >;
+  const results = Object.fromEntries(Object.entries(INVARIANTS).map(([name, entry]) => [name, entry.check(input, byCommit)])) as Record<keyof typeof INVARIANTS, InvariantResult>;
+  const entries = Object.entries(INVARIANTS) as Array<[keyof typeof INVARIANTS, (typeof INVARIANTS)[keyof typeof INVARIANTS]]>;
+  const columns = Object.fromEntries(ANOMALY_COLUMNS.map(({ column }) => [column, 0])) as Record<AnomalyColumn, number>;
+  for (const [name, entry] of entries) for (const column of entry.columns) columns[column] += results[name].count;
+  const protections = Object.fromEntries(Object.entries(PROTECTIONS).map(([name, p]) => [name, p.count(input, byCommit)])) as Record<Protection, number>;
+
   const violations = Object.values(results)
     .flatMap((r) => r.violations)
     .slice(0, MAX_VIOLATIONS);
   const marks = Object.values(results).flatMap((r) => r.marks);
   const staleSeqs = new Set(results.staleApplied.marks.map((m) => m.commitSeq));
   const staleEffects = byCommit.filter((e) => staleSeqs.has(e.commitSeq));
-
-  const writes = input.history.filter((e): e is Extract<HistoryEvent, { kind: 'write' }> => e.kind === 'write');
-  const appliedIds = new Set(byCommit.map((e) => e.fireId));
   const overlaps = leadershipOverlaps(input.history, input.window).map((w) => ({
     ...w,
     harmless: !staleEffects.some((e) => w.nodes.includes(e.node) && e.committedAt >= w.start - 1000),
   }));
 
-  const result = {
+  return {
     fires: input.expectedFireIds.length,
     effects: byCommit.length,
-    duplicates: results.duplicates.count,
-    missed: results.missed.count,
-    staleApplied: results.staleApplied.count,
-    early: results.early.count,
-    lease: results.electionOrder.count + results.dispatchWhileLeading.count,
-    scheduler: results.dispatchWithinOwnTerm.count + results.earlyDispatch.count + results.dueDispatched.count,
-    handler: results.handlerForStale.count + results.handlerUnguarded.count,
-    guard: results.staleApplied.count + results.markAhead.count,
-    dedupe: results.duplicates.count + results.failedApplyLater.count,
-    liveness: results.silence.count + results.crashes.count + results.failover.count,
-    staleRefused: writes.filter((w) => w.outcome === 'stale').length,
-    duplicatesRefused: writes.filter((w) => w.outcome === 'duplicate').length,
-    tokensRepaired: input.history.filter((e) => e.kind === 'repair').length,
-    writesRetried: [...firstFailedWrites(input.history).keys()].filter((id) => appliedIds.has(id)).length,
-    failpointHits: input.history.filter((e) => e.kind === 'failpoint').length,
-    takeovers: input.history.filter((e) => e.kind === 'takeover' && e.ended).length,
+    columns,
+    protections,
     overlaps,
     maxFailoverGapMs: maxDispatchGap(input.history, input.window),
+    // Each break once, though a column of a layer and a column of the effects may both show it.
+    anomalies: Object.values(results).reduce((sum, r) => sum + r.count, 0),
     violations,
     marks,
   };
-  // Each break counted once: the guard and dedupe columns include the effects' stale and duplicate counts.
-  const layerOnly = result.scheduler + result.handler + results.markAhead.count + results.failedApplyLater.count + result.liveness;
-  return { ...result, anomalies: result.duplicates + result.missed + result.staleApplied + result.early + result.lease + layerOnly };
 }
 
 /** Intervals in which two or more nodes believed they led, clipped to the window. */

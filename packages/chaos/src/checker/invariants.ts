@@ -1,112 +1,74 @@
-import type { Effect } from '../history.js';
-import type { CheckInput } from './check-run.js';
+import type { Invariant } from './check-types.js';
+import { noDuplicateEffect, noEarlyEffect, noMissedFire, noStaleEffect } from './effect-invariants.js';
 import {
   dispatchWithinOwnTerm,
   dueFiresDispatchedInTime,
   failedWritesApplyLater,
+  failoverWithinBound,
   markNotAheadOfFence,
   noEarlyDispatch,
   noHandlerForStaleToken,
   noHandlerWhileGuardUnreachable,
   noLongSilence,
   noReplicaCrashed,
-  failoverWithinBound,
 } from './layer-invariants.js';
 import { dispatchOnlyWhileLeading, electionsInTokenOrder } from './lease-invariants.js';
 
-/** An effect a checker found wrong, by its place in commit order: what the report draws in red. */
-export interface EffectMark {
-  readonly commitSeq: number;
-  readonly kind: 'stale' | 'duplicate' | 'early';
-}
-
-/** What one invariant found over one run. */
-export interface InvariantResult {
-  /** How many times the invariant was broken (0 is the promise). */
-  readonly count: number;
-  /** A line per break, the first few. */
-  readonly violations: readonly string[];
-  /** The effects to mark on the timeline. */
-  readonly marks: readonly EffectMark[];
-}
-
-/** One invariant of the promise, checked over one run's history and committed effects. */
-export type Invariant = (input: CheckInput, byCommit: readonly Effect[]) => InvariantResult;
-
-const FIRST = 5;
-
-/** Per resource, in commit order, no effect carries a token lower than one committed before it. */
-export const noStaleEffect: Invariant = (_input, byCommit) => {
-  const highest = new Map<string, Effect>();
-  const stale: Effect[] = [];
-  const violations: string[] = [];
-  for (const effect of byCommit) {
-    const top = highest.get(effect.resource);
-    if (top !== undefined && effect.token < top.token) {
-      stale.push(effect);
-      violations.push(
-        `stale write applied: ${effect.fireId} with token ${effect.token} by ${effect.node} committed after token ${top.token} (${top.fireId} by ${top.node}) on ${effect.resource}`,
-      );
-    }
-    if (top === undefined || effect.token > top.token) highest.set(effect.resource, effect);
-  }
-  return { count: stale.length, violations, marks: stale.map((e) => ({ commitSeq: e.commitSeq, kind: 'stale' })) };
-};
-
-/** Each fire takes effect at most once per resource. */
-export const noDuplicateEffect: Invariant = (_input, byCommit) => {
-  const seen = new Set<string>();
-  const again: Effect[] = [];
-  for (const effect of byCommit) {
-    const key = `${effect.resource}\u0000${effect.fireId}`;
-    if (seen.has(key)) again.push(effect);
-    seen.add(key);
-  }
-  return {
-    count: again.length,
-    violations: again.map((e) => `fire took effect twice: ${e.fireId} on ${e.resource} (again by ${e.node}, token ${e.token})`),
-    marks: again.map((e) => ({ commitSeq: e.commitSeq, kind: 'duplicate' })),
-  };
-};
-
-/** Every fire due in the checked window takes effect. */
-export const noMissedFire: Invariant = (input, byCommit) => {
-  const applied = new Set(byCommit.map((e) => e.fireId));
-  const missing = input.expectedFireIds.filter((id) => !applied.has(id));
-  return { count: missing.length, violations: missing.slice(0, FIRST).map((id) => `fire never took effect: ${id}`), marks: [] };
-};
+export type { EffectMark, Invariant, InvariantResult } from './check-types.js';
+export { noDuplicateEffect, noEarlyEffect, noMissedFire, noStaleEffect } from './effect-invariants.js';
 
 /**
- * Nothing takes effect before it is due. Due times come from the Redis server's clock in whole
- * milliseconds, commit times from PostgreSQL's in microseconds; in the simulation both servers run
- * on one host and read one clock, so the only slack owed is the millisecond rounding.
+ * The columns of the results table that count breaks of the promise, in the table's order, each with
+ * what it means (printed by `--help`, under the report's table, and in the docs). A guarded run is
+ * clean when every invariant below counts 0.
  */
-export const noEarlyEffect: Invariant = (input, byCommit) => {
-  const tolerance = input.earlyToleranceMs ?? 1;
-  const early = byCommit.filter((e) => e.committedAt < e.scheduledAt - tolerance);
-  return {
-    count: early.length,
-    violations: early.slice(0, FIRST).map((e) => `fire took effect ${Math.round(e.scheduledAt - e.committedAt)} ms early: ${e.fireId} by ${e.node}`),
-    marks: early.map((e) => ({ commitSeq: e.commitSeq, kind: 'early' })),
-  };
-};
+export const ANOMALY_COLUMNS = [
+  { column: 'duplicates', meaning: 'effects beyond the first for one fire (a fire that took effect twice)' },
+  { column: 'missed', meaning: 'fires due in the window that never took effect' },
+  { column: 'stale applied', meaning: 'effects committed with a token lower than one already committed on the same resource' },
+  { column: 'early', meaning: 'effects committed before their fire was due by the server clock' },
+  { column: 'lease', meaning: "breaks of the lease's own promise, whatever the effects: an election whose token is not above every one elected before it, a dispatch by a replica that did not lead" },
+  {
+    column: 'scheduler',
+    meaning: "breaks of the scheduler's promise: a dispatch after the replica's own lease ended, a dispatch before the fire was due by the server clock, a due fire not dispatched within the recovery bound (after it was due, or after the fault it came due in)",
+  },
+  { column: 'handler', meaning: 'handlers started for a token below what the guard already knew just before, or while PostgreSQL and Redis were both unreachable: the pre-check let a fire run its side effects unchecked' },
+  { column: 'guard', meaning: "breaks of the guard's promise: stale effects applied, and a Redis mark left ahead of the fence PostgreSQL committed" },
+  { column: 'dedupe', meaning: 'fires that took effect twice, and fires whose write failed and never took effect on a later delivery' },
+  {
+    column: 'liveness',
+    meaning:
+      'stretches outside the faults longer than the recovery bound with no dispatch by anyone; failovers after a leader froze inside its transaction slower than TTL + renew interval + 1 s; replica processes that died on their own (an unhandled error), in any scenario',
+  },
+] as const;
 
-/** The promise, one invariant each: a run is clean when every one of them counts 0. */
+export type AnomalyColumn = (typeof ANOMALY_COLUMNS)[number]['column'];
+
+/** One invariant of the promise and the columns its breaks count in (a layer's column, and the effects' own where the break shows in the data). */
+export interface InvariantEntry {
+  readonly check: Invariant;
+  readonly columns: readonly [AnomalyColumn, ...AnomalyColumn[]];
+}
+
+/**
+ * The promise, one invariant each: a run's anomalies are the sum of their counts (each break once,
+ * whatever number of columns shows it), and each column sums the invariants that name it.
+ */
 export const INVARIANTS = {
-  staleApplied: noStaleEffect,
-  duplicates: noDuplicateEffect,
-  missed: noMissedFire,
-  early: noEarlyEffect,
-  electionOrder: electionsInTokenOrder,
-  dispatchWhileLeading: dispatchOnlyWhileLeading,
-  dispatchWithinOwnTerm,
-  earlyDispatch: noEarlyDispatch,
-  dueDispatched: dueFiresDispatchedInTime,
-  handlerForStale: noHandlerForStaleToken,
-  handlerUnguarded: noHandlerWhileGuardUnreachable,
-  markAhead: markNotAheadOfFence,
-  failedApplyLater: failedWritesApplyLater,
-  silence: noLongSilence,
-  crashes: noReplicaCrashed,
-  failover: failoverWithinBound,
-} as const;
+  staleApplied: { check: noStaleEffect, columns: ['stale applied', 'guard'] },
+  duplicates: { check: noDuplicateEffect, columns: ['duplicates', 'dedupe'] },
+  missed: { check: noMissedFire, columns: ['missed'] },
+  early: { check: noEarlyEffect, columns: ['early'] },
+  electionOrder: { check: electionsInTokenOrder, columns: ['lease'] },
+  dispatchWhileLeading: { check: dispatchOnlyWhileLeading, columns: ['lease'] },
+  dispatchWithinOwnTerm: { check: dispatchWithinOwnTerm, columns: ['scheduler'] },
+  earlyDispatch: { check: noEarlyDispatch, columns: ['scheduler'] },
+  dueDispatched: { check: dueFiresDispatchedInTime, columns: ['scheduler'] },
+  handlerForStale: { check: noHandlerForStaleToken, columns: ['handler'] },
+  handlerUnguarded: { check: noHandlerWhileGuardUnreachable, columns: ['handler'] },
+  markAhead: { check: markNotAheadOfFence, columns: ['guard'] },
+  failedApplyLater: { check: failedWritesApplyLater, columns: ['dedupe'] },
+  silence: { check: noLongSilence, columns: ['liveness'] },
+  crashes: { check: noReplicaCrashed, columns: ['liveness'] },
+  failover: { check: failoverWithinBound, columns: ['liveness'] },
+} as const satisfies Record<string, InvariantEntry>;

@@ -1,6 +1,5 @@
 import { faultSpans, type HistoryEvent } from '../history.js';
-import type { CheckInput } from './check-run.js';
-import type { Invariant, InvariantResult } from './invariants.js';
+import type { CheckInput, Invariant, InvariantResult } from './check-types.js';
 
 // Each layer's own promise, judged from what the replicas reported rather than from the effects: the
 // fence downstream absorbs a scheduler, handler or guard that breaks its promise, so the effects alone

@@ -1,5 +1,5 @@
 import type { HistoryEvent } from '../history.js';
-import type { Invariant } from './invariants.js';
+import type { Invariant } from './check-types.js';
 
 const FIRST = 5;
 

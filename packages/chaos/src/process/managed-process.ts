@@ -45,6 +45,8 @@ export interface ManagedProcess {
   stop(graceMs?: number): Promise<void>;
   /** Lines are delivered here as they arrive. */
   onLine(listener: (line: ProcessLine) => void): void;
+  /** Called as each incarnation ends (a kill, a crash, a stop), once its last line was delivered, with how it ended. */
+  onExit(listener: (exit: NonNullable<ManagedProcess['lastExit']>) => void): void;
   /** Standard error, kept for diagnostics (the last 64 KiB). */
   stderr(): string;
 }
@@ -55,9 +57,12 @@ export function managedProcess(name: string, spec: ProcessSpec, clock: () => num
   let errors = '';
   let lastExit: ManagedProcess['lastExit'];
   const listeners: Array<(line: ProcessLine) => void> = [];
+  const exitListeners: Array<(exit: NonNullable<ManagedProcess['lastExit']>) => void> = [];
 
-  const exited = (c: ChildProcess) =>
-    new Promise<void>((resolve) => (c.exitCode !== null || c.signalCode !== null ? resolve() : c.once('exit', () => resolve())));
+  // Each incarnation's end: its exit, and every line it printed read (stdout closed). Waiting for the
+  // close, not the exit, keeps its last lines ahead of the exit in the history.
+  const closed = new WeakMap<ChildProcess, Promise<void>>();
+  const exited = (c: ChildProcess) => closed.get(c) ?? Promise.resolve();
 
   const handle: ManagedProcess = {
     name,
@@ -87,6 +92,15 @@ export function managedProcess(name: string, spec: ProcessSpec, clock: () => num
       c.once('exit', (code, signal) => {
         if (child === c) lastExit = { code, signal, crashed: signal === null && code !== 0 };
       });
+      closed.set(
+        c,
+        new Promise<void>((resolve) =>
+          c.once('close', (code, signal) => {
+            for (const l of exitListeners) l({ code, signal, crashed: signal === null && code !== 0 });
+            resolve();
+          }),
+        ),
+      );
       // A replica that exits while a command is on its way must not take the supervisor down.
       c.stdin!.on('error', () => {});
       createInterface({ input: c.stdout! }).on('line', (text) => {
@@ -146,6 +160,9 @@ export function managedProcess(name: string, spec: ProcessSpec, clock: () => num
     },
     onLine(listener) {
       listeners.push(listener);
+    },
+    onExit(listener) {
+      exitListeners.push(listener);
     },
     stderr: () => errors,
   };

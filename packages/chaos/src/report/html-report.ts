@@ -1,4 +1,5 @@
-import type { Protection } from '../sim/scenarios.js';
+import { ANOMALY_COLUMNS } from '../checker/invariants.js';
+import { PROTECTIONS, type Protection } from '../checker/protections.js';
 import { verdictOf } from './verdict.js';
 import { leadershipIntervals } from '../checker/check-run.js';
 import { faultSpans, type HistoryEvent } from '../history.js';
@@ -137,58 +138,41 @@ function timeline(run: ReportRun): string {
 }
 
 
+/**
+ * The results table, one column per entry: its heading, what it means, and its cell. The anomaly
+ * columns come from the invariants' registry and the protection columns from the protections', so a
+ * new invariant or protection shows here without a line of its own.
+ */
+const TABLE: ReadonlyArray<{ readonly column: string; readonly meaning: string; readonly cell: (run: ReportRun) => string }> = [
+  { column: 'scenario', meaning: 'the fault injected (see --help for each)', cell: (r) => r.scenario },
+  { column: 'mode', meaning: 'guarded: the app with every protection on; control: the same app and faults with them off', cell: (r) => r.mode },
+  { column: 'fires', meaning: 'fires due inside the checked window (from the first dispatch to the end of the faults); each must take effect exactly once', cell: (r) => String(r.check.fires) },
+  {
+    column: 'effects',
+    meaning: 'rows that took effect during the whole run, which also covers the start-up before the window and the settling after it, so it is larger than fires',
+    cell: (r) => String(r.check.effects),
+  },
+  ...ANOMALY_COLUMNS.map(({ column, meaning }) => ({ column, meaning, cell: (r: ReportRun) => String(r.check.columns[column]) })),
+  ...(Object.entries(PROTECTIONS) as Array<[Protection, (typeof PROTECTIONS)[Protection]]>)
+    .filter(([, p]) => p.column !== undefined)
+    .map(([name, p]) => ({ column: p.column!, meaning: p.meaning, cell: (r: ReportRun) => String(r.check.protections[name]) })),
+  { column: 'overlaps', meaning: 'stretches in which two or more replicas believed they led; expected under pauses, harmless when no stale write took effect', cell: (r) => String(r.check.overlaps.length) },
+  { column: 'max gap ms', meaning: 'the longest stretch inside the window with no dispatch by anyone: failover time plus up to one interval', cell: (r) => String(r.check.maxFailoverGapMs) },
+  {
+    column: 'verdict',
+    meaning: `guarded: no anomaly (every column from ${ANOMALY_COLUMNS[0].column} to ${ANOMALY_COLUMNS.at(-1)!.column} is 0), or toothless when a protection the scenario exercises never came into play; control: the damage the faults did without protection`,
+    cell: (r) => verdictOf(r).text,
+  },
+];
+
 export function resultTableRows(runs: readonly ReportRun[]): string[][] {
-  return runs.map((r) => [
-    r.scenario,
-    r.mode,
-    String(r.check.fires),
-    String(r.check.effects),
-    String(r.check.duplicates),
-    String(r.check.missed),
-    String(r.check.staleApplied),
-    String(r.check.early),
-    String(r.check.lease),
-    String(r.check.scheduler),
-    String(r.check.handler),
-    String(r.check.guard),
-    String(r.check.dedupe),
-    String(r.check.liveness),
-    String(r.check.staleRefused),
-    String(r.check.duplicatesRefused),
-    String(r.check.tokensRepaired),
-    String(r.check.writesRetried),
-    String(r.check.overlaps.length),
-    String(r.check.maxFailoverGapMs),
-    verdictOf(r).text,
-  ]);
+  return runs.map((r) => TABLE.map((c) => c.cell(r)));
 }
 
-export const RESULT_COLUMNS = ['scenario', 'mode', 'fires', 'effects', 'duplicates', 'missed', 'stale applied', 'early', 'lease', 'scheduler', 'handler', 'guard', 'dedupe', 'liveness', 'stale refused', 'dups dropped', 'repaired', 'retried', 'overlaps', 'max gap ms', 'verdict'];
+export const RESULT_COLUMNS: readonly string[] = TABLE.map((c) => c.column);
 
-/** What each column of the table means: printed by `--help`, under the report's table, and in the README. */
-export const COLUMN_DEFINITIONS: ReadonlyArray<readonly [column: string, meaning: string]> = [
-  ['scenario', 'the fault injected (see --help for each)'],
-  ['mode', 'guarded: the app with every protection on; control: the same app and faults with them off'],
-  ['fires', 'fires due inside the checked window (from the first dispatch to the end of the faults); each must take effect exactly once'],
-  ['effects', 'rows that took effect during the whole run, which also covers the start-up before the window and the settling after it, so it is larger than fires'],
-  ['duplicates', 'effects beyond the first for one fire (a fire that took effect twice)'],
-  ['missed', 'fires due in the window that never took effect'],
-  ['stale applied', 'effects committed with a token lower than one already committed on the same resource'],
-  ['early', 'effects committed before their fire was due by the server clock'],
-  ['lease', "breaks of the lease's own promise, whatever the effects: an election whose token is not above every one elected before it, a dispatch by a replica that did not lead"],
-  ['scheduler', "breaks of the scheduler's promise: a dispatch after the replica's own lease ended, a dispatch before the fire was due by the server clock, a due fire not dispatched within the recovery bound (after it was due, or after the fault it came due in)"],
-  ['handler', 'handlers started for a token below what the guard already knew just before, or while PostgreSQL and Redis were both unreachable: the pre-check let a fire run its side effects unchecked'],
-  ['guard', "breaks of the guard's promise: stale effects applied, and a Redis mark left ahead of the fence PostgreSQL committed"],
-  ['dedupe', 'fires that took effect twice, and fires whose write failed and never took effect on a later delivery'],
-  ['liveness', 'stretches outside the faults longer than the recovery bound with no dispatch by anyone; failovers after a leader froze inside its transaction slower than TTL + renew interval + 1 s; replica processes that died on their own (an unhandled error), in any scenario'],
-  ['stale refused', 'write attempts the guard refused as stale: the protection at work (0 in a control)'],
-  ['dups dropped', 'deliveries of a fire that had already taken effect, dropped by the dedupe (0 in a control)'],
-  ['repaired', 'elections that found their token at or below a fence and raised the counter past it (0 in a control)'],
-  ['retried', 'fires whose write failed with the guard unreachable (nothing applied) and took effect on a later delivery (a failed control write is not retried)'],
-  ['overlaps', 'stretches in which two or more replicas believed they led; expected under pauses, harmless when no stale write took effect'],
-  ['max gap ms', 'the longest stretch inside the window with no dispatch by anyone: failover time plus up to one interval'],
-  ['verdict', 'guarded: no anomaly (every column from duplicates to liveness is 0), or toothless when a protection the scenario exercises never came into play; control: the damage the faults did without protection'],
-];
+/** What each column of the table means: printed by `--help`, under the report's table, and in the docs. */
+export const COLUMN_DEFINITIONS: ReadonlyArray<readonly [column: string, meaning: string]> = TABLE.map((c) => [c.column, c.meaning] as const);
 
 /** A self-contained HTML page: a timeline per run and the table of all runs. */
 export function renderHtmlReport(runs: readonly ReportRun[], meta: { title: string; generatedAt: Date; command?: string }): string {

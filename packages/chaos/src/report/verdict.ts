@@ -1,5 +1,5 @@
 import type { CheckResult } from '../checker/check-run.js';
-import type { Protection } from '../sim/scenarios.js';
+import type { Protection } from '../checker/protections.js';
 import type { SimMode } from '../sim/sim-app.js';
 
 /** What a verdict is drawn from: the run's mode, its check, and what its scenario must exercise. */
@@ -11,20 +11,7 @@ export interface JudgedRun {
 
 /** How many times the history shows `protection` at work. */
 export function timesExercised(check: CheckResult, protection: Protection): number {
-  switch (protection) {
-    case 'stale refused':
-      return check.staleRefused;
-    case 'duplicate dropped':
-      return check.duplicatesRefused;
-    case 'token repaired':
-      return check.tokensRepaired;
-    case 'write retried':
-      return check.writesRetried;
-    case 'aimed fault landed':
-      return check.failpointHits;
-    case 'takeover':
-      return check.takeovers;
-  }
+  return check.protections[protection];
 }
 
 /**

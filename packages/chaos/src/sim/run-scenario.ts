@@ -13,6 +13,7 @@ import { seededRandom } from '../random.js';
 import { FaultContext, type SimNode } from './fault-context.js';
 import { runFaultRounds } from './fault-rounds.js';
 import { hasSettled } from './quiescence.js';
+import { historyEventOf } from './replica-lines.js';
 import type { Scenario } from './scenarios.js';
 import { startSimRedis } from './sim-redis.js';
 import type { RedisEndpoint, RunContext, SimApp, SimMode } from './sim-app.js';
@@ -138,39 +139,8 @@ export async function runScenario(app: SimApp, scenario: Scenario, mode: SimMode
       const spec = app.replica(run, { name, redis: endpoint, databaseUrl: pg.rewrite(pgProxy.port), clockFault });
       const process = managedProcess(name, { ...spec, env: { ...spec.env, ...(clockFault ? faketimeEnv(clockFault, clockFile) : {}) } }, () => Date.now());
       process.onLine((line) => {
-        const r = line.record;
-        const at = line.at;
-        const token = r['token'] === undefined ? undefined : String(r['token']);
-        if (r['kind'] === 'belief') {
-          history.record({ at, kind: 'belief', node: name, leader: r['leader'] === true, ...(token ? { token } : {}), ...(r['reason'] ? { reason: String(r['reason']) } : {}) });
-        } else if (r['kind'] === 'dispatch') {
-          history.record({
-            at,
-            kind: 'dispatch',
-            node: name,
-            fireId: String(r['fireId']),
-            token: token ?? '',
-            ...(typeof r['scheduledAt'] === 'number' ? { scheduledAt: r['scheduledAt'] } : {}),
-            ...(typeof r['leading'] === 'boolean' ? { leading: r['leading'] } : {}),
-          });
-        } else if (r['kind'] === 'write') {
-          history.record({
-            at,
-            kind: 'write',
-            node: name,
-            fireId: String(r['fireId']),
-            token: token ?? '',
-            outcome: r['outcome'] as 'begin',
-            ...(r['reason'] ? { reason: String(r['reason']) } : {}),
-            ...(r['highestBefore'] === undefined ? {} : { highestBefore: String(r['highestBefore']) }),
-          });
-        } else if (r['kind'] === 'failpoint') {
-          history.record({ at, kind: 'failpoint', node: name, name: String(r['name']), ...(r['action'] === undefined ? {} : { action: String(r['action']) }) });
-        } else if (r['kind'] === 'repair') {
-          history.record({ at, kind: 'repair', node: name, token: token ?? '' });
-        } else if (r['kind'] === 'takeover') {
-          history.record({ at, kind: 'takeover', node: name, ended: r['ended'] === true });
-        }
+        const event = historyEventOf(name, line);
+        if (event !== undefined) history.record(event);
         ctx?.observe(name, line);
       });
       nodes.push({ name, process, redisProxy, pgProxy });
@@ -179,16 +149,11 @@ export async function runScenario(app: SimApp, scenario: Scenario, mode: SimMode
     const startNode = (node: SimNode) => {
       node.process.start();
       history.record({ at: Date.now(), kind: 'process', node: node.name, event: 'started' });
-      const pid = node.process.pid;
-      // Record the exit of this incarnation (a kill, a crash), so its leadership epoch ends there.
-      const watch = setInterval(() => {
-        if (node.process.pid !== pid || !node.process.running) {
-          clearInterval(watch);
-          const crashed = node.process.lastExit?.crashed === true;
-          history.record({ at: Date.now(), kind: 'process', node: node.name, event: 'exited', ...(crashed ? { crashed } : {}) });
-        }
-      }, 5);
     };
+    // The exit of each incarnation (a kill, a crash), as it happens, so its leadership epoch ends there.
+    for (const node of nodes) {
+      node.process.onExit(({ crashed }) => history.record({ at: Date.now(), kind: 'process', node: node.name, event: 'exited', ...(crashed ? { crashed } : {}) }));
+    }
     for (const node of nodes) startNode(node);
 
     const faultsEnd = () => Date.now() + options.durationMs;

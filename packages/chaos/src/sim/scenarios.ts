@@ -1,6 +1,8 @@
 import type { ClockFault } from '../faketime.js';
 import type { FaultRound } from './fault-rounds.js';
 import type { RedisKind } from './sim-redis.js';
+import type { ScenarioName } from './scenario-names.js';
+import type { Protection } from '../checker/protections.js';
 
 /** A fault scenario: its setting, and the round of faults that one interpreter repeats. */
 export interface Scenario {
@@ -33,8 +35,7 @@ export interface Scenario {
   readonly failoverBound?: string;
 }
 
-/** A protection the history shows at work. */
-export type Protection = 'stale refused' | 'duplicate dropped' | 'token repaired' | 'write retried' | 'aimed fault landed' | 'takeover';
+export type { Protection } from '../checker/protections.js';
 
 /** The leader stopped at the scenario's failpoint three times in five, the leader or a standby otherwise. */
 const MOSTLY_AT_FAILPOINT = { atFailpoint: 3, leader: 1, standby: 1 } as const;
@@ -63,25 +64,7 @@ const PRIMARY_FAILOVER: FaultRound = {
   atLeastOnce: true,
 };
 
-export const SCENARIO_NAMES = [
-  'pause',
-  'stall',
-  'crash',
-  'partition',
-  'postgres-down',
-  'catch-up-failover',
-  'redis-failover',
-  'redis-restart',
-  'clock-skew',
-  'clock-step',
-  'slow-clock',
-  'cluster-failover',
-  'sentinel-failover',
-  'freeze-in-commit',
-  'connection-killed',
-  'postgres-restart',
-] as const;
-export type ScenarioName = (typeof SCENARIO_NAMES)[number];
+export { SCENARIO_NAMES, type ScenarioName } from './scenario-names.js';
 
 export const scenarios: Record<ScenarioName, Scenario> = {
   pause: {
@@ -329,6 +312,21 @@ export const scenarios: Record<ScenarioName, Scenario> = {
       hold: { ms: [200, 1000] },
       settle: { ttls: [2, 3] },
       atLeastOnce: true,
+      whileTtlsLeft: 4,
+    },
+  },
+
+  'redis-lag': {
+    name: 'redis-lag',
+    summary: "the leader's link to Redis slowed past the lease (not cut): another replica leads while it still works, and its late renewals and fire records must count for nothing",
+    redis: 'single',
+    exercises: ['duplicate dropped'],
+    rounds: {
+      gap: { ms: [300, 1200] },
+      target: { kind: 'leader' },
+      fault: { kind: 'redis-lag', delay: { ttls: [1, 1.5] } },
+      hold: { ttls: [2, 3] },
+      settle: { ms: [800, 1600] },
       whileTtlsLeft: 4,
     },
   },

@@ -2,7 +2,7 @@ import type { ClockFault } from '../faketime.js';
 import type { FenceState } from '../checker/check-run.js';
 import type { Effect } from '../history.js';
 import type { ProcessSpec } from '../process/managed-process.js';
-import type { ScenarioName } from './scenarios.js';
+import type { ScenarioName } from './scenario-names.js';
 
 /** Guarded: the app with its protections on. Control: the same app and faults with them off. */
 export type SimMode = 'guarded' | 'control';

@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { isFunction, meterProviderSchema, redisClientSchema } from '@fenced/shared/internal';
+import { isFunction, meterProviderSchema, redisClientSchema, keyPrefixSchema } from '@fenced/shared/internal';
 import { resourceSchema } from '../resource-schema.js';
 
 /** Options of `createRedisGuard`, with their defaults. */
@@ -12,7 +12,7 @@ export const redisGuardOptionsSchema = z.object({
    * Prefix of the guard's Redis keys.
    * @defaultValue `'fenced'`
    */
-  keyPrefix: z.string().regex(/^[A-Za-z0-9_.-]{1,64}$/, 'must be 1-64 characters from A-Z a-z 0-9 _ . -').default('fenced'),
+  keyPrefix: keyPrefixSchema,
   /** Receives structured events. */
   logger: z.custom<(event: never) => void>(isFunction, { message: 'must be a function' }).optional(),
   /**

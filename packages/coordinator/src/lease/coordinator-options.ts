@@ -1,7 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import { hostname } from 'node:os';
 import { z } from 'zod';
-import { isFunction, isObject, meterProviderSchema, redisClientSchema } from '@fenced/shared/internal';
+import { isFunction, isObject, meterProviderSchema, redisClientSchema, keyPrefixSchema } from '@fenced/shared/internal';
 
 /** A lease name: it becomes part of Redis keys, so only a safe set of characters. */
 export const leaseNameSchema = z
@@ -56,7 +56,7 @@ export const leaseTimingShape = {
    * Prefix of every Redis key of the lease.
    * @defaultValue `'fenced'`
    */
-  keyPrefix: z.string().regex(/^[A-Za-z0-9_.-]{1,64}$/, 'must be 1-64 characters from A-Z a-z 0-9 _ . -').default('fenced'),
+  keyPrefix: keyPrefixSchema,
 };
 
 /** The lease timing must leave room for a renew: renew interval + drift margin below the TTL. */

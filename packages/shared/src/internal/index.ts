@@ -12,3 +12,4 @@ export { redisClientProblem, redisClientSchema } from './redis-client-check.js';
 export { meterProviderSchema } from './meter-provider-check.js';
 export { isFunction, isObject } from './type-guards.js';
 export { storedToken } from '../token.js';
+export { keyPrefixSchema } from './key-prefix.js';

@@ -1,0 +1,51 @@
+import { clockStep } from './clock-step.js';
+import { connectionReset } from './connection-reset.js';
+import { crash } from './crash.js';
+import { failoverMidCatchUp } from './failover-mid-catch-up.js';
+import type { DeploymentFaultKind, ReplicaFaultKind } from './fault-kind.js';
+import { lossyFailover } from './lossy-failover.js';
+import { partition } from './partition.js';
+import { pause } from './pause.js';
+import { postgresDown } from './postgres-down.js';
+import { postgresRestart } from './postgres-restart.js';
+import { primaryFailover } from './primary-failover.js';
+import { redisLag } from './redis-lag.js';
+import { redisRestart } from './redis-restart.js';
+import { stall } from './stall.js';
+
+/**
+ * Every fault kind, by the name scenarios give it: one line each. The fault types below (what a
+ * scenario may write, and which target each pairs with) are derived from this table.
+ */
+export const FAULT_KINDS = {
+  pause,
+  crash,
+  partition,
+  stall,
+  'clock-step': clockStep,
+  'failover-mid-catch-up': failoverMidCatchUp,
+  'connection-reset': connectionReset,
+  'redis-lag': redisLag,
+  'redis-restart': redisRestart,
+  'lossy-failover': lossyFailover,
+  'primary-failover': primaryFailover,
+  'postgres-down': postgresDown,
+  'postgres-restart': postgresRestart,
+} as const;
+
+type Kinds = typeof FAULT_KINDS;
+type FaultOf<K> = K extends ReplicaFaultKind<infer F> ? F : K extends DeploymentFaultKind<'redis' | 'stores', infer F> ? F : never;
+type FaultsFor<T> = { [K in keyof Kinds]: Kinds[K] extends { readonly target: T } ? FaultOf<Kinds[K]> : never }[keyof Kinds];
+
+/** A fault that hits one replica. */
+export type ReplicaFault = FaultsFor<'replica'>;
+/** A fault that hits the Redis deployment. */
+export type RedisFault = FaultsFor<'redis'>;
+/** A fault that hits every replica's connections to the stores. */
+export type StoresFault = FaultsFor<'stores'>;
+export type AnyFault = ReplicaFault | RedisFault | StoresFault;
+
+// Each fault is registered under its own kind (a scenario's `{ kind: 'pause' }` finds `pause`):
+// checked here, at compile time.
+type RegisteredUnderItsKind = { readonly [K in keyof Kinds]: FaultOf<Kinds[K]>['kind'] extends K ? true : never };
+export const registeredUnderItsKind: RegisteredUnderItsKind = Object.fromEntries(Object.keys(FAULT_KINDS).map((k) => [k, true])) as RegisteredUnderItsKind;
