@@ -260,6 +260,8 @@ describe.concurrent('installed from the packed tarballs', () => {
       const { stdout: listing } = await run('tar', ['-tzf', tarballs[pkg]]);
       expect(listing, `${pkg} ships its tests`).not.toMatch(/\.test\.(ts|js)/);
       expect(listing).toContain('package/dist/index.d.ts');
+      // Its README (its API) goes with it: a user on the registry sees it.
+      expect(listing, `${pkg} ships no README`).toContain('package/README.md');
       await run('npm', ['publish', '--dry-run', '--access', 'public', tarballs[pkg]], { env: userEnv });
     }
   });
@@ -282,6 +284,8 @@ describe('versioning with changesets', () => {
     expect(new Set(after.map((m) => m.version)).size).toBe(1);
     expect(after[0]!.version).not.toBe(before);
     for (const pkg of PACKAGES) expect(readFileSync(join(dir, 'packages', pkg, 'CHANGELOG.md'), 'utf8')).toContain(`## ${after[0]!.version}`);
+    // The upgrade notes from 0.1.0 (once a README section) are changelog entries now.
+    for (const pkg of PACKAGES) expect(readFileSync(join(dir, 'packages', pkg, 'CHANGELOG.md'), 'utf8')).toContain('What a 0.1.0 user changes when upgrading');
     // The guard's changelog carries the change; the peer on the wire contract stays a workspace range
     // (pnpm pack writes the released version into it).
     expect(readFileSync(join(dir, 'packages', 'consumer-guard', 'CHANGELOG.md'), 'utf8')).toContain('A change to the guard alone.');

@@ -17,7 +17,7 @@ import type { TransactionExecutor } from './write-context.js';
 
 /** The combined guard with the handler wrappers built on it. */
 export interface Guard<Trx> extends CombinedGuard<Trx> {
-  /** Wraps a task handler: validates the envelope, refuses stale and duplicate fires (see README). */
+  /** Wraps a task handler: validates the envelope, refuses stale and duplicate fires (see packages/consumer-guard/README.md). */
   wrapHandler<T>(handler: GuardedHandler<Trx, T>, options?: HandlerOptions): WrappedHandler<T>;
   /**
    * `wrapHandler` for a job that runs in a transaction its queue holds (pg-boss `transactional`):
@@ -29,7 +29,7 @@ export interface Guard<Trx> extends CombinedGuard<Trx> {
 }
 
 type CreateGuardOptions<Db> = Omit<GuardOptionsInput, 'db' | 'pool' | 'redis' | 'logger' | 'keys' | 'meterProvider'> & {
-  /** The OpenTelemetry meter provider of the guard's instruments (README, "Metrics"). @defaultValue the global one */
+  /** The OpenTelemetry meter provider of the guard's instruments (docs/operating.md, "Metrics"). @defaultValue the global one */
   meterProvider?: MeterProvider;
   db: Db;
   /** The `pg.Pool` behind `db` when `db` is a Kysely instance (required then; see `createPostgresGuard`). */

@@ -1,7 +1,7 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { isFencedError } from './errors.js';
-import { formatToken, MAX_TOKEN, parseToken } from './token.js';
+import { formatToken, MAX_TOKEN, parseToken, storedToken, type Token } from './token.js';
 
 describe('parseToken', () => {
   it('accepts bigints, safe-integer numbers and canonical decimal strings in 1..2^63-1', () => {
@@ -57,5 +57,23 @@ describe('parseToken', () => {
   it('keeps 2^53 and 2^53+1 apart (JS numbers would not)', () => {
     expect(parseToken('9007199254740993')).toBe(2n ** 53n + 1n);
     expect(parseToken('9007199254740993')).not.toBe(parseToken('9007199254740992'));
+  });
+});
+
+describe('formatToken', () => {
+  // A Token is valid by its type (only the parsers make one), so printing it parses nothing: a
+  // scheduler fire formats its term's token for the envelope without validating it once more. The
+  // cast below is the only way to hold an invalid one, and shows that nothing checks it again.
+  it('prints a Token as it is, without parsing it again', () => {
+    expect(formatToken(0n as Token)).toBe('0');
+  });
+});
+
+describe('storedToken', () => {
+  it('reads a token back from a store, as strictly as parseToken reads input', () => {
+    expect(storedToken('42')).toBe(42n);
+    for (const bad of ['0', '-1', '007', '1e3', '', '9223372036854775808', 'abc']) {
+      expect(() => storedToken(bad), bad).toThrow(expect.objectContaining({ code: 'INVALID_TOKEN' }));
+    }
   });
 });

@@ -74,7 +74,7 @@ export const postgresGuardOptionsSchema = z.object({
   /** Receives structured events; the guard never logs to the console. */
   logger: z.custom<(event: never) => void>(isFunction, { message: 'must be a function' }).optional(),
   /**
-   * The OpenTelemetry meter provider the guard's instruments come from (README, "Metrics").
+   * The OpenTelemetry meter provider the guard's instruments come from (docs/operating.md, "Metrics").
    * @defaultValue the global provider of `@opentelemetry/api` when the guard is created
    */
   meterProvider: meterProviderSchema.optional(),

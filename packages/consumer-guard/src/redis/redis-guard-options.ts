@@ -16,7 +16,7 @@ export const redisGuardOptionsSchema = z.object({
   /** Receives structured events. */
   logger: z.custom<(event: never) => void>(isFunction, { message: 'must be a function' }).optional(),
   /**
-   * The OpenTelemetry meter provider the guard's instruments come from (README, "Metrics").
+   * The OpenTelemetry meter provider the guard's instruments come from (docs/operating.md, "Metrics").
    * @defaultValue the global provider of `@opentelemetry/api` when the guard is created
    */
   meterProvider: meterProviderSchema.optional(),

@@ -112,7 +112,7 @@ export const coordinatorOptionsSchema = z
     /** Receives structured events; the coordinator never logs to the console. */
     logger: z.custom<(event: never) => void>(isFunction, { message: 'must be a function' }).optional(),
     /**
-     * The OpenTelemetry meter provider the lease's instruments come from (README, "Metrics").
+     * The OpenTelemetry meter provider the lease's instruments come from (docs/operating.md, "Metrics").
      * @defaultValue the global provider of `@opentelemetry/api` when the coordinator is created
      */
     meterProvider: meterProviderSchema.optional(),

@@ -46,7 +46,7 @@ export type JobDefinition = Omit<JobOptionsInput, 'handler' | 'queue' | 'payload
 export type CreateSchedulerOptions = Omit<SchedulerOptionsInput, 'coordinator' | 'jobs' | 'logger' | 'meterProvider'> & {
   coordinator: Coordinator;
   /**
-   * The OpenTelemetry meter provider the scheduler's instruments come from (README, "Metrics").
+   * The OpenTelemetry meter provider the scheduler's instruments come from (docs/operating.md, "Metrics").
    * @defaultValue the global provider of `@opentelemetry/api` when the scheduler is created
    */
   meterProvider?: MeterProvider;
