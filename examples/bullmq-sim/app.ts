@@ -29,7 +29,10 @@ export const bullmqServiceApp: SimApp = {
   // Every scenario on a single Redis server; the queue is not set up for Cluster or Sentinel. The
   // faults inside the guarded transaction (freeze-in-commit, connection-killed) and the PostgreSQL
   // restart are run on the ledger app; this service's worker has not been set up for them yet.
-  scenarios: SCENARIO_NAMES.filter((name) => !['cluster-failover', 'sentinel-failover', 'freeze-in-commit', 'connection-killed', 'postgres-restart'].includes(name)),
+  // Nor is redis-lag: here the queue keeps the lagging leader's dispatch, so its control shows damage
+  // only when a fire's two dispatches land on either side of the handover (measured on seed 7: 2
+  // anomalies in one run, none in the next), and a scenario whose control may not bite proves nothing.
+  scenarios: SCENARIO_NAMES.filter((name) => !['cluster-failover', 'sentinel-failover', 'freeze-in-commit', 'connection-killed', 'postgres-restart', 'redis-lag'].includes(name)),
 
   prepare: (run) => prepareSchema(run, SETTLEMENTS_SQL, RESOURCE),
 

@@ -25,7 +25,7 @@ export {
 } from './checker/layer-invariants.js';
 export { verdictOf, timesExercised, type JudgedRun } from './report/verdict.js';
 export { hasSettled } from './sim/quiescence.js';
-export { scenarios, SCENARIO_NAMES, type Protection, type Scenario, type ScenarioName } from './sim/scenarios.js';
+export { scenarios, SCENARIO_NAMES, type Exercise, type Protection, type Scenario, type ScenarioName } from './sim/scenarios.js';
 export { runFaultRounds, type FaultRound, type Hit, type LeaderTarget, type PostgresDownVariant, type PrimaryFailoverVariant, type RedisFault, type StoresFault, type ReplicaFault, type ReplicaTarget, type Setup, type Span } from './sim/fault-rounds.js';
 export { FaultContext, type SimNode } from './sim/fault-context.js';
 export { recoveryBoundMs, runScenario, type RunOptions, type RunResult, type RunStatus } from './sim/run-scenario.js';

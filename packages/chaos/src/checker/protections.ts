@@ -53,4 +53,12 @@ export interface ProtectionEntry {
 /** A protection the history shows at work. */
 export type Protection = keyof typeof PROTECTIONS;
 
+/**
+ * What a scenario requires a guarded run to show: a protection, or a list of them of which at least
+ * one must be seen (the same fault is stopped by different protections in different apps: a lagging
+ * leader's re-dispatched fire is dropped as a duplicate by one app, refused as stale by another whose
+ * queue already dedupes the dispatch).
+ */
+export type Exercise = Protection | readonly [Protection, ...Protection[]];
+
 const writes = (history: readonly HistoryEvent[]) => history.filter((e): e is Extract<HistoryEvent, { kind: 'write' }> => e.kind === 'write');

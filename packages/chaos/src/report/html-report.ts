@@ -1,5 +1,5 @@
 import { ANOMALY_COLUMNS } from '../checker/invariants.js';
-import { PROTECTIONS, type Protection } from '../checker/protections.js';
+import { PROTECTIONS, type Exercise, type Protection } from '../checker/protections.js';
 import { verdictOf } from './verdict.js';
 import { leadershipIntervals } from '../checker/check-run.js';
 import { faultSpans, type HistoryEvent } from '../history.js';
@@ -10,7 +10,7 @@ export type ReportRun = Pick<RunResult, 'scenario' | 'mode' | 'seed' | 'window' 
   readonly events: readonly HistoryEvent[];
   readonly summary?: string;
   /** The protections its scenario must show at work in a guarded run (see `Scenario.exercises`). */
-  readonly exercises?: readonly Protection[];
+  readonly exercises?: readonly Exercise[];
 };
 
 const esc = (text: string) => text.replace(/[&<>"']/g, (c) => `&#${c.charCodeAt(0)};`);

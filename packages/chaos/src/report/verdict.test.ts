@@ -21,6 +21,13 @@ describe('verdictOf', () => {
     expect(verdictOf({ mode: 'guarded', check: check({ protections: { 'stale refused': 2, 'token repaired': 1 } }), exercises: ['stale refused', 'token repaired'] })).toEqual({ ok: true, text: 'no anomaly' });
   });
 
+  it('takes any one of a list of protections as the list exercised, and names the list when none came into play', () => {
+    const anyOf = [['duplicate dropped', 'stale refused']] as const;
+    expect(verdictOf({ mode: 'guarded', check: check({ protections: { 'stale refused': 1 } }), exercises: anyOf })).toEqual({ ok: true, text: 'no anomaly' });
+    expect(verdictOf({ mode: 'guarded', check: check({ protections: { 'duplicate dropped': 1 } }), exercises: anyOf })).toEqual({ ok: true, text: 'no anomaly' });
+    expect(verdictOf({ mode: 'guarded', check: check({ protections: { 'token repaired': 1 } }), exercises: anyOf })).toEqual({ ok: false, text: 'toothless: no duplicate dropped or stale refused' });
+  });
+
   it('fails a clean guarded run as toothless when a protection it must exercise never came into play', () => {
     expect(verdictOf({ mode: 'guarded', check: check({ protections: { 'stale refused': 2 } }), exercises: ['stale refused', 'duplicate dropped', 'token repaired'] })).toEqual({
       ok: false,

@@ -2,7 +2,7 @@ import type { ClockFault } from '../faketime.js';
 import type { FaultRound } from './fault-rounds.js';
 import type { RedisKind } from './sim-redis.js';
 import type { ScenarioName } from './scenario-names.js';
-import type { Protection } from '../checker/protections.js';
+import type { Exercise } from '../checker/protections.js';
 
 /** A fault scenario: its setting, and the round of faults that one interpreter repeats. */
 export interface Scenario {
@@ -25,7 +25,7 @@ export interface Scenario {
    * The protections a guarded run must be seen at work (each counted more than zero), or the run
    * fails as toothless: its faults missed what the scenario claims to test.
    */
-  readonly exercises: readonly Protection[];
+  readonly exercises: readonly Exercise[];
   /** `'private'`: the run starts a PostgreSQL server of its own (a fault restarts it). @defaultValue the shared server */
   readonly postgres?: 'private';
   /**
@@ -35,7 +35,7 @@ export interface Scenario {
   readonly failoverBound?: string;
 }
 
-export type { Protection } from '../checker/protections.js';
+export type { Exercise, Protection } from '../checker/protections.js';
 
 /** The leader stopped at the scenario's failpoint three times in five, the leader or a standby otherwise. */
 const MOSTLY_AT_FAILPOINT = { atFailpoint: 3, leader: 1, standby: 1 } as const;
@@ -320,7 +320,10 @@ export const scenarios: Record<ScenarioName, Scenario> = {
     name: 'redis-lag',
     summary: "the leader's link to Redis slowed past the lease (not cut): another replica leads while it still works, and its late renewals and fire records must count for nothing",
     redis: 'single',
-    exercises: ['duplicate dropped'],
+    // The fire the lagging leader dispatched but could not record goes out again: dropped as a
+    // duplicate where the app dedupes on the fire, refused as stale where its queue kept only the
+    // later dispatch.
+    exercises: [['duplicate dropped', 'stale refused']],
     rounds: {
       gap: { ms: [300, 1200] },
       target: { kind: 'leader' },
