@@ -1,5 +1,5 @@
 import { failpoints } from '@fenced/shared/failpoints';
-import { isFencedError, parseToken, StaleTokenError, type Fence, type FencedLogger, type Token, type TokenInput, type VerificationKeys } from '@fenced/shared';
+import { isFencedError, parseToken, StaleTokenError, type Fence, type FencedLogger, type Token, type TokenInput } from '@fenced/shared';
 import { emit } from '@fenced/shared/internal';
 import type { GuardOptions } from './guard-options.js';
 import type { GuardPort } from './guard-port.js';
@@ -66,24 +66,20 @@ export interface CombinedGuard<Trx> extends Fence {
   close(): Promise<void>;
 }
 
-/** What the handler layer is given to build on: the guard's port, and how to validate envelopes. */
+/** The combined guard, and the port the handler layer is built on. */
 export interface CombinedGuardParts {
   readonly guard: CombinedGuard<unknown>;
   /** The port of the guard's own resource. Its write skips the Redis check (see below). */
   readonly port: GuardPort<unknown>;
   /** The same port, its write bound to a transaction the caller holds (pg-boss `transactional`). */
   portIn(tx: TransactionExecutor): GuardPort<TransactionExecutor>;
-  readonly keys: VerificationKeys | undefined;
-  readonly maxPayloadBytes: number;
-  readonly logger: FencedLogger | undefined;
-  readonly metrics: GuardMetrics;
 }
 
 /**
  * The combined guard over its two stores: the PostgreSQL fence store (the authority) and, when a
  * Redis client was given, the fast path. `logger` is already observed by `metrics`.
  */
-export function combinedGuard(options: GuardOptions, store: PostgresFenceStore, fastPath: RedisFastPath | undefined, logger: FencedLogger | undefined, metrics: GuardMetrics, keys: VerificationKeys | undefined): CombinedGuardParts {
+export function combinedGuard(options: GuardOptions, store: PostgresFenceStore, fastPath: RedisFastPath | undefined, logger: FencedLogger | undefined, metrics: GuardMetrics): CombinedGuardParts {
   const raiseMark = async (resource: string, token: Token) => fastPath?.raise(resource, token);
   /**
    * After PostgreSQL refused a write as stale: the refusal goes on the record, and a mark below the
@@ -205,5 +201,5 @@ export function combinedGuard(options: GuardOptions, store: PostgresFenceStore, 
       await fastPath?.flush();
     },
   });
-  return { guard, port, portIn, keys, maxPayloadBytes: options.maxPayloadBytes, logger, metrics };
+  return { guard, port, portIn };
 }

@@ -63,8 +63,8 @@ export function createGuard(input: CreateGuardOptions<object>): Guard<unknown> {
   const store = postgresFenceStore(options, metrics);
   const fastPath =
     input.redis === undefined ? undefined : createRedisFastPath({ redis: input.redis, keyPrefix: options.keyPrefix, timeoutMs: options.redisTimeoutMs, logger, metrics });
-  const parts = combinedGuard(options, store, fastPath, logger, metrics, input.keys);
-  const settings: HandlerSettings = { keys: parts.keys, maxPayloadBytes: parts.maxPayloadBytes, logger: parts.logger, metrics: parts.metrics };
+  const parts = combinedGuard(options, store, fastPath, logger, metrics);
+  const settings: HandlerSettings = { keys: input.keys, maxPayloadBytes: options.maxPayloadBytes, logger, metrics };
   return Object.freeze({
     ...parts.guard,
     wrapHandler: <T>(handler: GuardedHandler<unknown, T>, handlerOptions?: HandlerOptions) => wrapHandler<unknown, T>(parts.port, settings, handler, handlerOptions),
