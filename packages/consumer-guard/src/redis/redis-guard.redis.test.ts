@@ -1,3 +1,4 @@
+import { startRedisServer } from '@fenced/chaos';
 import { isFencedError, parseToken } from '@fenced/shared';
 import { createRedis, deleteKeys, uniquePrefix, waitFor } from '#test-support';
 import type { Redis } from 'ioredis';
@@ -158,23 +159,36 @@ describe('the record of refused writes', () => {
   });
 
   it('records the refusals of one turn of the event loop in one call, oldest first, and of a storm the newest 100', async () => {
-    const g = guard();
-    // The server's own account of the script calls made on this stream (their inner commands excluded).
-    const monitor = await createRedis().monitor();
-    const calls: string[][] = [];
-    monitor.on('monitor', (_time: string, args: string[], source: string) => {
-      if (!source.includes('lua') && /^eval/i.test(args[0] ?? '') && args.includes(g.refusalsKey)) calls.push(args);
-    });
+    // On a private server: MONITOR on the shared Redis receives every other test file's commands,
+    // and under load one of them can arrive before ioredis has switched the connection into monitor
+    // mode (its "Command queue state error", an unhandled error that fails the run). Here the only
+    // traffic is this test's, and it starts once the monitor is in place.
+    const server = await startRedisServer();
+    const own = createRedis(server.url);
+    const monitored = createRedis(server.url);
     try {
-      for (let i = 1; i <= 250; i++) g.recordRefusal(parseToken(i), parseToken(300n), 'redis', `job@20261201T1000${String(i % 60).padStart(2, '0')}.000Z`);
-      await waitFor(async () => (await redis.xlen(g.refusalsKey)) === 100);
-      await waitFor(() => calls.length > 0);
+      const g = createRedisGuard({ redis: own, resource: `r-${++n}`, keyPrefix: prefix });
+      // The server's own account of the script calls made on this stream (their inner commands excluded).
+      const monitor = await monitored.monitor();
+      const calls: string[][] = [];
+      monitor.on('monitor', (_time: string, args: string[], source: string) => {
+        if (!source.includes('lua') && /^eval/i.test(args[0] ?? '') && args.includes(g.refusalsKey)) calls.push(args);
+      });
+      try {
+        for (let i = 1; i <= 250; i++) g.recordRefusal(parseToken(i), parseToken(300n), 'redis', `job@20261201T1000${String(i % 60).padStart(2, '0')}.000Z`);
+        await waitFor(async () => (await own.xlen(g.refusalsKey)) === 100);
+        await waitFor(() => calls.length > 0);
+      } finally {
+        monitor.disconnect();
+      }
+      const entries = (await own.xrange(g.refusalsKey, '-', '+')) as Array<[string, string[]]>;
+      expect(entries.map(([, fields]) => fields[3])).toEqual(Array.from({ length: 100 }, (_, i) => String(151 + i)));
+      expect(calls).toHaveLength(1);
     } finally {
-      monitor.disconnect();
+      own.disconnect();
+      monitored.disconnect();
+      await server.stop();
     }
-    const entries = (await redis.xrange(g.refusalsKey, '-', '+')) as Array<[string, string[]]>;
-    expect(entries.map(([, fields]) => fields[3])).toEqual(Array.from({ length: 100 }, (_, i) => String(151 + i)));
-    expect(calls).toHaveLength(1);
   });
 
   it('the record script refuses arguments that are not whole quadruples, appending nothing', async () => {
