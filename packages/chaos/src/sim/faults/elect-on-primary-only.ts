@@ -19,8 +19,10 @@ export async function electOnPrimaryOnly(ctx: FaultContext): Promise<void> {
     if (leader === undefined) return;
     ctx.fault('crash', 'start', leader.name, 'leader, so that an election happens on the primary only');
     await ctx.kill(leader);
-    const next = await ctx.waitForLine(isElected, ctx.ttlMs * 4);
-    if (next !== undefined) await ctx.waitForLine(isWrite('committed', next), 3000);
+    // Deadlines, not delays: on a loaded machine the next election can take longer than a few TTLs,
+    // and a variant whose primary-only elections never happened cannot show the counter going back.
+    const next = await ctx.waitForLine(isElected, ctx.ttlMs * 8);
+    if (next !== undefined) await ctx.waitForLine(isWrite('committed', next), Math.max(3000, ctx.ttlMs * 3));
     ctx.restart(leader);
     ctx.fault('crash', 'end', leader.name);
   }
