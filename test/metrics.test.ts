@@ -1,5 +1,5 @@
 import { failpoints } from '@fenced/shared/failpoints';
-import { createCoordinator, createScheduler, type Coordinator, type Scheduler } from '@fenced/coordinator';
+import { createCoordinator, createScheduler, leaseKeys, type Coordinator, type Scheduler } from '@fenced/coordinator';
 import { createGuard } from '@fenced/consumer-guard';
 import { createPostgresGuard } from '@fenced/consumer-guard/postgres';
 import { createRedisGuard } from '@fenced/consumer-guard/redis';
@@ -75,7 +75,7 @@ describe('lease and scheduler instruments', () => {
     failpoints.arm('lease.renew-sent-before-reply', {
       kind: 'call',
       run: async () => {
-        await redis.del(first.coordinator.keys.lease);
+        await redis.del(leaseKeys(prefix, first.coordinator.lease).lease);
         await waitFor(() => second.coordinator.isLeader(), 10_000);
       },
     });
@@ -118,10 +118,10 @@ describe('lease and scheduler instruments', () => {
     stops.push(m.shutdown);
     const { coordinator: c0 } = leader(prefix, inMemoryMetrics().provider, 'node-0');
     await c0.start();
-    await waitFor(async () => (await redis.hget(c0.keys.fires, 'invoices')) !== null, 10_000);
+    await waitFor(async () => (await redis.hget(leaseKeys(prefix, c0.lease).fires, 'invoices')) !== null, 10_000);
     await c0.stop();
     // 100 ms fires go missed until five are due: the next term catches up what its policy allows.
-    const recorded = Number(await redis.hget(c0.keys.fires, 'invoices'));
+    const recorded = Number(await redis.hget(leaseKeys(prefix, c0.lease).fires, 'invoices'));
     await waitFor(async () => {
       const [seconds, micros] = await redis.time();
       return Number(seconds) * 1000 + Number(micros) / 1000 - recorded >= 500;

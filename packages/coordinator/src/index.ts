@@ -5,7 +5,11 @@ export {
   type CreateCoordinatorOptions,
   type LeaderTerm,
 } from './lease/coordinator.js';
-export { leaseKeys, type LeaseKeys } from './lease/lease-keys.js';
+export { leaseKeys, type LeaseKeys } from './lease/redis/lease-keys.js';
+export { redisLeases, type RedisLeasesOptions } from './lease/redis/redis-backend.js';
+export type { LeaseBackend, LeaseStoreKind } from './lease/lease-backend.js';
+export type { Leadership } from './scheduler/leadership.js';
+export type { FireLog, FireRecord } from './scheduler/fire-log.js';
 export { parseLeaseValue } from './lease/lease-value.js';
 export { createLeaseGroup, LeaseGroup, type CreateLeaseGroupOptions, type LeaseGroupEventMap } from './lease-group/lease-group.js';
 export { createShardedScheduler, type CreateShardedSchedulerOptions, type ShardedScheduler } from './scheduler/sharded-scheduler.js';

@@ -35,6 +35,16 @@ export type FencedEvent =
   | { type: 'fence.unavailable'; lease: string; nodeId: string; token: bigint; resource: string; error: unknown }
   | { type: 'redis.error'; lease: string; nodeId: string; operation: string; error: unknown }
   | { type: 'redis.config'; lease: string; nodeId: string; problem: string }
+  /** A request of a lease on PostgreSQL failed (a lease group reports under its group's name). */
+  | { type: 'postgres.error'; lease: string; nodeId: string; operation: string; error: unknown }
+  /** A setting of the PostgreSQL lease store that makes leases unsafe or slow (see `fenced doctor`). */
+  | { type: 'postgres.config'; lease: string; nodeId: string; problem: string }
+  /**
+   * How a lease's standbys hear releases: `notify` (LISTEN on a connection of their own, a handover
+   * in milliseconds) or `polling` (LISTEN does not work here, as behind a pooler in transaction mode:
+   * standbys look every `pollMs`), and why.
+   */
+  | { type: 'lease.listening'; lease: string; nodeId: string; mode: 'notify' | 'polling'; reason: string }
   | { type: 'fire.dispatched'; lease: string; nodeId: string; job: string; fireId: string; token: bigint }
   | { type: 'fire.failed'; lease: string; nodeId: string; job: string; fireId: string; token: bigint; error: unknown }
   | { type: 'fire.skipped'; lease: string; nodeId: string; job: string; missed: number; reason: string };

@@ -1,12 +1,14 @@
 import { z } from 'zod';
 import { isFunction, meterProviderSchema, redisClientSchema } from '@fenced/shared/internal';
-import { checkLeaseTiming, leaseNameSchema, leaseTimingShape } from '../lease/coordinator-options.js';
+import { checkLeaseTiming, checkStoreChoice, leaseBackendSchema, leaseNameSchema, leaseTimingShape } from '../lease/coordinator-options.js';
 
 /** Options of `createLeaseGroup`, with their defaults (the lease timing ones are the coordinator's, checked the same way). */
 export const leaseGroupOptionsSchema = z
   .object({
-    /** An ioredis client (`Redis`, Sentinel with `failoverDetector: true`, or `Cluster`), shared by every lease. */
-    redis: redisClientSchema,
+    /** An ioredis client (`Redis`, Sentinel with `failoverDetector: true`, or `Cluster`), shared by every lease. Give this or `store`. */
+    redis: redisClientSchema.optional(),
+    /** The store of every lease and of the member list. Give this or `redis`. */
+    store: leaseBackendSchema.optional(),
     /** The group: processes with the same group share its leases out among them. */
     group: leaseNameSchema,
     /** The leases, by name. Give `leases` or `shards`. */
@@ -27,6 +29,7 @@ export const leaseGroupOptionsSchema = z
       ctx.addIssue({ code: 'custom', path: ['leases'], message: 'lease names must be unique' });
     }
     checkLeaseTiming(o, ctx);
+    checkStoreChoice(o, ctx);
   });
 
 export type LeaseGroupOptionsInput = z.input<typeof leaseGroupOptionsSchema>;

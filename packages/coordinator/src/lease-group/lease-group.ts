@@ -1,14 +1,14 @@
 import type { MeterProvider } from '@opentelemetry/api';
 import { EventEmitter } from 'node:events';
 import { ConfigError, type Fence, type FencedLogger, type LeaseLossReason, type Token } from '@fenced/shared';
-import { defineScripts, emit, parseOptions, withTimeout } from '@fenced/shared/internal';
+import { emit, parseOptions } from '@fenced/shared/internal';
 import { Coordinator } from '../lease/coordinator.js';
 import { commandTimeoutMs, defaultNodeId } from '../lease/coordinator-options.js';
+import type { GroupMembership, LeaseBackend, ReleaseHub } from '../lease/lease-backend.js';
+import { redisLeases } from '../lease/redis/redis-backend.js';
 import type { RedisClient } from '../redis-client.js';
 import { assignLeases } from './assignment.js';
 import { leaseGroupOptionsSchema, type LeaseGroupOptionsInput } from './lease-group-options.js';
-import { openReleaseHub, type ReleaseHub } from './release-hub.js';
-import { luaScripts } from './lua/generated-lua.js';
 
 export interface LeaseGroupEventMap {
   elected: [{ lease: string; token: Token }];
@@ -19,11 +19,13 @@ export interface LeaseGroupEventMap {
   error: [Error];
 }
 
-export type CreateLeaseGroupOptions = Omit<LeaseGroupOptionsInput, 'redis' | 'fences' | 'logger' | 'meterProvider'> & {
+export type CreateLeaseGroupOptions = Omit<LeaseGroupOptionsInput, 'redis' | 'store' | 'fences' | 'logger' | 'meterProvider'> & {
   /** The OpenTelemetry meter provider of every lease's instruments. @defaultValue the global one */
   meterProvider?: MeterProvider;
-  /** An ioredis `Redis` (a Sentinel one with `failoverDetector: true`) or `Cluster`, ioredis 5 or 6. */
-  redis: RedisClient;
+  /** An ioredis `Redis` (a Sentinel one with `failoverDetector: true`) or `Cluster`, ioredis 5 or 6. Give this or `store`. */
+  redis?: RedisClient;
+  /** The store of every lease and of the member list: `redisLeases(redis)`. Give this or `redis`. */
+  store?: LeaseBackend;
   /** The fences of each lease, advanced at each of its elections. */
   fences?: (lease: string) => readonly Fence[];
   logger?: FencedLogger;
@@ -53,8 +55,8 @@ const START_BATCH = 500;
  * fences advanced at each election, renew, local deadline): the group runs one `Coordinator` per
  * lease, but over one command client and one subscriber connection for all of them.
  *
- * Balance: members send a heartbeat every renew interval to a sorted set scored by the Redis server's
- * clock; a member is live until its last heartbeat + TTL. Every member computes the same assignment
+ * Balance: members send a heartbeat every renew interval to the store's member list, judged by the
+ * store server's clock; a member is live until its last heartbeat + TTL. Every member computes the same assignment
  * from the live list (`assignLeases`: rendezvous hashing, ⌊N/P⌋ or ⌈N/P⌉ each), competes only for
  * its own leases, and hands a lease it leads but no longer owns to its owner (`handOver`: its term
  * ends, then the lease is released and the owner woken), only once that owner has sent
@@ -72,10 +74,10 @@ export class LeaseGroup extends EventEmitter<LeaseGroupEventMap> {
   readonly ttlMs: number;
   readonly renewIntervalMs: number;
 
-  readonly #redis: RedisClient;
+  /** The store every lease and the member list live in. */
+  readonly store: LeaseBackend;
   readonly #logger: FencedLogger | undefined;
-  readonly #membersKey: string;
-  readonly #heartbeat: (key: string, member: string, ttlMs: number) => Promise<[number, ...string[]]>;
+  readonly #membership: GroupMembership;
   readonly #coordinators = new Map<string, Coordinator>();
   readonly #nudges = new Map<string, () => void>();
   #hub: ReleaseHub | undefined;
@@ -85,7 +87,7 @@ export class LeaseGroup extends EventEmitter<LeaseGroupEventMap> {
   #assignment = new Map<string, string>();
   #timer: NodeJS.Timeout | undefined;
   #running = false;
-  /** When the first other member expires unless it beats again (see lua/heartbeat-1.lua). */
+  /** When the first other member expires unless it beats again (see `MemberList`). */
   #nextExpiryMs = -1;
   /** The paced handover loop is running (see `#handOverPaced`). */
   #handingOver = false;
@@ -94,21 +96,20 @@ export class LeaseGroup extends EventEmitter<LeaseGroupEventMap> {
     super();
     const options = parseOptions('lease group', leaseGroupOptionsSchema, input);
     this.on('error', () => {});
-    this.#redis = input.redis;
+    // The schema admits exactly one of the two (and a key prefix only with `redis`).
+    this.store = input.store ?? redisLeases(input.redis!, options.keyPrefix === undefined ? {} : { keyPrefix: options.keyPrefix });
     this.#logger = input.logger;
     this.group = options.group;
     this.nodeId = options.nodeId ?? defaultNodeId();
     this.leases = options.leases ?? Array.from({ length: options.shards! }, (_, i) => `${options.group}-${i}`);
     this.ttlMs = options.ttlMs;
     this.renewIntervalMs = options.renewIntervalMs;
-    this.#membersKey = `${options.keyPrefix}:group:{${options.group}}:members`;
-    const scripts = defineScripts(this.#redis, { heartbeat: luaScripts.heartbeat });
-    this.#heartbeat = (key, member, ttlMs) => scripts.heartbeat(key, member, ttlMs) as Promise<[number, ...string[]]>;
+    this.#membership = this.store.membership(options.group);
 
     const seat = (lease: string) => ({
-      listen: async (channel: string, onRelease: () => void) => {
+      listen: async (onRelease: () => void) => {
         this.#nudges.set(lease, onRelease);
-        const unsubscribe = await this.#hub!.listen(channel, onRelease);
+        const unsubscribe = await this.#hub!.listen(lease, onRelease);
         return () => {
           this.#nudges.delete(lease);
           unsubscribe();
@@ -120,9 +121,8 @@ export class LeaseGroup extends EventEmitter<LeaseGroupEventMap> {
     for (const lease of this.leases) {
       const coordinator = new Coordinator(
         {
-          redis: this.#redis,
+          store: this.store,
           lease,
-          keyPrefix: options.keyPrefix,
           ttlMs: options.ttlMs,
           renewIntervalMs: options.renewIntervalMs,
           ...(options.driftMs === undefined ? {} : { driftMs: options.driftMs }),
@@ -172,7 +172,7 @@ export class LeaseGroup extends EventEmitter<LeaseGroupEventMap> {
   async start(): Promise<void> {
     if (this.#running) return;
     this.#running = true;
-    this.#hub = await openReleaseHub(this.#redis, this.#commandTimeoutMs(), (error) => this.#redisFailed('subscribe', error));
+    this.#hub = await this.store.openReleaseHub(this.#commandTimeoutMs(), (error) => this.#storeFailed('subscribe', error));
     await this.#beat();
     // Heartbeats go on while the elections start: a start of many leases on a slow Redis must not
     // outlast the member's own place on the list.
@@ -189,7 +189,7 @@ export class LeaseGroup extends EventEmitter<LeaseGroupEventMap> {
     this.#running = false;
     clearTimeout(this.#timer);
     await Promise.all([...this.#coordinators.values()].map((c) => c.stop()));
-    await withTimeout(this.#redis.zrem(this.#membersKey, this.nodeId), this.#commandTimeoutMs(), 'leave').catch((error) => this.#redisFailed('leave', error));
+    await this.#membership.leave(this.nodeId, this.#commandTimeoutMs()).catch((error: unknown) => this.#storeFailed('leave', error));
     this.#hub?.close();
     this.#hub = undefined;
   }
@@ -207,14 +207,14 @@ export class LeaseGroup extends EventEmitter<LeaseGroupEventMap> {
 
   /** One heartbeat: refresh the member list, reassign if it changed, and act on the assignment. */
   async #beat(): Promise<void> {
-    let members: string[];
+    let members: readonly string[];
     try {
-      const [nextExpiryMs, ...live] = await withTimeout(this.#heartbeat(this.#membersKey, this.nodeId, this.ttlMs), this.#commandTimeoutMs(), 'heartbeat');
-      this.#nextExpiryMs = Number(nextExpiryMs);
-      members = live;
+      const list = await this.#membership.beat(this.nodeId, this.ttlMs, this.#commandTimeoutMs());
+      this.#nextExpiryMs = list.nextExpiryMs;
+      members = list.members;
     } catch (error) {
       this.#nextExpiryMs = -1;
-      this.#redisFailed('heartbeat', error);
+      this.#storeFailed('heartbeat', error);
       return;
     }
     for (const member of [...this.#seen.keys()]) if (!members.includes(member)) this.#seen.delete(member);
@@ -258,8 +258,8 @@ export class LeaseGroup extends EventEmitter<LeaseGroupEventMap> {
     }
   }
 
-  #redisFailed(operation: string, error: unknown): void {
-    emit(this.#logger, { type: 'redis.error', lease: this.group, nodeId: this.nodeId, operation, error });
+  #storeFailed(operation: string, error: unknown): void {
+    emit(this.#logger, { type: `${this.store.kind}.error`, lease: this.group, nodeId: this.nodeId, operation, error });
     this.emit('error', error instanceof Error ? error : new Error(String(error)));
   }
 

@@ -2,6 +2,7 @@ import { randomBytes } from 'node:crypto';
 import { hostname } from 'node:os';
 import { z } from 'zod';
 import { isFunction, isObject, meterProviderSchema, redisClientSchema, keyPrefixSchema } from '@fenced/shared/internal';
+import type { LeaseBackend } from './lease-backend.js';
 
 /** A lease name: it becomes part of Redis keys, so only a safe set of characters. */
 export const leaseNameSchema = z
@@ -53,11 +54,27 @@ export const leaseTimingShape = {
     .regex(/^[A-Za-z0-9_.:@-]{1,128}$/, 'must be 1-128 characters from A-Z a-z 0-9 _ . : @ -')
     .optional(),
   /**
-   * Prefix of every Redis key of the lease.
+   * Prefix of every Redis key of the lease, with `redis` (with `store`, give it to `redisLeases`).
    * @defaultValue `'fenced'`
    */
-  keyPrefix: keyPrefixSchema,
+  keyPrefix: keyPrefixSchema.unwrap().optional(),
 };
+
+/** A lease store: what `redisLeases(redis)` and `postgresLeases({ pool })` return. */
+export const leaseBackendSchema = z.custom<LeaseBackend>(
+  (v) => isObject(v) && typeof (v as { kind?: unknown }).kind === 'string' && isFunction((v as { openLease?: unknown }).openLease),
+  { message: 'must be a lease store: redisLeases(redis) or postgresLeases({ pool }) from @fenced/coordinator/postgres' },
+);
+
+/** Exactly one of `redis` and `store`; a key prefix only goes with `redis`. */
+export function checkStoreChoice(o: { redis?: unknown; store?: unknown; keyPrefix?: string | undefined }, ctx: z.RefinementCtx): void {
+  if ((o.redis === undefined) === (o.store === undefined)) {
+    ctx.addIssue({ code: 'custom', path: ['store'], message: 'give exactly one of redis (an ioredis client) or store (redisLeases(...), postgresLeases(...))' });
+  }
+  if (o.store !== undefined && o.keyPrefix !== undefined) {
+    ctx.addIssue({ code: 'custom', path: ['keyPrefix'], message: 'goes with redis; with store, give it to redisLeases(redis, { keyPrefix })' });
+  }
+}
 
 /** The lease timing must leave room for a renew: renew interval + drift margin below the TTL. */
 export function checkLeaseTiming(o: { ttlMs: number; renewIntervalMs: number; driftMs?: number | undefined }, ctx: z.RefinementCtx): void {
@@ -83,9 +100,15 @@ export const coordinatorOptionsSchema = z
   .object({
     /**
      * An ioredis client: `Redis`, a Sentinel `Redis` created with `failoverDetector: true` (refused
-     * without it), or `Cluster`. The coordinator duplicates it once for its pub/sub wake-ups.
+     * without it), or `Cluster`. The coordinator duplicates it once for its pub/sub wake-ups. Short
+     * for `store: redisLeases(redis, { keyPrefix })`. Give this or `store`.
      */
-    redis: redisClientSchema,
+    redis: redisClientSchema.optional(),
+    /**
+     * The store the lease lives in: `redisLeases(redis)`, or `postgresLeases({ pool })` from
+     * `@fenced/coordinator/postgres` (no Redis at all). Give this or `redis`.
+     */
+    store: leaseBackendSchema.optional(),
     /** The lease's name: replicas with the same lease elect one leader among them. */
     lease: leaseNameSchema,
     ...leaseTimingShape,
@@ -117,7 +140,10 @@ export const coordinatorOptionsSchema = z
      */
     meterProvider: meterProviderSchema.optional(),
   })
-  .superRefine(checkLeaseTiming);
+  .superRefine((o, ctx) => {
+    checkLeaseTiming(o, ctx);
+    checkStoreChoice(o, ctx);
+  });
 
 export type CoordinatorOptionsInput = z.input<typeof coordinatorOptionsSchema>;
 export type CoordinatorOptions = z.output<typeof coordinatorOptionsSchema>;

@@ -1,6 +1,7 @@
 import type { Fence, FencedLogger, LeaseLossReason, Token } from '@fenced/shared';
 import type { MeterProvider } from '@opentelemetry/api';
 import type { RedisClient } from '../redis-client.js';
+import type { LeaseBackend } from './lease-backend.js';
 import type { Clock } from './clock.js';
 import type { CoordinatorOptionsInput } from './coordinator-options.js';
 
@@ -9,12 +10,12 @@ import type { CoordinatorOptionsInput } from './coordinator-options.js';
 /** One term of leadership: what a leader acts with. */
 export interface LeaderTerm {
   readonly token: Token;
-  /** The lease value in Redis, `<token>:<nodeId>`: scripts that check the lease compare it. */
+  /** The lease value in the store, `<token>:<nodeId>`: what the store's checks of the lease compare. */
   readonly leaseValue: string;
   /** Aborts when this term ends (loss, stop, or deadline). */
   readonly signal: AbortSignal;
   /**
-   * True when this election found Redis behind a fence (it lost data): state kept in Redis, such as
+   * True when this election found the store behind a fence (it lost data): state kept there, such as
    * the scheduler's record of dispatched fires, may be missing too.
    */
   readonly regressed: boolean;
@@ -33,10 +34,12 @@ export interface CoordinatorEventMap {
   error: [Error];
 }
 
-export type CreateCoordinatorOptions = Omit<CoordinatorOptionsInput, 'redis' | 'fences' | 'logger' | 'clock' | 'meterProvider'> & {
+export type CreateCoordinatorOptions = Omit<CoordinatorOptionsInput, 'redis' | 'store' | 'fences' | 'logger' | 'clock' | 'meterProvider'> & {
   meterProvider?: MeterProvider;
-  /** An ioredis `Redis` (single server or Sentinel) or `Cluster`, ioredis 5 or 6. */
-  redis: RedisClient;
+  /** An ioredis `Redis` (single server or Sentinel) or `Cluster`, ioredis 5 or 6. Give this or `store`. */
+  redis?: RedisClient;
+  /** The lease's store: `redisLeases(redis)` or `postgresLeases({ pool })`. Give this or `redis`. */
+  store?: LeaseBackend;
   fences?: readonly Fence[];
   logger?: FencedLogger;
   clock?: Clock;

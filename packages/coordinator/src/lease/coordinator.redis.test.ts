@@ -5,11 +5,13 @@ import { failpoints } from '@fenced/shared/failpoints';
 import { startRedisServer } from '@fenced/chaos';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { createCoordinator, type Coordinator, type CreateCoordinatorOptions } from '../index.js';
+import { leaseKeys } from '../lease/redis/lease-keys.js';
 
 let admin: Redis;
 let prefix: string;
 const started: Coordinator[] = [];
 const clients: Redis[] = [];
+const keysOf = (c: Coordinator) => leaseKeys(prefix, c.lease);
 
 beforeAll(() => {
   admin = createRedis();
@@ -47,7 +49,7 @@ describe('the lease', () => {
     const watcher = createRedis();
     clients.push(watcher);
     const releasedSeen = new Promise<void>((resolve) => watcher.on('message', () => resolve()));
-    await watcher.subscribe(a.keys.released);
+    await watcher.subscribe(keysOf(a).released);
     // b's first acquire is sent (and, a still leading, finds the lease held); before its reply is read,
     // a steps down and its release reaches b's subscriber.
     failpoints.arm('lease.acquire-sent-before-reply', {
@@ -176,10 +178,10 @@ describe('the lease', () => {
     await a.start();
     expect(a.isLeader()).toBe(true);
     // Another node's term in the key (as after a lapse a's clock did not see): a's renews must fail.
-    await admin.set(a.keys.lease, '999:other', 'PX', 60_000);
+    await admin.set(keysOf(a).lease, '999:other', 'PX', 60_000);
     await waitFor(() => lost.length > 0, 10_000);
     expect(lost).toEqual(['stolen']);
-    expect(await admin.pttl(a.keys.lease)).toBeGreaterThan(50_000);
+    expect(await admin.pttl(keysOf(a).lease)).toBeGreaterThan(50_000);
   });
 
   it('gives back only its own term: stopping never deletes a lease another node holds (found by pnpm mutants)', async () => {
@@ -187,9 +189,9 @@ describe('the lease', () => {
     const a = coordinator();
     await a.start();
     expect(a.isLeader()).toBe(true);
-    await admin.set(a.keys.lease, '999:other', 'PX', 60_000);
+    await admin.set(keysOf(a).lease, '999:other', 'PX', 60_000);
     await a.stop();
-    expect(await admin.get(a.keys.lease)).toBe('999:other');
+    expect(await admin.get(keysOf(a).lease)).toBe('999:other');
   });
 
   it('withLeadership hands fn a signal that aborts on loss, and refuses non-leaders', async () => {
@@ -213,7 +215,7 @@ describe('the lease', () => {
   it('mints exact tokens past 2^53 (decimal strings end to end)', async () => {
     prefix = uniquePrefix('coord');
     const a = coordinator();
-    await admin.set(a.keys.counter, (2n ** 53n).toString());
+    await admin.set(keysOf(a).counter, (2n ** 53n).toString());
     await a.start();
     expect(a.token()).toBe(2n ** 53n + 1n);
     await a.stop();
@@ -236,9 +238,9 @@ describe('the lease', () => {
       await own.script('FLUSH');
       // Renews after the flush must still work: wait until one has pushed the lease's expiry out
       // again. A lease's time left only ever goes up through a renew.
-      let lowest = await own.pttl(a.keys.lease);
+      let lowest = await own.pttl(keysOf(a).lease);
       await waitFor(async () => {
-        const left = await own.pttl(a.keys.lease);
+        const left = await own.pttl(keysOf(a).lease);
         lowest = Math.min(lowest, left);
         return left > lowest + 50;
       });
@@ -309,7 +311,7 @@ describe('the two-call race', () => {
       failpoints.arm(failpoint, {
         kind: 'call',
         run: async () => {
-          await waitFor(async () => (await admin.exists(a.keys.lease)) === 0, 5000, 5);
+          await waitFor(async () => (await admin.exists(keysOf(a).lease)) === 0, 5000, 5);
           await b.start();
           await waitFor(() => b.isLeader(), 5000, 5);
           bToken = b.token();
@@ -320,7 +322,7 @@ describe('the two-call race', () => {
       } finally {
         failpoints.disarm();
       }
-      const minted = BigInt((await admin.get(a.keys.counter))!);
+      const minted = BigInt((await admin.get(keysOf(a).counter))!);
       expect(bToken).not.toBeNull();
       // Two grants, two tokens, b's the last one minted: a's (granted first) was minted before it.
       expect(minted).toBe(bToken!);
@@ -328,7 +330,7 @@ describe('the two-call race', () => {
       expect(a.isLeader(), 'a still believes it leads after the later election').toBe(false);
       expect(elected.map((e) => e.node)).toEqual(['b']);
       // Whatever a acts with from now on carries a token below b's: the fence b set refuses it.
-      const lease = String(await admin.get(a.keys.lease));
+      const lease = String(await admin.get(keysOf(a).lease));
       expect(lease).toBe(`${bToken}:b`);
     });
   }
@@ -393,9 +395,9 @@ describe('the record of elections', () => {
       await c.stop();
     }
     // Appended after the election without being awaited: wait for the last one.
-    const newest = async () => ((await admin.xrevrange(c.keys.elections, '+', '-', 'COUNT', 1)) as Array<[string, string[]]>)[0];
+    const newest = async () => ((await admin.xrevrange(keysOf(c).elections, '+', '-', 'COUNT', 1)) as Array<[string, string[]]>)[0];
     await waitFor(async () => (await newest())?.[1][1] === tokens.at(-1)!.toString());
-    expect(await admin.xlen(c.keys.elections)).toBe(32);
+    expect(await admin.xlen(keysOf(c).elections)).toBe(32);
     expect((await newest())![1]).toEqual(['token', tokens.at(-1)!.toString(), 'node', 'node-x', 'ttl', '600', 'fences', '0', 'regressed', '0']);
   });
 });

@@ -10,13 +10,12 @@ import { failpoints, type FailpointName } from '@fenced/shared/failpoints';
 import { emit, parseOptions } from '@fenced/shared/internal';
 import { commandTimeoutMs, coordinatorOptionsSchema, defaultDriftMs, defaultNodeId } from './coordinator-options.js';
 import { judgeFenceAnswers, type FenceVerdict } from './fence-verdict.js';
-import type { ReleaseListener } from './release-listener.js';
-import type { AcquireReply, InFlight, LeaseStore } from './lease-store.js';
-import { redisLeaseStore } from './redis-lease-store.js';
-import type { RedisClient } from '../redis-client.js';
+import type { AcquireReply, InFlight, LeaseStore, ReleaseListener } from './lease-store.js';
+import type { LeaseBackend } from './lease-backend.js';
+import { redisLeases } from './redis/redis-backend.js';
+import type { FireLog } from '../scheduler/fire-log.js';
 import { backoffMs, jitter } from '../internal/timing.js';
 import { monotonicClock, type Clock } from './clock.js';
-import { leaseKeys, type LeaseKeys } from './lease-keys.js';
 import { ServerClock } from './server-clock.js';
 import type { GroupSeat } from './group-seat.js';
 import type { CoordinatorEventMap, CreateCoordinatorOptions, LeaderTerm } from './coordinator-types.js';
@@ -32,19 +31,21 @@ type State =
   | { kind: 'leader'; term: LeaderTerm; controller: AbortController; deadline: number };
 
 /**
- * Leader election on a Redis lease. Every election mints a fencing token above every earlier
- * election's; the node counts itself leader only until a local monotonic deadline.
+ * Leader election on a lease in a store (Redis or PostgreSQL, behind `LeaseBackend`). Every election
+ * mints a fencing token above every earlier election's; the node counts itself leader only until a
+ * local monotonic deadline counted from the acquire's send.
  */
 export class Coordinator extends EventEmitter<CoordinatorEventMap> {
   readonly lease: string;
   readonly nodeId: string;
-  readonly keys: LeaseKeys;
+  /** The store the lease lives in (`redisLeases`, `postgresLeases`). */
+  readonly store: LeaseBackend;
   readonly ttlMs: number;
   readonly renewIntervalMs: number;
   readonly driftMs: number;
 
-  readonly #redis: RedisClient;
   readonly #store: LeaseStore;
+  #fireLog: FireLog | undefined;
   readonly #fences: readonly Fence[];
   readonly #logger: FencedLogger | undefined;
   readonly #clock: Clock;
@@ -69,10 +70,10 @@ export class Coordinator extends EventEmitter<CoordinatorEventMap> {
     const options = parseOptions('coordinator', coordinatorOptionsSchema, input);
     // An unheard 'error' event must not kill the host process.
     this.on('error', () => {});
-    this.#redis = input.redis; // validated as an ioredis client by the schema
     this.lease = options.lease;
     this.nodeId = options.nodeId ?? defaultNodeId();
-    this.keys = leaseKeys(options.keyPrefix, options.lease);
+    // The schema admits exactly one of the two (and a key prefix only with `redis`).
+    this.store = input.store ?? redisLeases(input.redis!, options.keyPrefix === undefined ? {} : { keyPrefix: options.keyPrefix });
     this.ttlMs = options.ttlMs;
     this.renewIntervalMs = options.renewIntervalMs;
     this.driftMs = options.driftMs ?? defaultDriftMs(options.ttlMs);
@@ -81,7 +82,7 @@ export class Coordinator extends EventEmitter<CoordinatorEventMap> {
     this.#logger = options.logger as FencedLogger | undefined;
     this.#clock = (options.clock as Clock | undefined) ?? monotonicClock;
     this.#serverClock = new ServerClock(this.#clock);
-    this.#store = redisLeaseStore(this.#redis, this.keys, this.nodeId, this.#commandTimeoutMs());
+    this.#store = this.store.openLease(this.lease, this.nodeId, this.#commandTimeoutMs());
     this.#seat = seat;
     this.#metrics = new LeaseMetrics(options.meterProvider as MeterProvider | undefined, this.lease, () => this.currentTerm()?.token ?? null);
   }
@@ -91,12 +92,13 @@ export class Coordinator extends EventEmitter<CoordinatorEventMap> {
     return this.#fences;
   }
 
-  /** The Redis client the coordinator runs its scripts on. */
-  get redis(): RedisClient {
-    return this.#redis;
+  /** The scheduler's record of fires, kept in the lease's store beside the lease. */
+  fireLog(): FireLog {
+    this.#fireLog ??= this.store.fireLog(this.lease);
+    return this.#fireLog;
   }
 
-  /** Regressions of the Redis token counter detected at election (docs/fencing-model.md: "never trust a lower counter"). */
+  /** Regressions of the store's token counter detected at election (docs/fencing-model.md: "never trust a lower counter"). */
   get regressions(): number {
     return this.#regressions;
   }
@@ -110,7 +112,7 @@ export class Coordinator extends EventEmitter<CoordinatorEventMap> {
     this.#state = { kind: 'standby' };
     this.#metrics.observe();
     await this.#subscribe();
-    if (this.#seat === undefined) void this.#checkRedisConfig(); // a group checks once for all
+    if (this.#seat === undefined) void this.#checkStoreConfig(); // a group checks once for all
     await this.#runAttempt();
   }
 
@@ -170,7 +172,7 @@ export class Coordinator extends EventEmitter<CoordinatorEventMap> {
     return state.term;
   }
 
-  /** The Redis server's time now (epoch ms), carried forward locally; null before any reply. */
+  /** The store server's time now (epoch ms), carried forward locally; null before any reply. */
   serverNow(): number | null {
     return this.#serverClock.now();
   }
@@ -406,7 +408,7 @@ export class Coordinator extends EventEmitter<CoordinatorEventMap> {
     this.#state = { kind: 'standby' };
     this.#clearTimers();
     this.#endTerm(state, reason);
-    // Best effort: if the lease is still ours in Redis (the renew was lost on the way), free it now.
+    // Best effort: if the lease is still ours in the store (the renew was lost on the way), free it now.
     void this.#release(state.term.leaseValue, state.term.token, false).finally(() => this.#scheduleAttempt(jitter(50)));
   }
 
@@ -435,21 +437,21 @@ export class Coordinator extends EventEmitter<CoordinatorEventMap> {
     const listener: ReleaseListener =
       this.#seat === undefined
         ? await this.#store.listenForReleases(this.#commandTimeoutMs(), onRelease, (error) => this.#storeFailed('subscribe', error))
-        : { close: await this.#seat.listen(this.keys.released, onRelease) };
+        : { close: await this.#seat.listen(onRelease) };
     // stop() may have come while the subscription was being set up.
     if (this.#state.kind === 'stopped') listener.close();
     else this.#subscriber = listener;
   }
 
-  /** Reports Redis settings that make leases unsafe. */
-  async #checkRedisConfig(): Promise<void> {
-    const problem = await this.#store.configProblem(this.#commandTimeoutMs());
-    if (problem !== null) emit(this.#logger, { type: 'redis.config', lease: this.lease, nodeId: this.nodeId, problem });
+  /** Reports store settings that make leases unsafe. */
+  async #checkStoreConfig(): Promise<void> {
+    const problem = await this.store.configProblem(this.#commandTimeoutMs()).catch(() => null);
+    if (problem !== null) emit(this.#logger, { type: `${this.store.kind}.config`, lease: this.lease, nodeId: this.nodeId, problem });
   }
 
   #storeFailed(operation: string, error: unknown): void {
     this.#failures++;
-    emit(this.#logger, { type: 'redis.error', lease: this.lease, nodeId: this.nodeId, operation, error });
+    emit(this.#logger, { type: `${this.store.kind}.error`, lease: this.lease, nodeId: this.nodeId, operation, error });
     this.emit('error', error instanceof Error ? error : new Error(String(error)));
   }
 

@@ -4,11 +4,11 @@
  */
 export interface GroupSeat {
   /**
-   * Subscribes `onRelease` to the lease's release channel on the group's one subscriber connection.
-   * The group also calls `onRelease` itself to have the coordinator try at once.
+   * Hears the lease's releases on the group's one listener connection (its release hub). The group
+   * also calls `onRelease` itself to have the coordinator try at once.
    * @returns an unsubscribe.
    */
-  listen(channel: string, onRelease: () => void): Promise<() => void>;
+  listen(onRelease: () => void): Promise<() => void>;
   /** Whether this node should compete for the lease now (it is the lease's assigned owner). */
   wants(): boolean;
   /**

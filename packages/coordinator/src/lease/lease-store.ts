@@ -1,9 +1,9 @@
 import type { Token } from '@fenced/shared';
-import type { ReleaseListener } from './release-listener.js';
 
-// What the election state machine (coordinator.ts) needs from the store that holds its lease: the
-// seam a lease store implements. Today's store is Redis (redis-lease-store.ts). Every reply carries
-// the store's clock, which the scheduler's due times are read from.
+// What the election state machine (coordinator.ts) needs from the store that holds one lease: the
+// seam a lease store implements (lease/redis/, lease/postgres/; a LeaseBackend opens one per lease).
+// Every reply carries the store's clock, which the scheduler's due times are read from. Every store
+// passes one conformance suite (test/lease-store/).
 
 /** The store's clock as a reply carried it: seconds and microseconds since the epoch. */
 export interface StoreTime {
@@ -51,8 +51,11 @@ export interface LeaseStore {
   raiseCounter(floor: Token, timeoutMs: number): Promise<void>;
   /** Appends an election to the record operators read (best effort, never awaited). */
   recordElection(entry: { readonly token: Token; readonly ttlMs: number; readonly fences: number; readonly regressed: boolean }): void;
-  /** Hears releases of the lease (a standby tries at once). */
+  /** Hears releases of the lease (a standby tries at once), reconnecting by itself after a drop. */
   listenForReleases(timeoutMs: number, onRelease: () => void, onError: (error: unknown) => void): Promise<ReleaseListener>;
-  /** A setting of the store that makes leases unsafe, or null. */
-  configProblem(timeoutMs: number): Promise<string | null>;
+}
+
+/** A subscription to one lease's releases, on a connection of its own. */
+export interface ReleaseListener {
+  close(): void;
 }

@@ -1,14 +1,15 @@
-import type { RedisClient } from '../redis-client.js';
-import type { LeaseKeys } from '../lease/lease-keys.js';
-import { FireRecordBatcher } from './fire-record-batcher.js';
-import { schedulerScripts, type FireRecord } from './scheduler-scripts.js';
-
 /**
  * The scheduler's record of what it dispatched, per job: where a new term resumes. What the
- * scheduler needs from the store that keeps it (today Redis, beside the lease).
+ * scheduler needs from the store that keeps it, beside the lease (Redis: scheduler/redis/;
+ * PostgreSQL: scheduler/postgres/). Every record is checked against the lease in the store itself:
+ * a deposed leader cannot even advance the scheduler's state.
  */
 export interface FireLog {
-  /** Every job's last recorded fire (epoch ms, as text), and the store's marks (see scheduler.ts). */
+  /**
+   * Every job's last recorded fire (epoch ms, as text), and the store's marks: fields that start with
+   * a colon, which no job name has (`:initialized`, `:dispatched:<job>`, `:failover-gap`; see
+   * scheduler.ts).
+   */
   load(): Promise<Record<string, string>>;
   /**
    * Records one fire (or a baseline) under `leaseValue`, only while that lease is still ours.
@@ -17,12 +18,11 @@ export interface FireLog {
   record(leaseValue: string, record: FireRecord, failoverGapMs?: number | null): Promise<number>;
 }
 
-/** The fire log in a Redis hash beside the lease, its records batched per turn of the event loop. */
-export function redisFireLog(redis: RedisClient, keys: LeaseKeys): FireLog {
-  const scripts = schedulerScripts(redis);
-  const batcher = new FireRecordBatcher((leaseValue, records, gapMs) => scripts.recordFires(keys.lease, keys.fires, leaseValue, records, gapMs));
-  return {
-    load: () => redis.hgetall(keys.fires),
-    record: (leaseValue, record, failoverGapMs) => batcher.record(leaseValue, record, failoverGapMs),
-  };
+/** One fire to record: a dispatched fire, or a job's baseline (no `dispatchedAt`). */
+export interface FireRecord {
+  readonly job: string;
+  /** The fire's scheduled time, epoch ms. */
+  readonly scheduledAt: number;
+  /** When it was dispatched by the server clock, epoch ms; absent for a baseline. */
+  readonly dispatchedAt?: number | null;
 }

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { FireRecordBatcher } from './fire-record-batcher.js';
-import type { FireRecord } from './scheduler-scripts.js';
+import type { FireRecord } from './fire-log.js';
 
 interface Sent {
   leaseValue: string;

@@ -1,4 +1,4 @@
-import type { FireRecord } from './scheduler-scripts.js';
+import type { FireRecord } from './fire-log.js';
 
 /** Sends one batch of records made under `leaseValue`; answers 1 (recorded) or 0 (not our lease). */
 export type SendFireRecords = (leaseValue: string, records: readonly FireRecord[], failoverGapMs: number | null) => Promise<number>;

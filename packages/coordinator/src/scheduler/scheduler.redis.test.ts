@@ -4,11 +4,13 @@ import { createRedis, deleteKeys, uniquePrefix, waitFor } from '#test-support';
 import type { Redis } from 'ioredis';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { createCoordinator, createScheduler, type Coordinator, type CreateSchedulerOptions, type Scheduler } from '../index.js';
-import { schedulerScripts } from './scheduler-scripts.js';
+import { leaseKeys } from '../lease/redis/lease-keys.js';
+import { schedulerScripts } from './redis/scheduler-scripts.js';
 
 let admin: Redis;
 let prefix: string;
 const stoppers: Array<() => Promise<void> | void> = [];
+const keysOf = (c: Coordinator) => leaseKeys(prefix, c.lease);
 
 beforeAll(() => {
   admin = createRedis();
@@ -136,7 +138,7 @@ describe('the scheduler', () => {
     // the fires itself by moving each job's record an hour back (a catch-up of one fire each).
     const a = replica(Object.fromEntries(names.map((n) => [n, { everyMs: 3_600_000, handler }])), { concurrency: 2, misfire: 'all' });
     const hourAgo = Math.floor((await serverNow()) / 3_600_000) * 3_600_000 - 3_600_000;
-    await admin.hset(a.coordinator.keys.fires, { ':initialized': '1', ...Object.fromEntries(names.map((n) => [n, String(hourAgo)])) });
+    await admin.hset(keysOf(a.coordinator).fires, { ':initialized': '1', ...Object.fromEntries(names.map((n) => [n, String(hourAgo)])) });
     await startAll([a]);
     // Release the handlers one at a time: each release frees a slot for the next job.
     for (let released = 0; released < names.length; released++) {
@@ -153,7 +155,7 @@ describe('the scheduler', () => {
     const handler = (e: Envelope) => void started.push(e.job);
     const a = replica({ first: { everyMs: 3_600_000, handler }, second: { everyMs: 3_600_000, handler } }, { concurrency: 1, misfire: 'all' });
     const hourAgo = Math.floor((await serverNow()) / 3_600_000) * 3_600_000 - 3_600_000;
-    await admin.hset(a.coordinator.keys.fires, { ':initialized': '1', first: String(hourAgo), second: String(hourAgo) });
+    await admin.hset(keysOf(a.coordinator).fires, { ':initialized': '1', first: String(hourAgo), second: String(hourAgo) });
     // The first fire's record waits until the second fire has been dispatched: with the slot held
     // through the record, the second could never start, and the gate would never open.
     let recording!: () => void;
@@ -180,12 +182,12 @@ describe('the scheduler', () => {
       { concurrency: 1, misfire: 'all', catchUpWindowMs: 3 * 3_600_000 },
     );
     const hour = Math.floor((await serverNow()) / 3_600_000) * 3_600_000;
-    await admin.hset(a.coordinator.keys.fires, { ':initialized': '1', catchup: String(hour - 2 * 3_600_000), slow: String(hour - 3_600_000) });
+    await admin.hset(keysOf(a.coordinator).fires, { ':initialized': '1', catchup: String(hour - 2 * 3_600_000), slow: String(hour - 3_600_000) });
     await startAll([a]);
     await waitFor(() => dispatched.length === 1, 5000);
     // Once its first fire is recorded, the catch-up waits for the slot the slow job holds.
     stoppers.push(() => open()); // a failed assertion must not leave stop() waiting on the gate
-    await waitFor(async () => (await admin.hget(a.coordinator.keys.fires, 'catchup')) === String(hour - 3_600_000), 5000);
+    await waitFor(async () => (await admin.hget(keysOf(a.coordinator).fires, 'catchup')) === String(hour - 3_600_000), 5000);
     // Stop, then free the slot.
     const stopped = a.scheduler.stop();
     open();
@@ -204,7 +206,7 @@ describe('the scheduler', () => {
     };
     const a = replica({ report: { everyMs: 3_600_000, payload, handler: (e) => void dispatched.push(e) } }, { misfire: 'all', logger: (e) => events.push(e) });
     const hour = Math.floor((await serverNow()) / 3_600_000) * 3_600_000;
-    await admin.hset(a.coordinator.keys.fires, { ':initialized': '1', report: String(hour - 3_600_000) });
+    await admin.hset(keysOf(a.coordinator).fires, { ':initialized': '1', report: String(hour - 3_600_000) });
     await startAll([a]);
     await waitFor(() => dispatched.length === 1, 5000);
     const failed = events.filter((e) => e.type === 'fire.failed');
@@ -262,7 +264,7 @@ describe('the scheduler', () => {
     const b = replica({ tick: { everyMs: 1000, handler: () => undefined } });
     await startAll([b]);
     const scripts = schedulerScripts(admin);
-    const keys = a.coordinator.keys;
+    const keys = keysOf(a.coordinator);
     expect(await scripts.recordFires(keys.lease, keys.fires, stale, [{ job: 'tick', scheduledAt: 99999999999999 }])).toBe(0);
     expect(await admin.hget(keys.fires, 'tick')).not.toBe('99999999999999');
     expect(await scripts.recordFires(keys.lease, keys.fires, b.coordinator.currentTerm()!.leaseValue, [{ job: 'tick', scheduledAt: 5 }])).toBe(1);
@@ -357,7 +359,7 @@ describe('what the scheduler records for operators', () => {
     const a = replica(job('a'));
     await startAll([a]);
     await waitFor(() => dispatched.length >= 2, 10_000);
-    const fires = a.coordinator.keys.fires;
+    const fires = keysOf(a.coordinator).fires;
     await waitFor(async () => (await admin.hget(fires, ':dispatched:ticks')) !== null);
     const lastOfA = async () => Number(await admin.hget(fires, ':dispatched:ticks'));
     expect(await lastOfA()).toBeGreaterThanOrEqual(Number(await admin.hget(fires, 'ticks')));

@@ -9,8 +9,9 @@ import {
 } from '@fenced/shared';
 import { emit, parseOptions } from '@fenced/shared/internal';
 import { schedulerOptionsSchema, type JobOptionsInput, type SchedulerOptionsInput } from './scheduler-options.js';
-import { redisFireLog, type FireLog } from './fire-log.js';
-import type { Coordinator, LeaderTerm } from '../lease/coordinator.js';
+import type { FireLog } from './fire-log.js';
+import type { LeaderTerm } from '../lease/coordinator-types.js';
+import type { Leadership } from './leadership.js';
 import { planCatchUp, type MisfirePolicy } from './catch-up.js';
 import { recoverLastFires, resumePoint } from './resume.js';
 import { DueQueue } from './due-queue.js';
@@ -44,7 +45,8 @@ export type JobDefinition = Omit<JobOptionsInput, 'handler' | 'queue' | 'payload
 };
 
 export type CreateSchedulerOptions = Omit<SchedulerOptionsInput, 'coordinator' | 'jobs' | 'logger' | 'meterProvider'> & {
-  coordinator: Coordinator;
+  /** The leadership that gates dispatch: a `Coordinator`, or `group.lease(name)`. */
+  coordinator: Leadership;
   /**
    * The OpenTelemetry meter provider the scheduler's instruments come from (docs/operating.md, "Metrics").
    * @defaultValue the global provider of `@opentelemetry/api` when the scheduler is created
@@ -55,12 +57,12 @@ export type CreateSchedulerOptions = Omit<SchedulerOptionsInput, 'coordinator' |
   /** Turns each envelope into what is dispatched (for example: signs it). @defaultValue identity */
   seal?: (envelope: Envelope) => Envelope;
   /**
-   * Where to resume jobs whose record Redis lost (asked once per election that found the record
+   * Where to resume jobs whose record the lease's store lost (asked once per election that found the record
    * gone, for all those jobs at once): per job, the scheduled time (epoch ms) of its last fire that
    * took effect, from a durable store; leave a job out when nothing is known.
    * @defaultValue the coordinator's fences that can tell (`Fence.lastAppliedFires`: the guards' tables
    * of applied fires), so with a guard attached nothing needs configuring. A job nobody knows about is
-   * treated as new, or, when the election found Redis behind a fence, caught up over the whole window.
+   * treated as new, or, when the election found the store behind a fence, caught up over the whole window.
    */
   recoverLastFired?: (jobs: readonly string[]) => Promise<ReadonlyMap<string, number>>;
 };
@@ -98,11 +100,11 @@ interface Job {
 
 /**
  * The fenced cron scheduler: only the leader dispatches; each fire carries the term's token in the
- * shared envelope; the last dispatched fire per job lives in Redis, written only by a script that
- * checks the lease; due times come from the Redis server's clock.
+ * shared envelope; the last dispatched fire per job lives in the lease's store (Redis or PostgreSQL),
+ * written only by a call that checks the lease there; due times come from that server's clock.
  */
 export class Scheduler {
-  readonly #coordinator: Coordinator;
+  readonly #coordinator: Leadership;
   readonly #jobs: ReadonlyMap<string, Job>;
   readonly #misfire: MisfirePolicy;
   readonly #catchUpWindowMs: number;
@@ -147,7 +149,7 @@ export class Scheduler {
     this.#concurrency = options.concurrency;
     this.#logger = input.logger;
     this.#seal = input.seal ?? ((e) => e);
-    this.#records = redisFireLog(this.#coordinator.redis, this.#coordinator.keys);
+    this.#records = this.#coordinator.fireLog();
     this.#recoverLastFired = input.recoverLastFired;
     const jobs = new Map<string, Job>();
     for (const [name, def] of Object.entries(input.jobs)) {
@@ -203,7 +205,7 @@ export class Scheduler {
       recorded = await this.#records.load();
     } catch (error) {
       // Without the record, catch-up would guess: give the term up to the next election instead.
-      emit(this.#logger, { type: 'redis.error', lease: this.#coordinator.lease, nodeId: this.#coordinator.nodeId, operation: 'load fires', error });
+      emit(this.#logger, { type: `${this.#coordinator.store.kind}.error`, lease: this.#coordinator.lease, nodeId: this.#coordinator.nodeId, operation: 'load fires', error });
       this.#term = null;
       return;
     }
@@ -211,7 +213,7 @@ export class Scheduler {
     if (this.#term !== term || now === null) return;
     this.#gapFrom = lastDispatchIn(recorded);
     // The hash carries a field no job can be named (job names have no colon), written with the first
-    // baselines: without it, the records were never kept here or Redis lost them.
+    // baselines: without it, the records were never kept here or the store lost them.
     const recordLost = recorded[STATE_MARK] === undefined;
     const lastApplied = await this.#askLastApplied(recorded, recordLost, now);
     if (this.#term !== term) return;
@@ -231,7 +233,7 @@ export class Scheduler {
     }
     const written = await Promise.all(baselines.map(([job, scheduledAt]) => this.#records.record(term.leaseValue, { job, scheduledAt }).catch(() => 0)));
     if (written.some((ok) => ok !== 1)) {
-      // The lease is gone (or Redis is): this term cannot keep its books, so it does not dispatch.
+      // The lease is gone (or the store is): this term cannot keep its books, so it does not dispatch.
       if (this.#term === term) this.#standDown();
       return;
     }
@@ -257,7 +259,7 @@ export class Scheduler {
       catchUpWindowMs: this.#catchUpWindowMs,
       hook: this.#recoverLastFired,
       fences: this.#coordinator.fences,
-      onError: (error) => emit(this.#logger, { type: 'redis.error', lease: this.#coordinator.lease, nodeId: this.#coordinator.nodeId, operation: 'recover last fires', error }),
+      onError: (error) => emit(this.#logger, { type: `${this.#coordinator.store.kind}.error`, lease: this.#coordinator.lease, nodeId: this.#coordinator.nodeId, operation: 'recover last fires', error }),
     });
   }
 
@@ -473,7 +475,7 @@ export class Scheduler {
         try {
           recorded = await this.#records.record(term.leaseValue, { job: job.name, scheduledAt, dispatchedAt }, gapMs);
         } catch (error) {
-          emit(this.#logger, { type: 'redis.error', lease: this.#coordinator.lease, nodeId: this.#coordinator.nodeId, operation: 'record fire', error });
+          emit(this.#logger, { type: `${this.#coordinator.store.kind}.error`, lease: this.#coordinator.lease, nodeId: this.#coordinator.nodeId, operation: 'record fire', error });
           continue;
         }
         if (recorded !== 1) {

@@ -1,6 +1,6 @@
 import type { Redis } from 'ioredis';
 import { withTimeout } from '@fenced/shared/internal';
-import type { RedisClient } from '../redis-client.js';
+import type { RedisClient } from '../../redis-client.js';
 
 /**
  * For a Sentinel client: was a reply from the primary that the sentinels name?

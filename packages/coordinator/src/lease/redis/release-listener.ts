@@ -1,11 +1,7 @@
 import type { Cluster, Redis } from 'ioredis';
-import type { RedisClient } from '../redis-client.js';
+import type { RedisClient } from '../../redis-client.js';
 import { withTimeout } from '@fenced/shared/internal';
-
-/** A subscription to a lease's release channel, on its own connection. */
-export interface ReleaseListener {
-  close(): void;
-}
+import type { ReleaseListener } from '../lease-store.js';
 
 /**
  * Standbys listen for releases, so a graceful handover takes a round trip, not a TTL. Resolves once

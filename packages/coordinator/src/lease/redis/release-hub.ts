@@ -1,18 +1,14 @@
 import { withTimeout } from '@fenced/shared/internal';
-import { duplicateForSubscribing } from '../lease/release-listener.js';
-import type { RedisClient } from '../redis-client.js';
+import type { ReleaseHub } from '../lease-backend.js';
+import { duplicateForSubscribing } from './release-listener.js';
+import type { RedisClient } from '../../redis-client.js';
 
 /**
  * One subscriber connection for every lease of a group (a coordinator alone opens one of its own):
- * each lease's release channel is subscribed on it, and a message is handed to that lease's listener.
- * ioredis subscribes again by itself after a reconnect.
+ * each lease's release channel (`channelOf(lease)`) is subscribed on it, and a message is handed to
+ * that lease's listener. ioredis subscribes again by itself after a reconnect.
  */
-export interface ReleaseHub {
-  listen(channel: string, onRelease: () => void): Promise<() => void>;
-  close(): void;
-}
-
-export async function openReleaseHub(redis: RedisClient, timeoutMs: number, onError: (error: unknown) => void): Promise<ReleaseHub> {
+export async function openReleaseHub(redis: RedisClient, channelOf: (lease: string) => string, timeoutMs: number, onError: (error: unknown) => void): Promise<ReleaseHub> {
   const subscriber = duplicateForSubscribing(redis);
   const listeners = new Map<string, () => void>();
   subscriber.on('error', onError);
@@ -20,7 +16,8 @@ export async function openReleaseHub(redis: RedisClient, timeoutMs: number, onEr
   // Redis down: the group still starts (its members stay standbys until Redis answers).
   await withTimeout(subscriber.connect(), timeoutMs, 'subscribe').catch(onError);
   return {
-    async listen(channel, onRelease) {
+    async listen(lease, onRelease) {
+      const channel = channelOf(lease);
       listeners.set(channel, onRelease);
       await withTimeout(subscriber.subscribe(channel), timeoutMs, 'subscribe').catch(onError);
       return () => {

@@ -1,5 +1,5 @@
 import type { Cluster, Redis } from 'ioredis';
-import type { RedisClient } from '../redis-client.js';
+import type { RedisClient } from '../../redis-client.js';
 import { withTimeout } from '@fenced/shared/internal';
 
 /**

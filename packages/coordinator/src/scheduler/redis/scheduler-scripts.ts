@@ -1,14 +1,7 @@
 import { defineScripts, type ScriptHost } from '@fenced/shared/internal';
 import { luaScripts } from './lua/generated-lua.js';
+import type { FireRecord } from '../fire-log.js';
 
-/** One fire to record: a dispatched fire, or a job's baseline (no `dispatchedAt`). */
-export interface FireRecord {
-  readonly job: string;
-  /** The fire's scheduled time, epoch ms. */
-  readonly scheduledAt: number;
-  /** When it was dispatched by the server clock, epoch ms; absent for a baseline. */
-  readonly dispatchedAt?: number | null;
-}
 
 /** The scheduler's scripts on one client, typed (the Lua files beside this say what each returns). */
 export interface SchedulerScripts {

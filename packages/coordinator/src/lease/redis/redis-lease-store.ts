@@ -1,11 +1,10 @@
 import type { Token } from '@fenced/shared';
 import { storedToken, withTimeout } from '@fenced/shared/internal';
-import type { RedisClient } from '../redis-client.js';
+import type { RedisClient } from '../../redis-client.js';
 import { leaseScripts } from './lease-scripts.js';
 import type { LeaseKeys } from './lease-keys.js';
-import type { AcquireReply, InFlight, LeaseStore } from './lease-store.js';
-import { formatLeaseValue, parseLeaseValue } from './lease-value.js';
-import { evictionProblem } from './redis-config.js';
+import type { AcquireReply, InFlight, LeaseStore } from '../lease-store.js';
+import { formatLeaseValue, parseLeaseValue } from '../lease-value.js';
 import { listenForReleases } from './release-listener.js';
 import { primaryConfirmer } from './sentinel-primary.js';
 
@@ -73,8 +72,6 @@ export function redisLeaseStore(redis: RedisClient, keys: LeaseKeys, nodeId: str
     },
 
     listenForReleases: (timeoutMs, onRelease, onError) => listenForReleases(redis, keys.released, timeoutMs, { onRelease, onError }),
-
-    configProblem: (timeoutMs) => evictionProblem(redis, timeoutMs),
   };
 }
 

@@ -1,0 +1,22 @@
+import { defineScripts, withTimeout } from '@fenced/shared/internal';
+import type { GroupMembership } from '../../lease/lease-backend.js';
+import type { RedisClient } from '../../redis-client.js';
+import { luaScripts } from './lua/generated-lua.js';
+
+/**
+ * A lease group's members in a sorted set scored by the Redis server's clock (lua/heartbeat-1.lua):
+ * a member is live until its last heartbeat + TTL.
+ */
+export function redisMembership(redis: RedisClient, keyPrefix: string, group: string): GroupMembership {
+  const key = `${keyPrefix}:group:{${group}}:members`;
+  const { heartbeat } = defineScripts(redis, { heartbeat: luaScripts.heartbeat });
+  return {
+    async beat(member, ttlMs, timeoutMs) {
+      const [nextExpiryMs, ...members] = (await withTimeout(heartbeat(key, member, ttlMs), timeoutMs, 'heartbeat')) as [number, ...string[]];
+      return { members, nextExpiryMs: Number(nextExpiryMs) };
+    },
+    async leave(member, timeoutMs) {
+      await withTimeout(redis.zrem(key, member), timeoutMs, 'leave');
+    },
+  };
+}
