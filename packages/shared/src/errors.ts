@@ -40,6 +40,8 @@ export const FencedErrorCode = {
    * this version refuses to touch them (deploy the newer version everywhere, or restore the schema).
    */
   SCHEMA_TOO_NEW: 'SCHEMA_TOO_NEW',
+  /** The database has no fenced objects here (or older ones than this version needs): run `migrate()` first. */
+  SCHEMA_MISSING: 'SCHEMA_MISSING',
   /**
    * A guarded Redis write was refused before it was sent: a command that cannot run fenced, a bad key,
    * or (on Redis Cluster) a key outside the slot of the resource's mark.
@@ -77,6 +79,7 @@ export interface FencedErrorByCode {
   BAD_SIGNATURE: EnvelopeSignatureError;
   DUPLICATE_FIRE: DuplicateFireError;
   SCHEMA_TOO_NEW: SchemaTooNewError;
+  SCHEMA_MISSING: SchemaMissingError;
   INVALID_MUTATION: InvalidMutationError;
 }
 
@@ -214,6 +217,17 @@ export class SchemaTooNewError extends FencedError {
       FencedErrorCode.SCHEMA_TOO_NEW,
       `the fenced objects of ${installation} are at migration ${databaseRevision}, but this version of fenced knows migrations up to ${supportedRevision}: run the newer version, not this one`,
     );
+  }
+}
+
+/** A store was asked before `migrate()` created its objects (or the role cannot see them); nothing was changed. */
+export class SchemaMissingError extends FencedError {
+  override readonly name = 'SchemaMissingError';
+  constructor(
+    readonly installation: string,
+    options?: { cause?: unknown },
+  ) {
+    super(FencedErrorCode.SCHEMA_MISSING, `the fenced objects of ${installation} are missing or out of reach: run migrate() first (and grant this role USAGE on the schema)`, options);
   }
 }
 

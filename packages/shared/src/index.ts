@@ -16,6 +16,7 @@ export {
   EnvelopeSignatureError,
   DuplicateFireError,
   SchemaTooNewError,
+  SchemaMissingError,
   InvalidMutationError,
   type FencedErrorByCode,
   type ValidationIssue,

@@ -436,7 +436,12 @@ export class Coordinator extends EventEmitter<CoordinatorEventMap> {
     const onRelease = () => this.#wake();
     const listener: ReleaseListener =
       this.#seat === undefined
-        ? await this.#store.listenForReleases(this.#commandTimeoutMs(), onRelease, (error) => this.#storeFailed('subscribe', error))
+        ? await this.#store.listenForReleases(
+            this.#commandTimeoutMs(),
+            onRelease,
+            (error) => this.#storeFailed('subscribe', error),
+            (mode, reason) => emit(this.#logger, { type: 'lease.listening', lease: this.lease, nodeId: this.nodeId, mode, reason }),
+          )
         : { close: await this.#seat.listen(onRelease) };
     // stop() may have come while the subscription was being set up.
     if (this.#state.kind === 'stopped') listener.close();

@@ -11,8 +11,9 @@ export interface StoreTime {
   readonly usec: string | number;
 }
 
-/** Called while a request is in flight, between its send and its reply (failpoints run there). */
-export type InFlight = () => Promise<void>;
+import type { InFlight } from './in-flight.js';
+
+export type { InFlight } from './in-flight.js';
 
 /** What one acquire came to. */
 export type AcquireReply =
@@ -51,8 +52,16 @@ export interface LeaseStore {
   raiseCounter(floor: Token, timeoutMs: number): Promise<void>;
   /** Appends an election to the record operators read (best effort, never awaited). */
   recordElection(entry: { readonly token: Token; readonly ttlMs: number; readonly fences: number; readonly regressed: boolean }): void;
-  /** Hears releases of the lease (a standby tries at once), reconnecting by itself after a drop. */
-  listenForReleases(timeoutMs: number, onRelease: () => void, onError: (error: unknown) => void): Promise<ReleaseListener>;
+  /**
+   * Hears releases of the lease (a standby tries at once), reconnecting by itself after a drop.
+   * `onListening` hears how: by notification, or by polling where notifications cannot work.
+   */
+  listenForReleases(
+    timeoutMs: number,
+    onRelease: () => void,
+    onError: (error: unknown) => void,
+    onListening?: (mode: 'notify' | 'polling', reason: string) => void,
+  ): Promise<ReleaseListener>;
 }
 
 /** A subscription to one lease's releases, on a connection of its own. */

@@ -3,7 +3,8 @@ import { storedToken, withTimeout } from '@fenced/shared/internal';
 import type { RedisClient } from '../../redis-client.js';
 import { leaseScripts } from './lease-scripts.js';
 import type { LeaseKeys } from './lease-keys.js';
-import type { AcquireReply, InFlight, LeaseStore } from '../lease-store.js';
+import type { AcquireReply, LeaseStore } from '../lease-store.js';
+import { replyOf } from '../in-flight.js';
 import { formatLeaseValue, parseLeaseValue } from '../lease-value.js';
 import { listenForReleases } from './release-listener.js';
 import { primaryConfirmer } from './sentinel-primary.js';
@@ -73,14 +74,6 @@ export function redisLeaseStore(redis: RedisClient, keys: LeaseKeys, nodeId: str
 
     listenForReleases: (timeoutMs, onRelease, onError) => listenForReleases(redis, keys.released, timeoutMs, { onRelease, onError }),
   };
-}
-
-/** The reply, awaited only after `inFlight` (a failpoint) has run while the request is on its way. */
-async function replyOf<T>(sent: Promise<T>, inFlight: InFlight | undefined): Promise<T> {
-  if (inFlight === undefined) return sent;
-  sent.catch(() => undefined); // awaited below; a rejection meanwhile is not unhandled
-  await inFlight();
-  return sent;
 }
 
 /** A reply came from a server that the sentinels do not all name as the primary. */

@@ -1,0 +1,98 @@
+import type { Token } from '@fenced/shared';
+import { storedToken } from '@fenced/shared/internal';
+import type { AcquireReply, LeaseStore, StoreTime } from '../lease-store.js';
+import { replyOf } from '../in-flight.js';
+import { parseLeaseValue } from '../lease-value.js';
+import type { LeaseObjectNames } from './lease-names.js';
+import { queryRows, type PgLeasePool } from './pg-pool.js';
+import type { ReleaseNotifications } from './release-notifications.js';
+
+/** How many elections each lease keeps in its record, for `fenced status` and `fenced doctor`. */
+const ELECTIONS_KEPT = 32;
+
+interface AcquireRow {
+  won: boolean;
+  token: string;
+  holder: string;
+  remaining_ms: string;
+  now_us: string;
+}
+
+/**
+ * One lease in PostgreSQL: a row per lease, granted, renewed and released by one function call each
+ * (migrations/000001.sql), the token minted by the grant itself above the lease's previous token and
+ * every fence of the guard beside it. Time is the server's clock, read in each call and carried in
+ * each reply.
+ */
+export function postgresLeaseStore(pool: PgLeasePool, names: LeaseObjectNames, lease: string, nodeId: string, notifications: ReleaseNotifications): LeaseStore {
+  const query = <Row>(text: string, values: unknown[], timeoutMs: number, operation: string) => queryRows<Row>(pool, names.installation, text, values, timeoutMs, operation);
+
+  /** The token and node of a lease value this store made; anything else owns nothing. */
+  const ownerOf = (leaseValue: string) => parseLeaseValue(leaseValue);
+
+  return {
+    async acquire(ttlMs, timeoutMs, inFlight): Promise<AcquireReply> {
+      const sent = query<AcquireRow>(`SELECT won, token, holder, remaining_ms::text, now_us::text FROM ${names.acquireFn}($1, $2, $3)`, [lease, nodeId, ttlMs], timeoutMs, 'acquire');
+      const [row] = await replyOf(sent, inFlight);
+      if (row === undefined) throw new Error('acquire answered no row');
+      const time = storeTime(row.now_us);
+      if (!row.won) {
+        const held = parseLeaseValue(row.holder);
+        return {
+          won: false,
+          holder: held === null ? null : { value: row.holder, token: held.token, ours: held.nodeId === nodeId },
+          remainingMs: Math.max(Number(row.remaining_ms), 0),
+          time,
+        };
+      }
+      return { won: true, token: storedToken(row.token), leaseValue: row.holder, time, confirmServer: async () => null };
+    },
+
+    async renew(leaseValue, ttlMs, timeoutMs, inFlight) {
+      const owner = ownerOf(leaseValue);
+      if (owner === null) return { renewed: false, time: await serverTime(timeoutMs()) };
+      const sent = query<{ renewed: boolean; now_us: string }>(
+        `SELECT renewed, now_us::text FROM ${names.renewFn}($1, $2, $3, $4)`,
+        [lease, owner.token.toString(), owner.nodeId, ttlMs],
+        timeoutMs(),
+        'renew',
+      );
+      const [row] = await replyOf(sent, inFlight);
+      if (row === undefined) throw new Error('renew answered no row');
+      return { renewed: row.renewed === true, time: storeTime(row.now_us) };
+    },
+
+    async release(leaseValue, timeoutMs) {
+      const owner = ownerOf(leaseValue);
+      if (owner === null) return false;
+      const [row] = await query<{ released: boolean }>(`SELECT ${names.releaseFn}($1, $2, $3) AS released`, [lease, owner.token.toString(), owner.nodeId], timeoutMs, 'release');
+      return row?.released === true;
+    },
+
+    async raiseCounter(floor: Token, timeoutMs) {
+      await query(`SELECT ${names.raiseFn}($1, $2)`, [lease, floor.toString()], timeoutMs, 'raise counter');
+    },
+
+    recordElection({ token, ttlMs, fences, regressed }) {
+      query(`SELECT ${names.recordElectionFn}($1, $2, $3, $4, $5, $6, $7)`, [lease, token.toString(), nodeId, ttlMs, fences, regressed, ELECTIONS_KEPT], 10_000, 'record election').catch(
+        () => undefined,
+      );
+    },
+
+    async listenForReleases(timeoutMs, onRelease, onError, onListening) {
+      const unsubscribe = await notifications.subscribe(lease, { onRelease, onError, ...(onListening === undefined ? {} : { onListening }) }, timeoutMs);
+      return { close: unsubscribe };
+    },
+  };
+
+  async function serverTime(timeoutMs: number): Promise<StoreTime> {
+    const [row] = await query<{ now_us: string }>(`SELECT floor(extract(epoch FROM clock_timestamp()) * 1000000)::bigint::text AS now_us`, [], timeoutMs, 'time');
+    return storeTime(row!.now_us);
+  }
+}
+
+/** The server's clock from microseconds since the epoch (a decimal string: exact). */
+export function storeTime(micros: string): StoreTime {
+  const us = BigInt(micros);
+  return { sec: (us / 1_000_000n).toString(), usec: (us % 1_000_000n).toString() };
+}

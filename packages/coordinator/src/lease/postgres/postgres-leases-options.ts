@@ -1,0 +1,41 @@
+import { z } from 'zod';
+import { isFunction, sqlIdentifierSchema } from '@fenced/shared/internal';
+import { isPgLeasePool } from './pg-pool.js';
+
+/** Options of `postgresLeases`, with their defaults. */
+export const postgresLeasesOptionsSchema = z.object({
+  /** A `pg.Pool`: the one the guard already has. One of its clients is held for LISTEN while leases run. */
+  pool: z.custom<object>(isPgLeasePool, { message: 'must be a pg.Pool (query() and connect())' }),
+  /**
+   * The guard's schema: the lease rows live beside its fences.
+   * @defaultValue `'public'`
+   */
+  schema: sqlIdentifierSchema.default('public'),
+  /**
+   * The guard's fence table: elections mint above every fence in it, and the lease objects are named
+   * after it (`<table>_leases`, `<table>_lease_acquire`, …).
+   * @defaultValue `'fenced_fences'`
+   */
+  table: sqlIdentifierSchema.default('fenced_fences'),
+  /**
+   * How standbys hear a release: `auto` LISTENs on a connection of its own (a handover in
+   * milliseconds), proves it with a probe NOTIFY and polls where it does not work (behind a pooler in
+   * transaction mode); `poll` never LISTENs.
+   * @defaultValue `'auto'`
+   */
+  listen: z.enum(['auto', 'poll']).default('auto'),
+  /**
+   * How often standbys look for a free lease while notifications do not work.
+   * @defaultValue `250`
+   */
+  pollMs: z.number().int().min(10).max(60_000).default(250),
+  /**
+   * How long the probe NOTIFY may take to arrive before LISTEN counts as not working here.
+   * @defaultValue `2000`
+   */
+  probeTimeoutMs: z.number().int().min(10).max(60_000).default(2000),
+  /** Receives the pool's errors on idle clients as `postgres.error` events (the store listens on the pool). */
+  logger: z.custom<(event: never) => void>(isFunction, { message: 'must be a function' }).optional(),
+});
+
+export type PostgresLeasesOptionsInput = z.input<typeof postgresLeasesOptionsSchema>;

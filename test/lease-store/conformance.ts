@@ -1,0 +1,307 @@
+// The lease-store conformance suite: what every lease store promises, written once and run against
+// each store (conformance-redis.test.ts, conformance-postgres.test.ts), as kysely runs one test suite
+// over every dialect. The store level is tested through LeaseStore directly (a bug the coordinator
+// or a fence would absorb still fails here); the election level through createCoordinator.
+import { isFencedError, parseToken, type Token } from '@fenced/shared';
+import { failpoints } from '@fenced/shared/failpoints';
+import { createCoordinator, type Coordinator, type CreateCoordinatorOptions, type LeaseBackend } from '@fenced/coordinator';
+import { createPostgresGuard } from '@fenced/consumer-guard/postgres';
+import { createTestSchema, waitFor } from '#test-support';
+import { randomBytes } from 'node:crypto';
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+
+export interface LeaseStoreHarness {
+  readonly name: string;
+  /** Creates what the store needs beside `schema` (the guard's fences live there). */
+  setup(schema: { readonly name: string; readonly pool: import('pg').Pool }): Promise<void>;
+  teardown(): Promise<void>;
+  /** A backend on connections of its own: one per simulated process. */
+  backend(): LeaseBackend;
+  /** Cuts every connection of `backend` for good: the store goes away for that process. */
+  cut(backend: LeaseBackend): Promise<void>;
+  /** Whether the lease with this name is free in the store now. */
+  isFree(lease: string): Promise<boolean>;
+  /**
+   * True when an election mints above the fences of the guard in the same database by construction
+   * (no regression to detect and repair there).
+   */
+  readonly mintsAboveLocalFences: boolean;
+}
+
+const lease = () => `l-${randomBytes(4).toString('hex')}`;
+
+export function describeLeaseStoreConformance(harness: LeaseStoreHarness): void {
+  describe(`lease store conformance: ${harness.name}`, () => {
+    let schema: Awaited<ReturnType<typeof createTestSchema>>;
+    const coordinators: Coordinator[] = [];
+
+    beforeAll(async () => {
+      schema = await createTestSchema(`conf_${harness.name}`);
+      await createPostgresGuard({ db: schema.pool, resource: 'setup', schema: schema.name }).migrate();
+      await harness.setup(schema);
+    });
+    afterEach(async () => {
+      failpoints.disarm();
+      await Promise.all(coordinators.splice(0).map((c) => c.stop()));
+    });
+    afterAll(async () => {
+      await harness.teardown();
+      await schema.drop();
+    });
+
+    function coordinator(options: Partial<CreateCoordinatorOptions> & { lease: string }): Coordinator {
+      const c = createCoordinator({ store: harness.backend(), ttlMs: 600, renewIntervalMs: 150, acquireRetryMs: 50, ...options });
+      coordinators.push(c);
+      return c;
+    }
+    const leaders = (cs: Coordinator[]) => cs.filter((c) => c.isLeader());
+
+    describe('the store itself', () => {
+      it('grants a free lease to one node with a fresh token; another node sees the holder and the time left', async () => {
+        const name = lease();
+        const a = harness.backend().openLease(name, 'node-a', 5000);
+        const b = harness.backend().openLease(name, 'node-b', 5000);
+        const won = await a.acquire(2000, 5000);
+        expect(won.won).toBe(true);
+        if (!won.won) return;
+        expect(won.token).toBeGreaterThan(0n);
+        expect(await won.confirmServer()).toBeNull();
+        const lost = await b.acquire(2000, 5000);
+        expect(lost.won).toBe(false);
+        if (lost.won) return;
+        expect(lost.holder).toEqual({ value: won.leaseValue, token: won.token, ours: false });
+        expect(lost.remainingMs).toBeGreaterThan(0);
+        expect(lost.remainingMs).toBeLessThanOrEqual(2000);
+        // The holder asking again (a reply it gave up on) learns the lease is its own.
+        const again = await a.acquire(2000, 5000);
+        expect(again.won === false && again.holder?.ours).toBe(true);
+      });
+
+      it('every election mints a token above every earlier one, and exactly one of many concurrent acquirers wins', async () => {
+        const name = lease();
+        const stores = Array.from({ length: 8 }, (_, i) => harness.backend().openLease(name, `node-${i}`, 5000));
+        const tokens: Token[] = [];
+        for (let round = 0; round < 4; round++) {
+          const replies = await Promise.all(stores.map((s) => s.acquire(5000, 5000)));
+          const winners = replies.flatMap((r, i) => (r.won ? [{ r, i }] : []));
+          expect(winners).toHaveLength(1);
+          const { r, i } = winners[0]!;
+          if (!r.won) return;
+          tokens.push(r.token);
+          expect(await stores[i]!.release(r.leaseValue, 5000)).toBe(true);
+        }
+        for (let i = 1; i < tokens.length; i++) expect(tokens[i]!).toBeGreaterThan(tokens[i - 1]!);
+      });
+
+      it('renews only for the holder with its very token, and only while the lease lives', async () => {
+        const name = lease();
+        const a = harness.backend().openLease(name, 'node-a', 5000);
+        const won = await a.acquire(5000, 5000);
+        if (!won.won) throw new Error('not granted');
+        const forged = [`${won.token}:node-b`, `${won.token + 1n}:node-a`, `${won.token - 1n}:node-a`, 'garbage'];
+        for (const value of forged) expect((await a.renew(value, 5000, () => 5000)).renewed, value).toBe(false);
+        expect((await a.renew(won.leaseValue, 5000, () => 5000)).renewed).toBe(true);
+        expect(await a.release(won.leaseValue, 5000)).toBe(true);
+        expect((await a.renew(won.leaseValue, 5000, () => 5000)).renewed).toBe(false);
+        // Released: a renew must not grant it again behind the token's back.
+        expect(await harness.isFree(name)).toBe(true);
+      });
+
+      it('releases only for the holder with its very token, and the next grant mints a higher token', async () => {
+        const name = lease();
+        const a = harness.backend().openLease(name, 'node-a', 5000);
+        const b = harness.backend().openLease(name, 'node-b', 5000);
+        const won = await a.acquire(5000, 5000);
+        if (!won.won) throw new Error('not granted');
+        for (const value of [`${won.token}:node-b`, `${won.token + 1n}:node-a`, 'garbage']) expect(await b.release(value, 5000), value).toBe(false);
+        expect((await b.acquire(5000, 5000)).won).toBe(false);
+        expect(await a.release(won.leaseValue, 5000)).toBe(true);
+        const next = await b.acquire(5000, 5000);
+        expect(next.won && next.token > won.token).toBe(true);
+      });
+
+      it('an expired lease goes to the next node with a higher token, and the old holder can neither renew nor release it', async () => {
+        const name = lease();
+        const a = harness.backend().openLease(name, 'node-a', 5000);
+        const b = harness.backend().openLease(name, 'node-b', 5000);
+        const first = await a.acquire(150, 5000);
+        if (!first.won) throw new Error('not granted');
+        let second: Awaited<ReturnType<typeof b.acquire>> = await b.acquire(150, 5000);
+        await waitFor(async () => (second = await b.acquire(5000, 5000)).won, 5000, 20);
+        if (!second.won) throw new Error('not granted');
+        expect(second.token).toBeGreaterThan(first.token);
+        expect((await a.renew(first.leaseValue, 5000, () => 5000)).renewed).toBe(false);
+        expect(await a.release(first.leaseValue, 5000)).toBe(false);
+        expect((await b.renew(second.leaseValue, 5000, () => 5000)).renewed).toBe(true);
+      });
+
+      it('keeps tokens exact beyond 2^53, up to 2^63 - 1', async () => {
+        const name = lease();
+        const a = harness.backend().openLease(name, 'node-a', 5000);
+        await a.raiseCounter(parseToken(2n ** 62n), 5000);
+        const won = await a.acquire(5000, 5000);
+        if (!won.won) throw new Error('not granted');
+        expect(won.token).toBe(2n ** 62n + 1n);
+        expect((await a.renew(won.leaseValue, 5000, () => 5000)).renewed).toBe(true);
+      });
+
+      it('carries the server clock in every reply', async () => {
+        const a = harness.backend().openLease(lease(), 'node-a', 5000);
+        const before = Date.now();
+        const won = await a.acquire(5000, 5000);
+        const serverMs = Number(won.time.sec) * 1000 + Number(won.time.usec) / 1000;
+        // Same machine: the server's clock is this one's, within a loaded machine's scheduling.
+        expect(Math.abs(serverMs - before)).toBeLessThan(2000);
+        if (!won.won) return;
+        const renewed = await a.renew(won.leaseValue, 5000, () => 5000);
+        expect(Number(renewed.time.sec) * 1000 + Number(renewed.time.usec) / 1000).toBeGreaterThanOrEqual(serverMs);
+      });
+    });
+
+    describe('elections', () => {
+      it('elects one leader among three, hands over in turn with no two leading at once, tokens strictly increasing', async () => {
+        const name = lease();
+        const nodes = [coordinator({ lease: name }), coordinator({ lease: name }), coordinator({ lease: name })];
+        const elected: Token[] = [];
+        for (const n of nodes) n.on('elected', ({ token }) => elected.push(token));
+        await Promise.all(nodes.map((n) => n.start()));
+        await waitFor(() => leaders(nodes).length === 1, 10_000);
+        let most = 0;
+        const sampler = setInterval(() => (most = Math.max(most, leaders(nodes).length)), 2);
+        try {
+          for (let round = 0; round < 4; round++) {
+            const [leader] = leaders(nodes);
+            await leader!.stop();
+            await waitFor(() => leaders(nodes).length === 1, 10_000);
+            await leader!.start();
+          }
+        } finally {
+          clearInterval(sampler);
+        }
+        expect(most).toBe(1);
+        expect(elected.length).toBeGreaterThanOrEqual(5);
+        for (let i = 1; i < elected.length; i++) expect(elected[i]!).toBeGreaterThan(elected[i - 1]!);
+      });
+
+      it('every term begins above every fence, and the fence holds its token before it leads', async () => {
+        const name = lease();
+        const resource = `r-${name}`;
+        const guard = createPostgresGuard({ db: schema.pool, resource, schema: schema.name });
+        await guard.advance(parseToken(1000n));
+        const c = coordinator({ lease: name, fences: [guard.fence(resource)] });
+        await c.start();
+        await waitFor(() => c.isLeader(), 10_000);
+        expect(c.token()!).toBeGreaterThan(1000n);
+        expect(await guard.highest()).toBe(c.token());
+        // Minted in the grant above the fences of its own database: nothing to repair.
+        if (harness.mintsAboveLocalFences) expect(c.regressions).toBe(0);
+      });
+
+      it('a standby hears a release and leads at once, not at its next retry', async () => {
+        const name = lease();
+        const retryMs = 20_000;
+        const a = coordinator({ lease: name, ttlMs: 30_000, renewIntervalMs: 5000, acquireRetryMs: retryMs });
+        await a.start();
+        await waitFor(() => a.isLeader(), 10_000);
+        const b = coordinator({ lease: name, ttlMs: 30_000, renewIntervalMs: 5000, acquireRetryMs: retryMs });
+        await b.start();
+        expect(b.isLeader()).toBe(false);
+        const stoppedAt = performance.now();
+        await a.stop();
+        await waitFor(() => b.isLeader(), retryMs);
+        expect(performance.now() - stoppedAt, 'b waited for its retry').toBeLessThan(retryMs / 4);
+      });
+
+      it('a release that arrives while an acquire is in flight is not lost', async () => {
+        const name = lease();
+        const retryMs = 20_000;
+        const a = coordinator({ lease: name, ttlMs: 30_000, renewIntervalMs: 5000, acquireRetryMs: retryMs });
+        await a.start();
+        await waitFor(() => a.isLeader(), 10_000);
+        const b = coordinator({ lease: name, ttlMs: 30_000, renewIntervalMs: 5000, acquireRetryMs: retryMs });
+        // b's acquire is on its way (and finds the lease held); before its reply is read, a steps down.
+        failpoints.arm('lease.acquire-sent-before-reply', {
+          kind: 'call',
+          run: async () => {
+            await a.stop();
+            await waitFor(() => harness.isFree(name), 5000);
+            for (let i = 0; i < 5; i++) await new Promise((r) => setImmediate(r));
+          },
+        });
+        const startedAt = performance.now();
+        await b.start();
+        await waitFor(() => b.isLeader(), retryMs * 2);
+        expect(performance.now() - startedAt, 'b waited for its retry').toBeLessThan(retryMs / 2);
+      });
+
+      it('counts an election from when the acquire was sent, not from its late reply', async () => {
+        let now = 1_000_000;
+        const clock = { now: () => now };
+        const c = coordinator({ lease: lease(), ttlMs: 1000, renewIntervalMs: 100, clock });
+        const sentAt = now;
+        failpoints.arm('lease.acquire-sent-before-reply', { kind: 'call', run: () => void (now += 600) });
+        let leading: boolean | undefined;
+        failpoints.arm('lease.renew-sent-before-reply', {
+          kind: 'call',
+          run: () => {
+            now = sentAt + c.ttlMs - c.driftMs;
+            leading = c.isLeader();
+          },
+        });
+        await c.start();
+        await waitFor(() => leading !== undefined, 10_000);
+        expect(leading).toBe(false);
+      });
+
+      it("a leader whose renew replies come too late stops believing before anyone else's belief begins", async () => {
+        const name = lease();
+        const a = coordinator({ lease: name, nodeId: 'slow' });
+        await a.start();
+        await waitFor(() => a.isLeader(), 10_000);
+        const b = coordinator({ lease: name, nodeId: 'next' });
+        let bElectedAt = 0;
+        b.on('elected', () => (bElectedAt = performance.now()));
+        let aEndedAt = 0;
+        a.on('lost', ({ endedAt }) => (aEndedAt = endedAt));
+        // a's next renew reaches the store, but its reply is held until b leads: a must have stopped
+        // believing by its own deadline, before b began.
+        failpoints.arm('lease.renew-sent-before-reply', { kind: 'call', run: () => waitFor(() => b.isLeader(), 20_000) });
+        await b.start();
+        await waitFor(() => b.isLeader() && aEndedAt > 0, 20_000);
+        expect(aEndedAt).toBeLessThanOrEqual(bElectedAt + a.driftMs);
+      });
+
+      it('a leader whose store goes away ends its term by its own deadline, and another leads after the lease runs out', async () => {
+        const name = lease();
+        const store = harness.backend();
+        const a = coordinator({ lease: name, store });
+        await a.start();
+        await waitFor(() => a.isLeader(), 10_000);
+        const b = coordinator({ lease: name });
+        await b.start();
+        const lost = new Promise<string>((resolve) => a.on('lost', ({ reason }) => resolve(reason)));
+        await harness.cut(store);
+        expect(await lost).toBe('deadline');
+        await waitFor(() => b.isLeader(), 10_000);
+        expect(a.isLeader()).toBe(false);
+      });
+
+      it('refuses bad options with a typed error naming the option', () => {
+        const bad = [
+          { store: harness.backend(), lease: 'no spaces' },
+          { store: harness.backend(), lease: 'ok', keyPrefix: 'p' },
+          { lease: 'ok' },
+        ];
+        for (const options of bad) {
+          let error: unknown;
+          try {
+            createCoordinator(options as CreateCoordinatorOptions);
+          } catch (err) {
+            error = err;
+          }
+          expect(isFencedError(error, 'INVALID_CONFIG'), JSON.stringify(Object.keys(options))).toBe(true);
+        }
+      });
+    });
+  });
+}
