@@ -25,6 +25,8 @@ export interface PlantedBug {
 }
 
 const MIGRATIONS = 'packages/consumer-guard/src/postgres/migrations';
+const LEASE_SQL = 'packages/coordinator/src/lease/postgres/migrations/000001.sql';
+const PG_LEASE_TESTS = ['test/lease-store/conformance-postgres.test.ts'];
 
 export const PLANTED_BUGS: readonly PlantedBug[] = [
   {
@@ -190,7 +192,7 @@ export const PLANTED_BUGS: readonly PlantedBug[] = [
     file: 'packages/coordinator/src/lease/coordinator.ts',
     find: 'return this.#confirmElection(reply, sentAt + this.ttlMs - this.driftMs, regressedBefore);',
     replace: 'return this.#confirmElection(reply, receivedAt + this.ttlMs - this.driftMs, regressedBefore);',
-    tests: ['test/failpoints.test.ts', 'packages/coordinator/src/lease/coordinator.redis.test.ts'],
+    tests: ['test/failpoints.test.ts', 'packages/coordinator/src/lease/coordinator.redis.test.ts', 'test/lease-store/conformance-postgres.test.ts'],
   },
   {
     id: 'mint-after-grant',
@@ -468,5 +470,96 @@ export const PLANTED_BUGS: readonly PlantedBug[] = [
     find: '    const highest = await store.highest(resource);',
     replace: '    const highest = await store.highest(resource).catch(() => null);',
     tests: ['packages/consumer-guard/src/handler/wrap-handler.pg.test.ts'],
+  },
+  {
+    id: 'pg-mint-below-fences',
+    layer: 'lease',
+    bug: "the PostgreSQL grant mints from the lease's own counter alone, not above the fences beside it: a deployment moved from Redis mints tokens its fences already hold",
+    file: LEASE_SQL,
+    find: '  v_token := greatest(cur.token, v_fence) + 1;',
+    replace: '  v_token := cur.token + 1;',
+    tests: PG_LEASE_TESTS,
+  },
+  {
+    id: 'pg-grant-without-row-lock',
+    layer: 'lease',
+    bug: 'the PostgreSQL grant reads the lease row without locking it: two concurrent acquirers both find it free, both are granted, and both mint the same token',
+    file: LEASE_SQL,
+    find: '      SELECT l.token, l.holder, l.expires_at INTO STRICT cur FROM :LEASES l WHERE l.name = p_name FOR UPDATE;',
+    replace: '      SELECT l.token, l.holder, l.expires_at INTO STRICT cur FROM :LEASES l WHERE l.name = p_name;',
+    tests: PG_LEASE_TESTS,
+  },
+  {
+    id: 'pg-renew-unchecked-token',
+    layer: 'lease',
+    bug: "the PostgreSQL renew checks the holder's node id but not its token: a node's stale term extends the lease of its newer one",
+    file: LEASE_SQL,
+    find: '   WHERE l.name = p_name AND l.token = p_token AND l.holder = p_node AND l.expires_at > clock_timestamp();\n  renewed := FOUND;',
+    replace: '   WHERE l.name = p_name AND l.holder = p_node AND l.expires_at > clock_timestamp();\n  renewed := FOUND;',
+    tests: PG_LEASE_TESTS,
+  },
+  {
+    id: 'pg-renew-expired',
+    layer: 'lease',
+    bug: 'the PostgreSQL renew extends a lease that already expired: a leader that lapsed takes its lease back without an election, beside a standby that saw it free',
+    file: LEASE_SQL,
+    find: '   WHERE l.name = p_name AND l.token = p_token AND l.holder = p_node AND l.expires_at > clock_timestamp();\n  renewed := FOUND;',
+    replace: '   WHERE l.name = p_name AND l.token = p_token AND l.holder = p_node;\n  renewed := FOUND;',
+    tests: PG_LEASE_TESTS,
+  },
+  {
+    id: 'pg-release-unchecked-token',
+    layer: 'lease',
+    bug: 'the PostgreSQL release frees the lease for any term of the same node: a late release of an old term frees the lease its newer term holds',
+    file: LEASE_SQL,
+    find: '  UPDATE :LEASES l SET holder = NULL, expires_at = NULL\n   WHERE l.name = p_name AND l.token = p_token AND l.holder = p_node;',
+    replace: '  UPDATE :LEASES l SET holder = NULL, expires_at = NULL\n   WHERE l.name = p_name AND l.holder = p_node;',
+    tests: PG_LEASE_TESTS,
+  },
+  {
+    id: 'pg-fires-unchecked-lease',
+    layer: 'scheduler',
+    bug: "the PostgreSQL fire record does not check the lease: a deposed leader advances the scheduler's record past fires nobody dispatched",
+    file: LEASE_SQL,
+    find: '  IF NOT FOUND THEN\n    RETURN 0;\n  END IF;\n  WITH batch AS (',
+    replace: '  WITH batch AS (',
+    tests: ['packages/coordinator/src/lease/postgres/postgres-leases.pg.test.ts'],
+  },
+  {
+    id: 'pg-listen-unproven',
+    layer: 'lease',
+    bug: 'LISTEN is trusted without its probe: behind a pooler in transaction mode no release is ever heard, and every handover waits a retry interval',
+    file: 'packages/coordinator/src/lease/postgres/release-notifications.ts',
+    find: '      const delivered = await this.#probe();',
+    replace: '      const delivered = true;',
+    tests: ['packages/coordinator/src/lease/postgres/postgres-leases.pg.test.ts'],
+  },
+  {
+    id: 'lease-check-without-lock',
+    layer: 'guard',
+    bug: "the lease-checked write reads its lease row without FOR KEY SHARE: an election does not wait for the old term's open writes, which commit after the new term began",
+    file: 'packages/consumer-guard/src/postgres/migrations/000004.sql',
+    find: '  SELECT l.token, l.holder, l.expires_at INTO cur FROM :LEASES l WHERE l.name = p_lease FOR KEY SHARE;',
+    replace: '  SELECT l.token, l.holder, l.expires_at INTO cur FROM :LEASES l WHERE l.name = p_lease;',
+    tests: ['test/lease-checked-writes.test.ts'],
+  },
+  {
+    id: 'lease-check-outside-transaction',
+    layer: 'guard',
+    bug: "the lease is checked by a statement of its own beside the write, not in the write's transaction: nothing holds the lease row while the write is open",
+    file: 'packages/consumer-guard/src/postgres/postgres-store.ts',
+    find: '  const check = leaseOf === undefined ? checkCall(names.checkFn) : leaseCheckedCall(names.checkedFn, leaseOf);',
+    replace:
+      '  const plain = checkCall(names.checkFn);\n  const leased = leaseOf === undefined ? undefined : leaseCheckedCall(names.checkedFn, leaseOf);\n  const check = { statement: plain.statement, inline: (t: Token, r: string, x: boolean, f: string | null) => { if (leased !== undefined) void session.query(leased.statement(t, r, x, f)); return plain.inline(t, r, x, f); } };',
+    tests: ['test/lease-checked-writes.test.ts'],
+  },
+  {
+    id: 'takeover-any-token',
+    layer: 'survival',
+    bug: "the election's takeover ends every announced write of its lease, not only those of expired terms: a new term's own writes are killed by a competing election",
+    file: LEASE_SQL,
+    find: "         AND substring(a.application_name FROM '^fenced:([0-9]{1,19})(?: |$)')::numeric <= seen;",
+    replace: '         ;',
+    tests: ['test/lease-checked-writes.test.ts'],
   },
 ];

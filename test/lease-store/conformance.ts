@@ -135,6 +135,16 @@ export function describeLeaseStoreConformance(harness: LeaseStoreHarness): void 
         expect((await b.renew(second.leaseValue, 5000, () => 5000)).renewed).toBe(true);
       });
 
+      it('does not renew a lease that expired, even when nobody took it since (that would grant it without a token)', async () => {
+        const name = lease();
+        const a = harness.backend().openLease(name, 'node-a', 5000);
+        const won = await a.acquire(100, 5000);
+        if (!won.won) throw new Error('not granted');
+        await waitFor(() => harness.isFree(name), 5000, 20);
+        expect((await a.renew(won.leaseValue, 5000, () => 5000)).renewed).toBe(false);
+        expect(await harness.isFree(name)).toBe(true);
+      });
+
       it('keeps tokens exact beyond 2^53, up to 2^63 - 1', async () => {
         const name = lease();
         const a = harness.backend().openLease(name, 'node-a', 5000);

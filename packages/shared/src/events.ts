@@ -23,6 +23,8 @@ export type FencedEvent =
    */
   | { type: 'guard.takeover'; resource: string; token: bigint; blockingToken: bigint; session: string; ended: boolean }
   | { type: 'guard.duplicate'; resource: string; token: bigint; fireId: string }
+  /** A lease-checked write found its token's lease no longer held by it (its term is over) and was refused. */
+  | { type: 'guard.lease-refused'; resource: string; token: bigint; lease: string }
   | { type: 'guard.degraded'; resource: string; error: unknown }
   | { type: 'guard.recovered'; resource: string }
   | { type: 'envelope.refused'; resource: string; code: string; fireId?: string }
@@ -45,6 +47,11 @@ export type FencedEvent =
    * standbys look every `pollMs`), and why.
    */
   | { type: 'lease.listening'; lease: string; nodeId: string; mode: 'notify' | 'polling'; reason: string }
+  /**
+   * An election on PostgreSQL found lease-checked writes of an expired term holding the lease row
+   * past the grace period (a deposed leader frozen inside its transaction) and ended `ended` of them.
+   */
+  | { type: 'lease.takeover'; lease: string; nodeId: string; ended: number }
   | { type: 'fire.dispatched'; lease: string; nodeId: string; job: string; fireId: string; token: bigint }
   | { type: 'fire.failed'; lease: string; nodeId: string; job: string; fireId: string; token: bigint; error: unknown }
   | { type: 'fire.skipped'; lease: string; nodeId: string; job: string; missed: number; reason: string };

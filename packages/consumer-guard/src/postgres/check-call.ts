@@ -23,3 +23,16 @@ export function checkCall(checkFn: string): CheckCall {
       `SELECT ${checkFn}(${quoteLiteral(resource)}::text, ${token.toString()}::bigint, ${raises ? 'true' : 'false'}::boolean, ${fireId === null ? 'NULL' : quoteLiteral(fireId)}::text)`,
   };
 }
+
+/**
+ * The lease-checked form (`<table>_lease_check`, migrations/000004.sql): the same check, then the
+ * write's lease, `leaseOf(resource)`, held by its token, in the same call.
+ */
+export function leaseCheckedCall(checkedFn: string, leaseOf: (resource: string) => string): CheckCall {
+  const text = `SELECT ${checkedFn}($2::text, $1::bigint, $3::boolean, $4::text, $5::text)`;
+  return {
+    statement: (token, resource, raises, fireId) => ({ text, values: [token, resource, raises, fireId, leaseOf(resource)] }),
+    inline: (token, resource, raises, fireId) =>
+      `SELECT ${checkedFn}(${quoteLiteral(resource)}::text, ${token.toString()}::bigint, ${raises ? 'true' : 'false'}::boolean, ${fireId === null ? 'NULL' : quoteLiteral(fireId)}::text, ${quoteLiteral(leaseOf(resource))}::text)`,
+  };
+}

@@ -19,7 +19,9 @@ function render(text: string, names: GuardObjectNames): string {
     .replaceAll(':APPLIED', names.applied)
     .replaceAll(':AUDIT', names.audit)
     .replaceAll(':LOWER_FN', names.lowerFn)
-    .replaceAll(':TAKEOVER_FN', names.takeoverFn);
+    .replaceAll(':TAKEOVER_FN', names.takeoverFn)
+    .replaceAll(':CHECKED_FN', names.checkedFn)
+    .replaceAll(':LEASES', names.leases);
 }
 
 /**

@@ -11,6 +11,10 @@ export interface GuardObjectNames {
   readonly audit: string;
   readonly lowerFn: string;
   readonly takeoverFn: string;
+  /** The fence check and the lease check in one call (migrations/000004.sql). */
+  readonly checkedFn: string;
+  /** The lease rows the lease check reads: @fenced/coordinator/postgres keeps them beside the fences. */
+  readonly leases: string;
   /** `schema.table`, unquoted: the key that serializes migrators of one installation. */
   readonly installation: string;
 }
@@ -28,6 +32,8 @@ export function guardObjectNames(schema: string, table: string): GuardObjectName
     audit: qualify(`${table}_audit`),
     lowerFn: qualify(`${table}_lower`),
     takeoverFn: qualify(`${table}_takeover`),
+    checkedFn: qualify(`${table}_lease_check`),
+    leases: qualify(`${table}_leases`),
     installation: `${schema}.${table}`,
   };
 }

@@ -3,6 +3,9 @@ import { isFunction, isObject, meterProviderSchema } from '@fenced/shared/intern
 import { resourceSchema } from '../resource-schema.js';
 import { sqlIdentifierSchema } from './sql-identifier.js';
 
+/** A lease name, as the coordinator accepts it. */
+const leaseNameSchema = z.string().regex(/^[A-Za-z0-9_.-]{1,64}$/, 'must be 1-64 characters from A-Z a-z 0-9 _ . -');
+
 /** The `takeover` option's default (`fenced doctor` checks the server's timeouts against it). */
 export const DEFAULT_TAKEOVER = Object.freeze({ graceMs: 250, timeoutMs: 10_000 });
 
@@ -71,6 +74,22 @@ export const postgresGuardOptionsSchema = z.object({
       }),
     ])
     .default(DEFAULT_TAKEOVER),
+  /**
+   * Lease-checked writes: when the coordinator's leases live in this database
+   * (`postgresLeases` from `@fenced/coordinator/postgres`, same schema and table), every guarded
+   * write also checks, in its own transaction, that its token still holds its lease and that the
+   * lease has not expired by the server's clock, under a share lock on the lease row that an election
+   * waits for. A deposed leader's write is then refused (`NOT_LEADER`) even before the next leader has
+   * written anything, and no new term begins while a write of the old one is still open (an election
+   * ends such writes of a frozen leader after its grace period). The lease of each write: a name, or
+   * a function of the write's resource (a lease group's leases).
+   * @defaultValue off
+   * @example
+   * ```ts
+   * createPostgresGuard({ db: pool, resource: 'invoices', checkLease: 'billing' });
+   * ```
+   */
+  checkLease: z.union([leaseNameSchema, z.custom<(resource: string) => string>(isFunction, { message: 'must be a lease name or a function (resource) => lease name' })]).optional(),
   /** Receives structured events; the guard never logs to the console. */
   logger: z.custom<(event: never) => void>(isFunction, { message: 'must be a function' }).optional(),
   /**

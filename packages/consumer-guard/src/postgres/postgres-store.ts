@@ -1,4 +1,4 @@
-import { ConfigError, DuplicateFireError, FenceAheadError, isFencedError, parseResource, StaleTokenError, type Fence, type FencedLogger, type Token } from '@fenced/shared';
+import { ConfigError, DuplicateFireError, FenceAheadError, isFencedError, NotLeaderError, parseResource, StaleTokenError, type Fence, type FencedLogger, type Token } from '@fenced/shared';
 import { emit, storedToken } from '@fenced/shared/internal';
 import type { PostgresGuardOptions } from './postgres-guard-options.js';
 import type { GuardMetrics } from '../metrics/guard-metrics.js';
@@ -10,11 +10,11 @@ import { migrate } from './migrator.js';
 import { BoundedMap } from '../internal/bounded-map.js';
 import { guardObjectNames } from './names.js';
 import { isPgPoolLike, pgPoolSession } from './pg-pool-session.js';
-import { checkCall } from './check-call.js';
+import { checkCall, leaseCheckedCall } from './check-call.js';
 import { postgresTakeoverStore } from './postgres-takeover.js';
 import { advanceWithTakeover } from '../takeover/advance-with-takeover.js';
 import { PhaseError, toParams, type GuardSession } from './session.js';
-import { detailOf, DUPLICATE_FIRE, FENCE_AHEAD, isRetryable, sqlStateOf, STALE_TOKEN } from './sql-state.js';
+import { detailOf, DUPLICATE_FIRE, FENCE_AHEAD, isRetryable, LEASE_NOT_HELD, sqlStateOf, STALE_TOKEN } from './sql-state.js';
 import type { AppliedFire } from './guard-records.js';
 import type { WriteArguments } from '../write-arguments.js';
 import type { GuardedWriteContext, TransactionExecutor } from '../write-context.js';
@@ -54,7 +54,8 @@ export function postgresFenceStore(options: PostgresGuardOptions, metrics: Guard
   const session = openSession(options.db, options.pool, (error) => emit(logger, { type: 'guard.connection-lost', resource: options.resource, error }));
 
   const unavailable = (resource: string, phase: string, cause: unknown, outcomeUnknown = false) => guardUnavailable(logger, resource, phase, cause, outcomeUnknown);
-  const check = checkCall(names.checkFn);
+  const leaseOf = leaseResolver(options.checkLease);
+  const check = leaseOf === undefined ? checkCall(names.checkFn) : leaseCheckedCall(names.checkedFn, leaseOf);
   // The last fence this process saw per resource. Only a hint for the check's statement order (see
   // the SQL): a stale or missing entry costs one more statement, never correctness.
   const lastSeen = new BoundedMap<string, Token>(10_000);
@@ -66,7 +67,13 @@ export function postgresFenceStore(options: PostgresGuardOptions, metrics: Guard
   }
 
   /** The check's refusal as its typed error (reported, and the fence it named remembered), or undefined. */
-  function refusalOf(cause: unknown, resource: string, token: Token, fireId: string | null): StaleTokenError | DuplicateFireError | undefined {
+  function refusalOf(cause: unknown, resource: string, token: Token, fireId: string | null): StaleTokenError | DuplicateFireError | NotLeaderError | undefined {
+    if (sqlStateOf(cause) === LEASE_NOT_HELD && leaseOf !== undefined) {
+      const lease = leaseOf(resource);
+      const now = detailOf(cause) ?? '';
+      emit(logger, { type: 'guard.lease-refused', resource, token, lease });
+      return new NotLeaderError(lease, `token ${token} no longer holds lease ${JSON.stringify(lease)} (its token is ${now === '' ? 'none' : now}): the write was refused in its own transaction`);
+    }
     if (sqlStateOf(cause) === STALE_TOKEN) {
       const highest = storedToken(detailOf(cause) ?? '');
       lastSeen.set(resource, highest);
@@ -239,6 +246,19 @@ function openSession(db: object, pool: object | undefined, onConnectionError: (e
   }
   if (isPgPoolLike(db)) return pgPoolSession(db, onConnectionError) as GuardSession<unknown>;
   throw new ConfigError('postgres guard', [{ path: 'db', message: 'must be a Kysely instance or a pg.Pool' }]);
+}
+
+/** The lease of each write's resource, when writes are lease-checked. */
+function leaseResolver(checkLease: PostgresGuardOptions['checkLease']): ((resource: string) => string) | undefined {
+  if (checkLease === undefined) return undefined;
+  if (typeof checkLease === 'string') return () => checkLease;
+  return (resource) => {
+    const lease = (checkLease as (resource: string) => unknown)(resource);
+    if (typeof lease !== 'string' || !/^[A-Za-z0-9_.-]{1,64}$/.test(lease)) {
+      throw new ConfigError('postgres guard', [{ path: 'checkLease', message: `returned ${JSON.stringify(lease)} for resource ${JSON.stringify(resource)}: not a lease name` }]);
+    }
+    return lease;
+  };
 }
 
 /** Jittered exponential backoff between attempts of a transaction the database aborted. */

@@ -6,6 +6,8 @@ export const STALE_TOKEN = 'FN001';
 export const FENCE_AHEAD = 'FN002';
 /** Raised by the check function: this resource already applied the fire id. */
 export const DUPLICATE_FIRE = 'FN003';
+/** Raised by the lease-checked check: the token's lease is no longer held by it. DETAIL holds the lease's token. */
+export const LEASE_NOT_HELD = 'FN004';
 /** The database broke a deadlock by aborting this transaction. */
 export const DEADLOCK_DETECTED = '40P01';
 /** REPEATABLE READ / SERIALIZABLE could not serialize this transaction. */

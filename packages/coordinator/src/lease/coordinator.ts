@@ -270,6 +270,7 @@ export class Coordinator extends EventEmitter<CoordinatorEventMap> {
       this.#scheduleAttempt(jitter(Math.min(reply.remainingMs + 5, this.#acquireRetryMs), 0.1));
       return 'decided';
     }
+    if ((reply.endedWrites ?? 0) > 0) emit(this.#logger, { type: 'lease.takeover', lease: this.lease, nodeId: this.nodeId, ended: reply.endedWrites! });
     return this.#confirmElection(reply, sentAt + this.ttlMs - this.driftMs, regressedBefore);
   }
 

@@ -23,6 +23,8 @@ export type AcquireReply =
       /** What renew and release compare: the lease is ours only with this very value. */
       readonly leaseValue: string;
       readonly time: StoreTime;
+      /** Writes of an expired term the store ended so that this grant could be made (PostgreSQL). */
+      readonly endedWrites?: number;
       /**
        * Whether the server that granted it is the one that counts (Sentinel: the primary the
        * sentinels name), asked when called: null when it is, else the error that says why not.

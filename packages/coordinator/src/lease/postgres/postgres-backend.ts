@@ -83,7 +83,7 @@ export function postgresLeases(input: PostgresLeasesOptions): PostgresLeases {
     names,
     migrate: () => migrateLeases(pool, names, logger),
     listeningMode: () => notifications.mode,
-    openLease: (lease: string, nodeId: string) => postgresLeaseStore(pool, names, lease, nodeId, notifications),
+    openLease: (lease: string, nodeId: string) => postgresLeaseStore(pool, names, lease, nodeId, notifications, options.takeover),
     fireLog: (lease: string) => postgresFireLog(pool, names, lease, ADMIN_TIMEOUT_MS),
     membership: (group: string) => postgresMembership(pool, names, group),
     openReleaseHub: async (timeoutMs: number, onError: (error: unknown) => void): Promise<ReleaseHub> => {

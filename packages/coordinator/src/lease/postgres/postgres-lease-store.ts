@@ -16,6 +16,13 @@ interface AcquireRow {
   holder: string;
   remaining_ms: string;
   now_us: string;
+  ended: number;
+}
+
+/** How an election waits for, then ends, the lease-checked writes of an expired term (see the acquire's SQL). */
+export interface LeaseTakeover {
+  readonly graceMs: number;
+  readonly timeoutMs: number;
 }
 
 /**
@@ -24,7 +31,7 @@ interface AcquireRow {
  * every fence of the guard beside it. Time is the server's clock, read in each call and carried in
  * each reply.
  */
-export function postgresLeaseStore(pool: PgLeasePool, names: LeaseObjectNames, lease: string, nodeId: string, notifications: ReleaseNotifications): LeaseStore {
+export function postgresLeaseStore(pool: PgLeasePool, names: LeaseObjectNames, lease: string, nodeId: string, notifications: ReleaseNotifications, takeover: LeaseTakeover): LeaseStore {
   const query = <Row>(text: string, values: unknown[], timeoutMs: number, operation: string) => queryRows<Row>(pool, names.installation, text, values, timeoutMs, operation);
 
   /** The token and node of a lease value this store made; anything else owns nothing. */
@@ -32,7 +39,14 @@ export function postgresLeaseStore(pool: PgLeasePool, names: LeaseObjectNames, l
 
   return {
     async acquire(ttlMs, timeoutMs, inFlight): Promise<AcquireReply> {
-      const sent = query<AcquireRow>(`SELECT won, token, holder, remaining_ms::text, now_us::text FROM ${names.acquireFn}($1, $2, $3)`, [lease, nodeId, ttlMs], timeoutMs, 'acquire');
+      // The server gives up waiting on the lease row before this call gives up on the server.
+      const lockBudgetMs = Math.max(0, Math.min(takeover.timeoutMs, timeoutMs - 100));
+      const sent = query<AcquireRow>(
+        `SELECT won, token, holder, remaining_ms::text, now_us::text, ended FROM ${names.acquireFn}($1, $2, $3, $4, $5)`,
+        [lease, nodeId, ttlMs, takeover.graceMs, lockBudgetMs],
+        timeoutMs,
+        'acquire',
+      );
       const [row] = await replyOf(sent, inFlight);
       if (row === undefined) throw new Error('acquire answered no row');
       const time = storeTime(row.now_us);
@@ -45,7 +59,7 @@ export function postgresLeaseStore(pool: PgLeasePool, names: LeaseObjectNames, l
           time,
         };
       }
-      return { won: true, token: storedToken(row.token), leaseValue: row.holder, time, confirmServer: async () => null };
+      return { won: true, token: storedToken(row.token), leaseValue: row.holder, time, endedWrites: Number(row.ended), confirmServer: async () => null };
     },
 
     async renew(leaseValue, ttlMs, timeoutMs, inFlight) {

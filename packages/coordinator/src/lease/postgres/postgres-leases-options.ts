@@ -34,6 +34,15 @@ export const postgresLeasesOptionsSchema = z.object({
    * @defaultValue `2000`
    */
   probeTimeoutMs: z.number().int().min(10).max(60_000).default(2000),
+  /**
+   * How an election waits for the lease-checked writes of an expired term (the guard's `checkLease`):
+   * `graceMs` at a time, ending those still open after each wait (`pg_terminate_backend`; a deposed
+   * leader frozen inside its transaction cannot hold the election off), `timeoutMs` in all (bounded
+   * by the acquire's own timeout, a third of the TTL). The role needs the right to signal them: the
+   * same role, or `pg_signal_backend`.
+   * @defaultValue `{ graceMs: 250, timeoutMs: 10000 }`
+   */
+  takeover: z.object({ graceMs: z.number().int().min(1).max(60_000), timeoutMs: z.number().int().min(0).max(600_000) }).default({ graceMs: 250, timeoutMs: 10_000 }),
   /** Receives the pool's errors on idle clients as `postgres.error` events (the store listens on the pool). */
   logger: z.custom<(event: never) => void>(isFunction, { message: 'must be a function' }).optional(),
 });

@@ -30,32 +30,78 @@ CREATE TABLE :LEASES (
 -- regression cannot happen against fences in this database (fences elsewhere still get the
 -- election-time advance, which catches it).
 --
--- Lock modes. The row is read FOR UPDATE, not with the FOR NO KEY UPDATE a plain UPDATE takes:
--- FOR UPDATE waits for every transaction holding FOR KEY SHARE on the row (a write that checks its
--- lease in its own transaction), while a renew's UPDATE changes no key column, takes FOR NO KEY
--- UPDATE, and so never waits for those writes. Concurrent acquirers queue on the row lock and each
--- decides on the row as the one before it committed it.
-CREATE FUNCTION :ACQUIRE_FN(p_name text, p_node text, p_ttl_ms bigint)
-RETURNS TABLE (won boolean, token text, holder text, remaining_ms bigint, now_us bigint)
+-- Lock modes. A live lease is answered from an unlocked read: a standby's retries never queue
+-- behind the leader's writes. A free or expired one is then locked FOR UPDATE, not with the
+-- FOR NO KEY UPDATE a plain UPDATE takes: FOR UPDATE waits for every transaction holding
+-- FOR KEY SHARE on the row (a guarded write that checks its lease in its own transaction, the
+-- guard's lease check), so the new term is granted only after every write of the old one has
+-- committed or rolled back; a renew's UPDATE changes no key column, takes FOR NO KEY UPDATE, and so
+-- never waits for those writes. Concurrent acquirers queue on the row lock and each decides on the
+-- row as the one before it committed it.
+--
+-- A deposed leader frozen inside such a write (SIGSTOP, a hung VM) would hold the election off for
+-- as long as it is frozen. So the lock is waited for p_grace_ms at a time: after each wait, the
+-- lease-checked writes of this lease that announced a token of an expired term (at most the token
+-- read above; guard migration 000004 announces "fenced:<token> lease:<tag>" in application_name)
+-- are ended with pg_terminate_backend, and after p_takeover_ms in all the acquire gives up (the
+-- caller retries). Nothing of a newer term, nothing that did not announce itself, and nothing of
+-- another lease is ever ended.
+CREATE FUNCTION :ACQUIRE_FN(p_name text, p_node text, p_ttl_ms bigint, p_grace_ms bigint DEFAULT 250, p_takeover_ms bigint DEFAULT 10000)
+RETURNS TABLE (won boolean, token text, holder text, remaining_ms bigint, now_us bigint, ended integer)
 LANGUAGE plpgsql VOLATILE AS $fn$
 DECLARE
   cur record;
+  seen bigint;
   v_now timestamptz;
   v_fence bigint := 0;
   v_token bigint;
+  v_giveup timestamptz;
+  v_lock_timeout text := current_setting('lock_timeout');
+  v_tag text := 'lease:' || substr(md5(p_name), 1, 12);
 BEGIN
-  IF p_ttl_ms IS NULL OR p_ttl_ms < 1 OR coalesce(p_node, '') = '' OR coalesce(p_name, '') = '' THEN
-    RAISE EXCEPTION USING ERRCODE = '22023', MESSAGE = 'acquire needs a lease name, a node id and a positive TTL';
+  IF p_ttl_ms IS NULL OR p_ttl_ms < 1 OR coalesce(p_node, '') = '' OR coalesce(p_name, '') = '' OR p_grace_ms < 1 OR p_takeover_ms < 0 THEN
+    RAISE EXCEPTION USING ERRCODE = '22023', MESSAGE = 'acquire needs a lease name, a node id, a positive TTL and grace period';
   END IF;
-  LOOP
-    SELECT l.token, l.holder, l.expires_at INTO cur FROM :LEASES l WHERE l.name = p_name FOR UPDATE;
-    EXIT WHEN FOUND;
+  ended := 0;
+  SELECT l.token, l.holder, l.expires_at INTO cur FROM :LEASES l WHERE l.name = p_name;
+  IF NOT FOUND THEN
     INSERT INTO :LEASES (name, token) VALUES (p_name, 0) ON CONFLICT (name) DO NOTHING;
+    seen := 0;
+  ELSIF cur.holder IS NOT NULL AND cur.expires_at > clock_timestamp() THEN
+    v_now := clock_timestamp();
+    won := false;
+    token := cur.token::text;
+    holder := cur.token::text || ':' || cur.holder;
+    remaining_ms := ceil(extract(epoch FROM cur.expires_at - v_now) * 1000)::bigint;
+    now_us := floor(extract(epoch FROM v_now) * 1000000)::bigint;
+    RETURN NEXT;
+    RETURN;
+  ELSE
+    seen := cur.token;
+  END IF;
+  v_giveup := clock_timestamp() + p_takeover_ms * interval '1 millisecond';
+  LOOP
+    BEGIN
+      PERFORM set_config('lock_timeout', p_grace_ms || 'ms', true);
+      SELECT l.token, l.holder, l.expires_at INTO STRICT cur FROM :LEASES l WHERE l.name = p_name FOR UPDATE;
+      EXIT;
+    EXCEPTION WHEN lock_not_available THEN
+      IF clock_timestamp() >= v_giveup THEN
+        RAISE;
+      END IF;
+      SELECT ended + count(*) FILTER (WHERE pg_terminate_backend(a.pid)) INTO ended
+        FROM pg_stat_activity a
+       WHERE a.pid <> pg_backend_pid()
+         AND strpos(a.application_name, v_tag) > 0
+         AND substring(a.application_name FROM '^fenced:([0-9]{1,19})(?: |$)')::numeric <= seen;
+    END;
   END LOOP;
+  PERFORM set_config('lock_timeout', v_lock_timeout, true);
   -- Read once the row lock is ours: the moment the decision is made.
   v_now := clock_timestamp();
   now_us := floor(extract(epoch FROM v_now) * 1000000)::bigint;
   IF cur.holder IS NOT NULL AND cur.expires_at > v_now THEN
+    -- Another acquirer won while this one waited.
     won := false;
     token := cur.token::text;
     holder := cur.token::text || ':' || cur.holder;
