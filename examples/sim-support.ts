@@ -10,6 +10,7 @@ import { fireId, type Coordinator } from '@fenced/coordinator';
 import { startNaiveScheduler } from './ledger-sim/naive-scheduler.js';
 import { createGuard } from '@fenced/consumer-guard';
 import { createRedisGuard } from '@fenced/consumer-guard/redis';
+import { postgresLeases } from '@fenced/coordinator/postgres';
 import { failpoints } from '@fenced/shared/failpoints';
 
 export type Report = (record: Record<string, unknown>) => void;
@@ -97,6 +98,8 @@ export function prepareSchema(run: RunContext, sql: string, resource: string): P
     await pool.query(`CREATE SCHEMA "${run.id}"`);
     await pool.query(`SET search_path TO "${run.id}"; ${sql}`);
     await createGuard({ db: pool, resource, schema: run.id }).migrate();
+    // The lease store beside the fences, when the run keeps its lease in PostgreSQL.
+    if (run.leaseStore === 'postgres') await postgresLeases({ pool, schema: run.id }).migrate();
   });
 }
 
@@ -110,7 +113,8 @@ export async function guardFenceStates(run: RunContext, redis: Redis | Cluster, 
   try {
     if (run.mode === 'control') return [];
     const fence = await withPool(run.databaseUrl, (pool) => createGuard({ db: pool, resource, schema: run.id }).highest());
-    const mark = await createRedisGuard({ redis, resource, keyPrefix: run.id }).highest();
+    // On the PostgreSQL lease store the guard runs without Redis: no mark to compare.
+    const mark = run.leaseStore === 'postgres' ? null : await createRedisGuard({ redis, resource, keyPrefix: run.id }).highest();
     return [{ resource, fence: fence?.toString() ?? null, mark: mark?.toString() ?? null }];
   } finally {
     redis.disconnect();

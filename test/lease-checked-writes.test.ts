@@ -174,4 +174,30 @@ describe('lease-checked writes', () => {
       newer.release(true);
     }
   });
+
+  it('an election that runs out of time after ending a frozen write answers not granted, with what it ended, and the next one is granted', async () => {
+    // A wait budget shorter than one grace period: the acquire ends the blocker, then gives up.
+    const { a, b, guard } = setup({ graceMs: 1000, timeoutMs: 100 });
+    const won = await a.acquire(200, 5000);
+    if (!won.won) throw new Error('not granted');
+    let checked = false;
+    let wake!: () => void;
+    const frozen = guard.guardedWrite(won.token, async (client) => {
+      await insert(won.token)(client);
+      checked = true;
+      await new Promise<void>((resolve) => (wake = resolve));
+    });
+    frozen.catch(() => undefined);
+    await waitFor(() => checked, 5000);
+    let reply = await b.acquire(10_000, 5000);
+    while (!reply.won && (reply.endedWrites ?? 0) === 0) {
+      await new Promise((r) => setTimeout(r, 20));
+      reply = await b.acquire(10_000, 5000);
+    }
+    expect(reply).toMatchObject({ won: false, holder: null, remainingMs: 0, endedWrites: 1 });
+    const next = await b.acquire(10_000, 5000);
+    expect(next.won && next.token > won.token).toBe(true);
+    wake();
+    expect(isFencedError(await frozen.then(() => undefined, (err: unknown) => err), 'GUARD_UNAVAILABLE')).toBe(true);
+  });
 });

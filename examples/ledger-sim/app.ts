@@ -19,6 +19,7 @@ const POST_COMMIT_MS = 40;
 
 export const ledgerApp: SimApp = {
   name: 'ledger',
+  leaseStores: ['redis', 'postgres'],
 
   prepare: (run) => prepareSchema(run, LEDGER_SQL, RESOURCE),
 
@@ -40,6 +41,7 @@ export const ledgerApp: SimApp = {
         WORK_MS: String(WORK_MS),
         POST_COMMIT_MS: String(POST_COMMIT_MS),
         CONTROL_CLOCK: run.controlClock,
+        LEASE_STORE: run.leaseStore,
       },
     };
   },

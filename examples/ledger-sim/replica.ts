@@ -7,14 +7,19 @@
  * It reports on stdout, one JSON object per line: belief (elected/lost), dispatch, write (begin,
  * committed, stale, duplicate, failed). The supervisor in @fenced/chaos turns them into a history.
  *
- * Env: NODE_NAME, MODE, REDIS_ENDPOINT (JSON, see redis-endpoint.ts), DATABASE_URL, SIM_SCHEMA, KEY_PREFIX, TTL_MS, RENEW_MS, EVERY_MS,
+ * With LEASE_STORE=postgres the lease, the scheduler's record and the fences all live in the one
+ * PostgreSQL database (behind this replica's fault proxy), the guard runs without Redis and checks
+ * each write's lease in its own transaction; the control keeps only its own record in Redis.
+ *
+ * Env: NODE_NAME, MODE, LEASE_STORE, REDIS_ENDPOINT (JSON, see redis-endpoint.ts), DATABASE_URL, SIM_SCHEMA, KEY_PREFIX, TTL_MS, RENEW_MS, EVERY_MS,
  * WORK_MS (time between the dispatch and the write: where mid-write faults land), POST_COMMIT_MS
  * (time between the commit and the scheduler's record: where a crash re-dispatches a fire).
  */
 import pg from 'pg';
 import { createGuard } from '@fenced/consumer-guard';
 import { createRedisGuard } from '@fenced/consumer-guard/redis';
-import { createCoordinator, createScheduler } from '@fenced/coordinator';
+import { createCoordinator, createScheduler, redisLeases } from '@fenced/coordinator';
+import { postgresLeases } from '@fenced/coordinator/postgres';
 import { isFencedError } from '@fenced/shared';
 import { failpoints } from '@fenced/shared/failpoints';
 import { listenForFailpointCommands } from './failpoint-commands.js';
@@ -54,7 +59,11 @@ pool.on('error', () => {});
 
 listenForFailpointCommands(line);
 
-const coordinatorOptions = { redis, lease: LEASE, keyPrefix: env('KEY_PREFIX'), ttlMs, renewIntervalMs: Number(env('RENEW_MS')), acquireRetryMs: 100, nodeId: node };
+const onPostgres = env('LEASE_STORE') === 'postgres';
+const store = onPostgres
+  ? postgresLeases({ pool, schema, takeover: { graceMs: 250, timeoutMs: 10_000 } })
+  : redisLeases(redis, { keyPrefix: env('KEY_PREFIX') });
+const coordinatorOptions = { store, lease: LEASE, ttlMs, renewIntervalMs: Number(env('RENEW_MS')), acquireRetryMs: 100, nodeId: node };
 
 async function writeRow(client: pg.PoolClient, fire: { fireId: string; token: bigint; scheduledAt: string }): Promise<void> {
   await client.query(INSERT_SQL, [RESOURCE, fire.fireId, fire.token.toString(), node, fire.scheduledAt]);
@@ -63,18 +72,24 @@ async function writeRow(client: pg.PoolClient, fire: { fireId: string; token: bi
 if (mode === 'guarded') {
   const guard = createGuard({
     db: pool,
-    redis,
     resource: RESOURCE,
     schema,
-    keyPrefix: env('KEY_PREFIX'),
-    redisTimeoutMs: 200,
+    // On the PostgreSQL store: no Redis at all, and every write checks its lease in its own transaction.
+    ...(onPostgres ? { checkLease: LEASE } : { redis, keyPrefix: env('KEY_PREFIX'), redisTimeoutMs: 200 }),
     // The simulation counts the election-time advance ending a deposed leader's frozen transaction.
     logger: (e) => {
       if (e.type === 'guard.takeover') line({ kind: 'takeover', ended: e.ended, token: e.token, blockingToken: e.blockingToken });
     },
   });
-  const coordinator = createCoordinator({ ...coordinatorOptions, fences: [guard] });
-  const mark = createRedisGuard({ redis, resource: RESOURCE, keyPrefix: env('KEY_PREFIX') });
+  const coordinator = createCoordinator({
+    ...coordinatorOptions,
+    fences: [guard],
+    // On PostgreSQL the election itself ends the frozen writes of the term before it (the lease row).
+    logger: (e) => {
+      if (e.type === 'lease.takeover') line({ kind: 'takeover', ended: true, count: e.ended });
+    },
+  });
+  const mark = onPostgres ? undefined : createRedisGuard({ redis, resource: RESOURCE, keyPrefix: env('KEY_PREFIX') });
   // Per fire in flight: the highest token the guard's mark held just before the handler was called.
   const knownBefore = new Map<string, bigint>();
   reportLeadership(coordinator, line);
@@ -101,7 +116,7 @@ if (mode === 'guarded') {
           // the handler's begin line) the highest token the guard's mark held before it was called.
           const leading = coordinator.currentTerm()?.token === BigInt(envelope.token);
           line({ kind: 'dispatch', fireId: envelope.fireId, token: envelope.token, scheduledAt: Date.parse(envelope.scheduledAt), leading });
-          const highestBefore = await withinMs(200, mark.highest()).catch(() => undefined);
+          const highestBefore = mark === undefined ? undefined : await withinMs(200, mark.highest()).catch(() => undefined);
           if (highestBefore != null) knownBefore.set(envelope.fireId, highestBefore);
           // At-least-once is the handler's business: a write the guard could not make (PostgreSQL
           // unreachable: nothing applied) is delivered again, same fire id, until it is applied or
@@ -134,7 +149,9 @@ if (mode === 'guarded') {
   });
   scheduler.start();
   await coordinator.start();
-  process.on('SIGTERM', () => void Promise.allSettled([scheduler.stop(), coordinator.stop()]).finally(() => process.exit(0)));
+  // The scheduler first: its fires in flight finish while the lease is still held (a lease-checked
+  // write after the release would be refused, and its fire left to a next leader that may never come).
+  process.on('SIGTERM', () => void scheduler.stop().catch(() => undefined).then(() => coordinator.stop()).finally(() => process.exit(0)));
 } else if (mode === 'control') {
   const coordinator = createCoordinator(coordinatorOptions);
   reportLeadership(coordinator, line);

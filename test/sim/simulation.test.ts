@@ -3,7 +3,7 @@ import { mkdtempSync, readFileSync, existsSync, statSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { RESULT_COLUMNS, runScenario, scenarios, SCENARIO_NAMES } from '@fenced/chaos';
+import { leaseStoresOf, RESULT_COLUMNS, runScenario, scenarioLabel, scenarios, SCENARIO_NAMES } from '@fenced/chaos';
 import { testDatabaseUrl } from '#test-support';
 import { describe, expect, it } from 'vitest';
 import { ledgerApp } from '../../examples/ledger-sim/app.js';
@@ -14,6 +14,8 @@ const out = mkdtempSync(join(tmpdir(), 'fenced-sim-'));
 /** Set by the full run: where `pnpm sim` said it wrote the report (no --report given). */
 let reportPath = '';
 const SEED = 7;
+/** What `pnpm sim` runs by default: every scenario on Redis, and the replica and PostgreSQL faults on the PostgreSQL lease store too. */
+const DEFAULT_RUNS = SCENARIO_NAMES.flatMap((s) => leaseStoresOf(scenarios[s]).default.map((store) => scenarioLabel(s, store)));
 
 interface CliRun {
   scenario: string;
@@ -41,6 +43,13 @@ function sim(args: string[], env: Record<string, string> = {}): Promise<{ code: 
 
 describe('pnpm sim', () => {
   it('refuses bad input with one line naming the fix and exit code 2', async () => {
+    const store = await sim(['--scenario', 'redis-failover', '--lease-store', 'postgres']);
+    expect(store.code).toBe(2);
+    expect(store.stderr.trim().split('\n')).toHaveLength(1);
+    expect(store.stderr).toContain('none of the scenarios chosen runs on the postgres lease store');
+    const unknownStore = await sim(['--lease-store', 'etcd']);
+    expect(unknownStore.code).toBe(2);
+    expect(unknownStore.stderr).toContain('--lease-store must be redis, postgres, default or all, not "etcd"');
     const unknown = await sim(['--scenario', 'meteor']);
     expect(unknown.code).toBe(2);
     expect(unknown.stderr.trim().split('\n')).toHaveLength(1);
@@ -93,7 +102,8 @@ describe('pnpm sim', () => {
       expect(reportPath.startsWith(tmpdir())).toBe(true);
       expect(existsSync(rootReport) ? statSync(rootReport).mtimeMs : undefined).toBe(rootReportBefore);
       const table = summary.runs.map((r) => `${r.scenario} ${r.mode}: ${r.verdict} ${r.mode === 'guarded' ? r.violations.join('; ') : ''}`);
-      expect(summary.runs.map((r) => `${r.scenario} ${r.mode}`)).toEqual(SCENARIO_NAMES.flatMap((s) => [`${s} guarded`, `${s} control`]));
+      expect(summary.runs.map((r) => `${r.scenario} ${r.mode}`)).toEqual(DEFAULT_RUNS.flatMap((s) => [`${s} guarded`, `${s} control`]));
+      expect(DEFAULT_RUNS.filter((s) => s.endsWith('@postgres')).length).toBeGreaterThanOrEqual(5);
       for (const run of summary.runs) {
         // Clean, and not toothless: every protection its scenario exercises was seen at work.
         if (run.mode === 'guarded') expect(run.verdict, table.join('\n')).toBe('no anomaly');
@@ -117,7 +127,7 @@ describe('pnpm sim', () => {
       await page.goto(`file://${reportPath}`);
       expect(await page.title()).toMatch(/fenced split-brain simulation/);
       // One section per run, each with a timeline that has a lane per replica and leadership epochs.
-      expect(await page.locator('section.run').count()).toBe(SCENARIO_NAMES.length * 2);
+      expect(await page.locator('section.run').count()).toBe(DEFAULT_RUNS.length * 2);
       const pause = page.locator('section.run[data-scenario="pause"][data-mode="guarded"]');
       expect(await pause.locator('svg.timeline text.lane-label').allTextContents()).toEqual(['r1', 'r2', 'r3']);
       expect(await pause.locator('svg.timeline rect.epoch').count()).toBeGreaterThan(1);
@@ -126,9 +136,9 @@ describe('pnpm sim', () => {
       expect(await pause.locator('svg.timeline path.mark.failpoint title').first().textContent()).toMatch(/^r\d stopped at handler\.prechecked-before-write$/);
       // The table: a row per run, guarded rows clean, control rows showing damage.
       const rows = await page.locator('table.results tbody tr').allTextContents();
-      expect(rows).toHaveLength(SCENARIO_NAMES.length * 2);
+      expect(rows).toHaveLength(DEFAULT_RUNS.length * 2);
       expect(await page.locator('table.results tbody tr.bad').count()).toBe(0);
-      expect(await page.locator('section.run[data-mode="guarded"] .verdict.ok').count()).toBe(SCENARIO_NAMES.length);
+      expect(await page.locator('section.run[data-mode="guarded"] .verdict.ok').count()).toBe(DEFAULT_RUNS.length);
       // Damage in a control is drawn: stale or duplicate writes that took effect are red marks.
       expect(await page.locator('section.run[data-mode="control"] circle.harm').count()).toBeGreaterThan(0);
       // Every kind of mark drawn anywhere has its entry in the legend, drawn the same way.

@@ -25,11 +25,12 @@ export {
 } from './checker/layer-invariants.js';
 export { verdictOf, timesExercised, type JudgedRun } from './report/verdict.js';
 export { hasSettled } from './sim/quiescence.js';
-export { scenarios, SCENARIO_NAMES, type Exercise, type Protection, type Scenario, type ScenarioName } from './sim/scenarios.js';
+export { leaseStoresOf, scenarios, SCENARIO_NAMES, type Exercise, type Protection, type Scenario, type ScenarioName } from './sim/scenarios.js';
 export { runFaultRounds, type FaultRound, type Hit, type LeaderTarget, type PostgresDownVariant, type PrimaryFailoverVariant, type RedisFault, type StoresFault, type ReplicaFault, type ReplicaTarget, type Setup, type Span } from './sim/fault-rounds.js';
 export { FaultContext, type SimNode } from './sim/fault-context.js';
-export { recoveryBoundMs, runScenario, type RunOptions, type RunResult, type RunStatus } from './sim/run-scenario.js';
-export type { NodeContext, RedisEndpoint, RunContext, SimApp, SimMode } from './sim/sim-app.js';
+export { recoveryBoundMs, runScenario, scenarioLabel, type RunOptions, type RunResult, type RunStatus } from './sim/run-scenario.js';
+export { LEASE_STORES } from "./sim/sim-app.js";
+export type { LeaseStoreName, NodeContext, RedisEndpoint, RunContext, SimApp, SimMode } from './sim/sim-app.js';
 export { startSimRedis, type RedisKind, type ReplicatedRedis, type SimRedis } from './sim/sim-redis.js';
 export { renderHtmlReport, resultTableRows, RESULT_COLUMNS, COLUMN_DEFINITIONS, type ReportRun } from './report/html-report.js';
 export { textTable } from './report/text-table.js';

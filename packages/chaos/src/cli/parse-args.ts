@@ -1,8 +1,17 @@
 import { parseArgs } from 'node:util';
-import { SCENARIO_NAMES, type ScenarioName } from '../sim/scenarios.js';
+import { leaseStoresOf, SCENARIO_NAMES, scenarios as scenarioTable, type ScenarioName } from '../sim/scenarios.js';
+import { LEASE_STORES, type LeaseStoreName } from '../sim/sim-app.js';
+
+/** One scenario on one lease store. */
+export interface SimTarget {
+  readonly scenario: ScenarioName;
+  readonly leaseStore: LeaseStoreName;
+}
 
 export interface SimArgs {
   readonly scenarios: readonly ScenarioName[];
+  /** Every scenario on every lease store it runs on, in order. */
+  readonly targets: readonly SimTarget[];
   readonly durationMs: number;
   readonly replicas: number;
   readonly seed: number;
@@ -32,16 +41,20 @@ export function parseDuration(text: string): number {
   return Math.round(value);
 }
 
-export const USAGE = `usage: pnpm sim [--scenario ${[...SCENARIO_NAMES, 'all'].join('|')}[,…]] [--duration 15s] [--replicas 3] [--seed N] [--report FILE.html] [--json]`;
+export const USAGE = `usage: pnpm sim [--scenario ${[...SCENARIO_NAMES, 'all'].join('|')}[,…]] [--duration 15s] [--replicas 3] [--lease-store redis|postgres|default|all] [--seed N] [--report FILE.html] [--json]`;
 
-/** `supported`: the scenarios the app can run (`all` means these; see `SimApp.scenarios`). */
-export function parseSimArgs(argv: readonly string[], randomSeed: () => number, supported: readonly ScenarioName[] = SCENARIO_NAMES): SimArgs {
+/**
+ * `supported`: the scenarios the app can run (`all` means these; see `SimApp.scenarios`);
+ * `stores`: the lease stores it can run on (`SimApp.leaseStores`).
+ */
+export function parseSimArgs(argv: readonly string[], randomSeed: () => number, supported: readonly ScenarioName[] = SCENARIO_NAMES, stores: readonly LeaseStoreName[] = ['redis']): SimArgs {
   let values;
   try {
     ({ values } = parseArgs({
       args: [...argv],
       options: {
         scenario: { type: 'string', default: 'all' },
+        'lease-store': { type: 'string', default: 'default' },
         duration: { type: 'string', default: '15s' },
         replicas: { type: 'string', default: '3' },
         seed: { type: 'string' },
@@ -65,6 +78,18 @@ export function parseSimArgs(argv: readonly string[], randomSeed: () => number, 
     else if ((SCENARIO_NAMES as readonly string[]).includes(name)) throw new UsageError(`this app does not run the ${name} scenario: choose from ${[...supported, 'all'].join(', ')}`);
     else throw new UsageError(`unknown scenario ${JSON.stringify(name)}: choose from ${[...supported, 'all'].join(', ')}`);
   }
+  const storeChoice = values['lease-store'];
+  if (![...LEASE_STORES, 'default', 'all'].includes(storeChoice)) throw new UsageError(`--lease-store must be redis, postgres, default or all, not ${JSON.stringify(storeChoice)}`);
+  if ((LEASE_STORES as readonly string[]).includes(storeChoice) && !(stores as readonly string[]).includes(storeChoice)) {
+    throw new UsageError(`this app does not run on the ${storeChoice} lease store: choose from ${stores.join(', ')}`);
+  }
+  const targets: SimTarget[] = [];
+  for (const scenario of [...new Set(scenarios)]) {
+    const of = leaseStoresOf(scenarioTable[scenario]);
+    const wanted = storeChoice === 'default' ? of.default : storeChoice === 'all' ? of.possible : of.possible.filter((s) => s === storeChoice);
+    for (const leaseStore of wanted) if (stores.includes(leaseStore)) targets.push({ scenario, leaseStore });
+  }
+  if (targets.length === 0) throw new UsageError(`none of the scenarios chosen runs on the ${storeChoice} lease store`);
   const replicas = Number(values.replicas);
   if (!Number.isInteger(replicas) || replicas < 2 || replicas > 9) throw new UsageError(`--replicas must be a whole number from 2 to 9, not ${values.replicas}`);
   let seed = randomSeed();
@@ -74,6 +99,7 @@ export function parseSimArgs(argv: readonly string[], randomSeed: () => number, 
   }
   return {
     scenarios: [...new Set(scenarios)],
+    targets,
     durationMs: parseDuration(values.duration),
     replicas,
     seed,

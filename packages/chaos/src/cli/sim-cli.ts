@@ -8,7 +8,7 @@ import { killTrackedChildren, runTrackedCleanups } from '../process/child-regist
 import { COLUMN_DEFINITIONS, renderHtmlReport, RESULT_COLUMNS, resultTableRows, type ReportRun } from '../report/html-report.js';
 import { verdictOf } from '../report/verdict.js';
 import { textTable } from '../report/text-table.js';
-import { runScenario, type RunStatus } from '../sim/run-scenario.js';
+import { runScenario, scenarioLabel, type RunStatus } from '../sim/run-scenario.js';
 import { SCENARIO_NAMES, scenarios, type ScenarioName } from '../sim/scenarios.js';
 import type { SimApp, SimMode } from '../sim/sim-app.js';
 import { resolvePostgres, ServiceUnavailableError } from '../postgres-url.js';
@@ -84,7 +84,7 @@ const TIMINGS = { ttlMs: 1000, renewIntervalMs: 250, everyMs: 250 };
 export async function runSimCli(app: SimApp, argv: readonly string[], io: CliIo = defaultIo): Promise<number> {
   let args;
   try {
-    args = parseSimArgs(argv, () => Math.floor(Math.random() * 2 ** 31), app.scenarios ?? SCENARIO_NAMES);
+    args = parseSimArgs(argv, () => Math.floor(Math.random() * 2 ** 31), app.scenarios ?? SCENARIO_NAMES, app.leaseStores ?? ['redis']);
   } catch (err) {
     if (err instanceof UsageError) {
       io.err(`sim: ${err.message}\n`);
@@ -142,13 +142,13 @@ export async function runSimCli(app: SimApp, argv: readonly string[], io: CliIo 
       .finally(() => process.exit(signal === 'SIGINT' ? 130 : 143));
   });
 
-  const total = args.scenarios.length * 2;
+  const total = args.targets.length * 2;
   // Start-up and settling around the fault time, per run, as measured on two cores: a Cluster or
   // Sentinel run also waits for its deployment, its failovers and a deposed primary's demotion.
   const overheadMs = (name: ScenarioName) => (scenarios[name].redis === 'cluster' || scenarios[name].redis === 'sentinel' ? 25_000 : 7_000);
-  const estimateMs = args.scenarios.reduce((sum, name) => sum + 2 * (args.durationMs + overheadMs(name)), 0);
+  const estimateMs = args.targets.reduce((sum, { scenario }) => sum + 2 * (args.durationMs + overheadMs(scenario)), 0);
   io.err(
-    `sim: ${args.scenarios.join(', ')}; ${args.replicas} replicas; ${Math.round(args.durationMs / 1000)} s of faults per run, guarded and control; seed ${args.seed}\n` +
+    `sim: ${args.targets.map((t) => scenarioLabel(t.scenario, t.leaseStore)).join(', ')}; ${args.replicas} replicas; ${Math.round(args.durationMs / 1000)} s of faults per run, guarded and control; seed ${args.seed}\n` +
       `sim: replay with --seed ${args.seed}; about ${Math.ceil(estimateMs / 60_000)} min\n`,
   );
   const runs: ReportRun[] = [];
@@ -164,10 +164,11 @@ export async function runSimCli(app: SimApp, argv: readonly string[], io: CliIo 
   };
 
   try {
-    for (const name of args.scenarios) {
+    for (const { scenario: name, leaseStore } of args.targets) {
       for (const mode of ['guarded', 'control'] as SimMode[]) {
         index++;
         const result = await runScenario(app, scenarios[name], mode, {
+          leaseStore,
           databaseUrl: postgres.url,
           replicas: args.replicas,
           durationMs: args.durationMs,
@@ -229,6 +230,7 @@ async function probeDatabase(app: SimApp, databaseUrl: string): Promise<string |
     ...TIMINGS,
     scenario: 'probe',
     controlClock: 'server',
+    leaseStore: 'redis',
   } as const;
   try {
     await app.prepare(run);

@@ -16,7 +16,7 @@ import { hasSettled } from './quiescence.js';
 import { historyEventOf } from './replica-lines.js';
 import type { Scenario } from './scenarios.js';
 import { startSimRedis } from './sim-redis.js';
-import type { RedisEndpoint, RunContext, SimApp, SimMode } from './sim-app.js';
+import type { LeaseStoreName, RedisEndpoint, RunContext, SimApp, SimMode } from './sim-app.js';
 
 export interface RunOptions {
   readonly databaseUrl: string;
@@ -27,6 +27,8 @@ export interface RunOptions {
   readonly ttlMs: number;
   readonly renewIntervalMs: number;
   readonly everyMs: number;
+  /** Where the replicas keep their lease. @defaultValue `'redis'` */
+  readonly leaseStore?: LeaseStoreName;
   /** Called about once a second with what is going on. */
   readonly onProgress?: (status: RunStatus) => void;
 }
@@ -42,7 +44,9 @@ export interface RunStatus {
 }
 
 export interface RunResult {
+  /** The scenario's name, with `@postgres` when the lease lived in PostgreSQL. */
   readonly scenario: string;
+  readonly leaseStore: LeaseStoreName;
   readonly mode: SimMode;
   readonly seed: number;
   readonly window: { readonly start: number; readonly end: number };
@@ -83,7 +87,7 @@ export async function runScenario(app: SimApp, scenario: Scenario, mode: SimMode
   const postgres = scenario.postgres === 'private' ? await startPostgresServer() : undefined;
   const databaseUrl = postgres?.url ?? options.databaseUrl;
   const run: RunContext = {
-    id: `sim_${scenario.name.replace(/-/g, '_')}_${mode}_${randomBytes(3).toString('hex')}`,
+    id: `sim_${scenario.name.replace(/-/g, '_')}_${options.leaseStore === 'postgres' ? 'pg_' : ''}${mode}_${randomBytes(3).toString('hex')}`,
     mode,
     databaseUrl,
     ttlMs: options.ttlMs,
@@ -91,7 +95,9 @@ export async function runScenario(app: SimApp, scenario: Scenario, mode: SimMode
     everyMs: options.everyMs,
     scenario: scenario.name,
     controlClock: scenario.controlClock ?? 'server',
+    leaseStore: options.leaseStore ?? 'redis',
   };
+  const label = scenarioLabel(scenario.name, run.leaseStore);
   const history = new History();
   const random = seededRandom(options.seed);
   const pg = pgTarget(databaseUrl);
@@ -109,7 +115,7 @@ export async function runScenario(app: SimApp, scenario: Scenario, mode: SimMode
     const leader = ctx?.leader();
     const token = leader === undefined ? undefined : [...history.events].reverse().find((e) => e.kind === 'belief' && e.node === leader.name && e.leader);
     options.onProgress?.({
-      scenario: scenario.name,
+      scenario: label,
       mode,
       elapsedMs: Date.now() - started,
       durationMs: options.durationMs,
@@ -206,7 +212,8 @@ export async function runScenario(app: SimApp, scenario: Scenario, mode: SimMode
       fences,
     });
     return {
-      scenario: scenario.name,
+      scenario: label,
+      leaseStore: run.leaseStore,
       mode,
       seed: options.seed,
       window: { start: windowStart, end: windowEnd },
@@ -226,6 +233,11 @@ export async function runScenario(app: SimApp, scenario: Scenario, mode: SimMode
     if (clockDir !== undefined) rmSync(clockDir, { recursive: true, force: true });
     untrackCleanup();
   }
+}
+
+/** How a run is named in the table and the report: the scenario, and the lease store when not Redis. */
+export function scenarioLabel(name: string, leaseStore: LeaseStoreName): string {
+  return leaseStore === 'redis' ? name : `${name}@${leaseStore}`;
 }
 
 /**

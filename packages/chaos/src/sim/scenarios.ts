@@ -3,6 +3,7 @@ import type { FaultRound } from './fault-rounds.js';
 import type { RedisKind } from './sim-redis.js';
 import type { ScenarioName } from './scenario-names.js';
 import type { Exercise } from '../checker/protections.js';
+import type { LeaseStoreName } from './sim-app.js';
 
 /** A fault scenario: its setting, and the round of faults that one interpreter repeats. */
 export interface Scenario {
@@ -28,6 +29,12 @@ export interface Scenario {
   readonly exercises: readonly Exercise[];
   /** `'private'`: the run starts a PostgreSQL server of its own (a fault restarts it). @defaultValue the shared server */
   readonly postgres?: 'private';
+  /**
+   * The lease stores the scenario runs on by default (`pnpm sim`), and those it can run on at all
+   * (`--lease-store`): a fault of Redis itself has nothing to hit on the PostgreSQL store.
+   * @defaultValue `{ default: ['redis'], possible: ['redis', 'postgres'] }`
+   */
+  readonly leaseStores?: { readonly default: readonly LeaseStoreName[]; readonly possible: readonly LeaseStoreName[] };
   /**
    * The fault (its timeline name) after whose start on the leader another replica must lead within
    * TTL + renew interval + 1 s; judged by the liveness checker.
@@ -66,8 +73,19 @@ const PRIMARY_FAILOVER: FaultRound = {
 
 export { SCENARIO_NAMES, type ScenarioName } from './scenario-names.js';
 
+/** Redis faults: nothing to hit when the lease lives in PostgreSQL. */
+const REDIS_ONLY = { default: ['redis'], possible: ['redis'] } as const;
+/** The faults of a replica or of PostgreSQL: the PostgreSQL store runs them by default too. */
+const BOTH_STORES = { default: ['redis', 'postgres'], possible: ['redis', 'postgres'] } as const;
+
+/** The stores a scenario runs on (see `Scenario.leaseStores`). */
+export function leaseStoresOf(scenario: Scenario): { readonly default: readonly LeaseStoreName[]; readonly possible: readonly LeaseStoreName[] } {
+  return scenario.leaseStores ?? { default: ['redis'], possible: ['redis', 'postgres'] };
+}
+
 export const scenarios: Record<ScenarioName, Scenario> = {
   pause: {
+    leaseStores: BOTH_STORES,
     name: 'pause',
     summary: 'SIGSTOP past the lease (GC, throttling): the leader wakes up mid-write after a new leader took over',
     redis: 'single',
@@ -84,6 +102,7 @@ export const scenarios: Record<ScenarioName, Scenario> = {
   },
 
   crash: {
+    leaseStores: BOTH_STORES,
     name: 'crash',
     summary: 'SIGKILL and restart: a leader dies between its commit and its record, and the fire is dispatched again',
     redis: 'single',
@@ -100,6 +119,7 @@ export const scenarios: Record<ScenarioName, Scenario> = {
   },
 
   partition: {
+    leaseStores: BOTH_STORES,
     name: 'partition',
     summary: 'the leader loses Redis while its write to PostgreSQL is held in the network, then delivered late',
     redis: 'single',
@@ -151,6 +171,7 @@ export const scenarios: Record<ScenarioName, Scenario> = {
   },
 
   'redis-failover': {
+    leaseStores: REDIS_ONLY,
     name: 'redis-failover',
     summary: 'replication held back, new elections on the primary only, then the replica is promoted: the counter goes back',
     redis: 'failover',
@@ -168,6 +189,7 @@ export const scenarios: Record<ScenarioName, Scenario> = {
   },
 
   'redis-restart': {
+    leaseStores: REDIS_ONLY,
     name: 'redis-restart',
     summary: 'Redis restarts without persistence: the lease and the token counter are gone',
     redis: 'single',
@@ -251,6 +273,7 @@ export const scenarios: Record<ScenarioName, Scenario> = {
   },
 
   'cluster-failover': {
+    leaseStores: REDIS_ONLY,
     name: 'cluster-failover',
     summary: "Redis Cluster: the lease's primary freezes until a replica is promoted, then wakes up deposed; lossy too",
     redis: 'cluster',
@@ -259,6 +282,7 @@ export const scenarios: Record<ScenarioName, Scenario> = {
   },
 
   'sentinel-failover': {
+    leaseStores: REDIS_ONLY,
     name: 'sentinel-failover',
     summary: 'Sentinel: the primary freezes until a replica is promoted, then wakes up deposed; lossy too',
     redis: 'sentinel',
@@ -266,6 +290,7 @@ export const scenarios: Record<ScenarioName, Scenario> = {
     rounds: PRIMARY_FAILOVER,
   },
   'freeze-in-commit': {
+    leaseStores: BOTH_STORES,
     name: 'freeze-in-commit',
     summary: 'the leader frozen (SIGSTOP) inside its guarded transaction, the fence row locked, for 3-5 TTLs: the next leader must not wait for it',
     redis: 'single',
@@ -300,6 +325,7 @@ export const scenarios: Record<ScenarioName, Scenario> = {
   },
 
   'postgres-restart': {
+    leaseStores: BOTH_STORES,
     name: 'postgres-restart',
     summary: 'PostgreSQL restarted (fast shutdown, every session ended) while the replicas write: every write committed once or failed typed, none lost',
     redis: 'single',
@@ -317,6 +343,7 @@ export const scenarios: Record<ScenarioName, Scenario> = {
   },
 
   'redis-lag': {
+    leaseStores: REDIS_ONLY,
     name: 'redis-lag',
     summary: "the leader's link to Redis slowed past the lease (not cut): another replica leads while it still works, and its late renewals and fire records must count for nothing",
     redis: 'single',

@@ -21,7 +21,16 @@ export interface RunContext {
   readonly scenario: string;
   /** Where the control takes due times from (see `Scenario.controlClock`). */
   readonly controlClock: 'server' | 'local';
+  /**
+   * Where the replicas keep their lease (and the scheduler its record): Redis, or the PostgreSQL
+   * database itself (behind each replica's fault proxy, like its writes).
+   */
+  readonly leaseStore: LeaseStoreName;
 }
+
+/** The lease stores the simulation runs on. */
+export type LeaseStoreName = 'redis' | 'postgres';
+export const LEASE_STORES: readonly LeaseStoreName[] = ['redis', 'postgres'];
 
 /** Where a replica finds Redis. */
 export type RedisEndpoint =
@@ -55,6 +64,8 @@ export interface NodeContext {
  */
 export interface SimApp {
   readonly name: string;
+  /** The lease stores this app can run on. @defaultValue `['redis']` */
+  readonly leaseStores?: readonly LeaseStoreName[];
   /**
    * The scenarios this app can run (for example, none on Redis Cluster for an app that runs on one
    * server): `--scenario all` means these, and the others are refused. All of them when absent.

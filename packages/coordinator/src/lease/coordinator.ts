@@ -261,6 +261,7 @@ export class Coordinator extends EventEmitter<CoordinatorEventMap> {
       return 'decided';
     }
     this.#serverClock.sample(reply.time.sec, reply.time.usec, receivedAt);
+    if ((reply.endedWrites ?? 0) > 0) emit(this.#logger, { type: 'lease.takeover', lease: this.lease, nodeId: this.nodeId, ended: reply.endedWrites! });
     if (!reply.won) {
       if (reply.holder?.ours === true) {
         // Ours from an attempt whose reply we gave up on: hand it back rather than wait a TTL.
@@ -270,7 +271,6 @@ export class Coordinator extends EventEmitter<CoordinatorEventMap> {
       this.#scheduleAttempt(jitter(Math.min(reply.remainingMs + 5, this.#acquireRetryMs), 0.1));
       return 'decided';
     }
-    if ((reply.endedWrites ?? 0) > 0) emit(this.#logger, { type: 'lease.takeover', lease: this.lease, nodeId: this.nodeId, ended: reply.endedWrites! });
     return this.#confirmElection(reply, sentAt + this.ttlMs - this.driftMs, regressedBefore);
   }
 

@@ -38,6 +38,8 @@ export type AcquireReply =
       /** How long the holder's lease has left, in milliseconds. */
       readonly remainingMs: number;
       readonly time: StoreTime;
+      /** Writes of an expired term the store ended while it waited for the lease (PostgreSQL). */
+      readonly endedWrites?: number;
     };
 
 export interface LeaseStore {

@@ -13,7 +13,7 @@ const ELECTIONS_KEPT = 32;
 interface AcquireRow {
   won: boolean;
   token: string;
-  holder: string;
+  holder: string | null;
   remaining_ms: string;
   now_us: string;
   ended: number;
@@ -39,8 +39,9 @@ export function postgresLeaseStore(pool: PgLeasePool, names: LeaseObjectNames, l
 
   return {
     async acquire(ttlMs, timeoutMs, inFlight): Promise<AcquireReply> {
-      // The server gives up waiting on the lease row before this call gives up on the server.
-      const lockBudgetMs = Math.max(0, Math.min(takeover.timeoutMs, timeoutMs - 100));
+      // The server gives up waiting on the lease row well before this call gives up on the server:
+      // its answer (what it ended, and that the row is free now) must arrive, not be timed out.
+      const lockBudgetMs = Math.min(takeover.timeoutMs, Math.floor(timeoutMs * 0.5));
       const sent = query<AcquireRow>(
         `SELECT won, token, holder, remaining_ms::text, now_us::text, ended FROM ${names.acquireFn}($1, $2, $3, $4, $5)`,
         [lease, nodeId, ttlMs, takeover.graceMs, lockBudgetMs],
@@ -51,15 +52,17 @@ export function postgresLeaseStore(pool: PgLeasePool, names: LeaseObjectNames, l
       if (row === undefined) throw new Error('acquire answered no row');
       const time = storeTime(row.now_us);
       if (!row.won) {
-        const held = parseLeaseValue(row.holder);
+        // No holder: the acquire gave up waiting for the writes of an expired term (it ended them).
+        const held = row.holder === null ? null : parseLeaseValue(row.holder);
         return {
           won: false,
-          holder: held === null ? null : { value: row.holder, token: held.token, ours: held.nodeId === nodeId },
+          holder: held === null ? null : { value: row.holder!, token: held.token, ours: held.nodeId === nodeId },
           remainingMs: Math.max(Number(row.remaining_ms), 0),
           time,
+          endedWrites: Number(row.ended),
         };
       }
-      return { won: true, token: storedToken(row.token), leaseValue: row.holder, time, endedWrites: Number(row.ended), confirmServer: async () => null };
+      return { won: true, token: storedToken(row.token), leaseValue: row.holder!, time, endedWrites: Number(row.ended), confirmServer: async () => null };
     },
 
     async renew(leaseValue, ttlMs, timeoutMs, inFlight) {

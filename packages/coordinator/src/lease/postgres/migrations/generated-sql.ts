@@ -43,8 +43,9 @@ CREATE TABLE :LEASES (
 -- as long as it is frozen. So the lock is waited for p_grace_ms at a time: after each wait, the
 -- lease-checked writes of this lease that announced a token of an expired term (at most the token
 -- read above; guard migration 000004 announces "fenced:<token> lease:<tag>" in application_name)
--- are ended with pg_terminate_backend, and after p_takeover_ms in all the acquire gives up (the
--- caller retries). Nothing of a newer term, nothing that did not announce itself, and nothing of
+-- are ended with pg_terminate_backend, and after p_takeover_ms in all the acquire gives up: it
+-- answers not granted, with no time left and the count of writes it ended (the caller retries at
+-- once, and finds the row free). Nothing of a newer term, nothing that did not announce itself, and nothing of
 -- another lease is ever ended.
 CREATE FUNCTION :ACQUIRE_FN(p_name text, p_node text, p_ttl_ms bigint, p_grace_ms bigint DEFAULT 250, p_takeover_ms bigint DEFAULT 10000)
 RETURNS TABLE (won boolean, token text, holder text, remaining_ms bigint, now_us bigint, ended integer)
@@ -82,18 +83,28 @@ BEGIN
   v_giveup := clock_timestamp() + p_takeover_ms * interval '1 millisecond';
   LOOP
     BEGIN
-      PERFORM set_config('lock_timeout', p_grace_ms || 'ms', true);
+      -- A grace period at a time, never past the give-up time (a short lease has a short budget).
+      PERFORM set_config('lock_timeout', greatest(1, least(p_grace_ms, ceil(extract(epoch FROM v_giveup - clock_timestamp()) * 1000)))::bigint || 'ms', true);
       SELECT l.token, l.holder, l.expires_at INTO STRICT cur FROM :LEASES l WHERE l.name = p_name FOR UPDATE;
       EXIT;
     EXCEPTION WHEN lock_not_available THEN
-      IF clock_timestamp() >= v_giveup THEN
-        RAISE;
-      END IF;
+      -- Ended before giving up: the next attempt then finds the row free.
       SELECT ended + count(*) FILTER (WHERE pg_terminate_backend(a.pid)) INTO ended
         FROM pg_stat_activity a
        WHERE a.pid <> pg_backend_pid()
          AND strpos(a.application_name, v_tag) > 0
          AND substring(a.application_name FROM '^fenced:([0-9]{1,19})(?: |$)')::numeric <= seen;
+      IF clock_timestamp() >= v_giveup THEN
+        -- Not granted this time; the caller tries again at once (no time left), and hears what was ended.
+        PERFORM set_config('lock_timeout', v_lock_timeout, true);
+        won := false;
+        token := seen::text;
+        holder := NULL;
+        remaining_ms := 0;
+        now_us := floor(extract(epoch FROM clock_timestamp()) * 1000000)::bigint;
+        RETURN NEXT;
+        RETURN;
+      END IF;
     END;
   END LOOP;
   PERFORM set_config('lock_timeout', v_lock_timeout, true);
