@@ -494,8 +494,8 @@ export const PLANTED_BUGS: readonly PlantedBug[] = [
     layer: 'lease',
     bug: "the PostgreSQL renew checks the holder's node id but not its token: a node's stale term extends the lease of its newer one",
     file: LEASE_SQL,
-    find: '   WHERE l.name = p_name AND l.token = p_token AND l.holder = p_node AND l.expires_at > clock_timestamp();\n  renewed := FOUND;',
-    replace: '   WHERE l.name = p_name AND l.holder = p_node AND l.expires_at > clock_timestamp();\n  renewed := FOUND;',
+    find: '       WHERE l.name = a.name AND l.token = a.token AND l.holder = a.node AND l.expires_at > clock_timestamp()',
+    replace: '       WHERE l.name = a.name AND l.holder = a.node AND l.expires_at > clock_timestamp()',
     tests: PG_LEASE_TESTS,
   },
   {
@@ -503,8 +503,8 @@ export const PLANTED_BUGS: readonly PlantedBug[] = [
     layer: 'lease',
     bug: 'the PostgreSQL renew extends a lease that already expired: a leader that lapsed takes its lease back without an election, beside a standby that saw it free',
     file: LEASE_SQL,
-    find: '   WHERE l.name = p_name AND l.token = p_token AND l.holder = p_node AND l.expires_at > clock_timestamp();\n  renewed := FOUND;',
-    replace: '   WHERE l.name = p_name AND l.token = p_token AND l.holder = p_node;\n  renewed := FOUND;',
+    find: '       WHERE l.name = a.name AND l.token = a.token AND l.holder = a.node AND l.expires_at > clock_timestamp()',
+    replace: '       WHERE l.name = a.name AND l.token = a.token AND l.holder = a.node',
     tests: PG_LEASE_TESTS,
   },
   {
@@ -561,5 +561,14 @@ export const PLANTED_BUGS: readonly PlantedBug[] = [
     find: "         AND substring(a.application_name FROM '^fenced:([0-9]{1,19})(?: |$)')::numeric <= seen;",
     replace: '         ;',
     tests: ['test/lease-checked-writes.test.ts'],
+  },
+  {
+    id: 'pg-renew-per-lease',
+    layer: 'lease',
+    bug: "the PostgreSQL store's coordinators renew on their own schedules, not on the shared grid: a member of a lease group sends a renew statement per lease, not one per tick",
+    file: 'packages/coordinator/src/lease/postgres/postgres-backend.ts',
+    find: '    batchesRenewals: true,',
+    replace: '    batchesRenewals: false,',
+    tests: ['packages/coordinator/src/lease/postgres/postgres-leases.pg.test.ts'],
   },
 ];

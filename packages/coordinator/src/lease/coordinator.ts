@@ -362,7 +362,19 @@ export class Coordinator extends EventEmitter<CoordinatorEventMap> {
 
   #scheduleRenew(delayMs: number): void {
     clearTimeout(this.#timer);
-    this.#timer = setTimeout(() => void this.#renew(), delayMs);
+    this.#timer = setTimeout(() => void this.#renew(), this.#onGrid(delayMs));
+  }
+
+  /**
+   * On a store that batches renewals, a renew due in `delayMs` goes at the grid point before it
+   * instead (a multiple of the renew interval on the monotonic clock): never later than due, so the
+   * lease is renewed at least as often, and every lease of the process renews at the same moments.
+   */
+  #onGrid(delayMs: number): number {
+    if (this.store.batchesRenewals !== true || delayMs < this.renewIntervalMs) return delayMs;
+    const now = this.#clock.now();
+    const due = now + delayMs;
+    return Math.max(0, Math.floor(due / this.renewIntervalMs) * this.renewIntervalMs - now);
   }
 
   async #renew(): Promise<void> {

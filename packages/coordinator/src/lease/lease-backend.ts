@@ -12,6 +12,12 @@ export type LeaseStoreKind = 'redis' | 'postgres';
 /** Where leases live: what `createCoordinator({ store })` and `createLeaseGroup({ store })` take. */
 export interface LeaseBackend {
   readonly kind: LeaseStoreKind;
+  /**
+   * The store sends the renews made together as one request: coordinators then renew on a shared
+   * grid (every multiple of the renew interval on the process's monotonic clock), so that a process's
+   * leases renew together, with one statement per tick.
+   */
+  readonly batchesRenewals?: boolean;
   /** The store of one lease, as `nodeId` competes for it; `timeoutMs` bounds each of its requests. */
   openLease(lease: string, nodeId: string, timeoutMs: number): LeaseStore;
   /** The scheduler's record of fires, kept beside `lease` and checked against it. */

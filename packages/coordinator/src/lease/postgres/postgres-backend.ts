@@ -10,6 +10,7 @@ import { postgresLeaseStore } from './postgres-lease-store.js';
 import { postgresLeasesOptionsSchema, type PostgresLeasesOptionsInput } from './postgres-leases-options.js';
 import { postgresConfigProblem } from './postgres-config.js';
 import { ReleaseNotifications } from './release-notifications.js';
+import { RenewBatcher, type RenewAnswer } from './renew-batcher.js';
 
 /** Leases in PostgreSQL: a `LeaseBackend`, and the migration that creates its objects. */
 export interface PostgresLeases extends LeaseBackend {
@@ -78,12 +79,28 @@ export function postgresLeases(input: PostgresLeasesOptions): PostgresLeases {
     },
   });
 
+  const renews = new RenewBatcher(async (ttlMs, requests) => {
+    const rows = await queryRows<{ ord: string; renewed: boolean; now_us: string }>(
+      pool,
+      names.installation,
+      `SELECT ord::text, renewed, now_us::text FROM ${names.renewFn}($1::text[], $2::bigint[], $3::text[], $4)`,
+      [requests.map((r) => r.lease), requests.map((r) => r.token), requests.map((r) => r.nodeId), ttlMs],
+      ADMIN_TIMEOUT_MS,
+      'renew',
+    );
+    const answers: RenewAnswer[] = [];
+    for (const row of rows) answers[Number(row.ord) - 1] = { renewed: row.renewed === true, nowMicros: row.now_us };
+    return answers;
+  }, options.renewWindowMs);
+  const shared = { notifications, renews, takeover: options.takeover };
+
   return Object.freeze({
     kind: 'postgres' as const,
+    batchesRenewals: true,
     names,
     migrate: () => migrateLeases(pool, names, logger),
     listeningMode: () => notifications.mode,
-    openLease: (lease: string, nodeId: string) => postgresLeaseStore(pool, names, lease, nodeId, notifications, options.takeover),
+    openLease: (lease: string, nodeId: string) => postgresLeaseStore(pool, names, lease, nodeId, shared),
     fireLog: (lease: string) => postgresFireLog(pool, names, lease, ADMIN_TIMEOUT_MS),
     membership: (group: string) => postgresMembership(pool, names, group),
     openReleaseHub: async (timeoutMs: number, onError: (error: unknown) => void): Promise<ReleaseHub> => {

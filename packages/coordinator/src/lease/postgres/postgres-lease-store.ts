@@ -6,6 +6,8 @@ import { parseLeaseValue } from '../lease-value.js';
 import type { LeaseObjectNames } from './lease-names.js';
 import { queryRows, type PgLeasePool } from './pg-pool.js';
 import type { ReleaseNotifications } from './release-notifications.js';
+import type { RenewBatcher } from './renew-batcher.js';
+import { withTimeout } from '@fenced/shared/internal';
 
 /** How many elections each lease keeps in its record, for `fenced status` and `fenced doctor`. */
 const ELECTIONS_KEPT = 32;
@@ -31,7 +33,14 @@ export interface LeaseTakeover {
  * every fence of the guard beside it. Time is the server's clock, read in each call and carried in
  * each reply.
  */
-export function postgresLeaseStore(pool: PgLeasePool, names: LeaseObjectNames, lease: string, nodeId: string, notifications: ReleaseNotifications, takeover: LeaseTakeover): LeaseStore {
+export function postgresLeaseStore(
+  pool: PgLeasePool,
+  names: LeaseObjectNames,
+  lease: string,
+  nodeId: string,
+  shared: { readonly notifications: ReleaseNotifications; readonly renews: RenewBatcher; readonly takeover: LeaseTakeover },
+): LeaseStore {
+  const { notifications, renews, takeover } = shared;
   const query = <Row>(text: string, values: unknown[], timeoutMs: number, operation: string) => queryRows<Row>(pool, names.installation, text, values, timeoutMs, operation);
 
   /** The token and node of a lease value this store made; anything else owns nothing. */
@@ -68,15 +77,10 @@ export function postgresLeaseStore(pool: PgLeasePool, names: LeaseObjectNames, l
     async renew(leaseValue, ttlMs, timeoutMs, inFlight) {
       const owner = ownerOf(leaseValue);
       if (owner === null) return { renewed: false, time: await serverTime(timeoutMs()) };
-      const sent = query<{ renewed: boolean; now_us: string }>(
-        `SELECT renewed, now_us::text FROM ${names.renewFn}($1, $2, $3, $4)`,
-        [lease, owner.token.toString(), owner.nodeId, ttlMs],
-        timeoutMs(),
-        'renew',
-      );
-      const [row] = await replyOf(sent, inFlight);
-      if (row === undefined) throw new Error('renew answered no row');
-      return { renewed: row.renewed === true, time: storeTime(row.now_us) };
+      // Batched with the other leases this process renews now (renew-batcher.ts): one statement.
+      const sent = withTimeout(renews.renew(ttlMs, { lease, token: owner.token.toString(), nodeId: owner.nodeId }), timeoutMs(), 'renew');
+      const answer = await replyOf(sent, inFlight);
+      return { renewed: answer.renewed, time: storeTime(answer.nowMicros) };
     },
 
     async release(leaseValue, timeoutMs) {

@@ -43,6 +43,13 @@ export const postgresLeasesOptionsSchema = z.object({
    * @defaultValue `{ graceMs: 250, timeoutMs: 10000 }`
    */
   takeover: z.object({ graceMs: z.number().int().min(1).max(60_000), timeoutMs: z.number().int().min(0).max(600_000) }).default({ graceMs: 250, timeoutMs: 10_000 }),
+  /**
+   * How long a renew waits for others to share its statement: every lease this process renews within
+   * the window goes in one statement (a lease group's renews align by themselves after one round).
+   * Safe: a coordinator counts its deadline from when it asked, before the wait.
+   * @defaultValue `20`
+   */
+  renewWindowMs: z.number().int().min(0).max(1000).default(20),
   /** Receives the pool's errors on idle clients as `postgres.error` events (the store listens on the pool). */
   logger: z.custom<(event: never) => void>(isFunction, { message: 'must be a function' }).optional(),
 });

@@ -186,4 +186,37 @@ describe('the scheduler and lease groups on PostgreSQL', () => {
     await b.stop();
     await waitFor(() => a.led().length === 6, 20_000);
   });
+
+  it('a member renews all its leases with about one statement per renew interval, not one per lease', async () => {
+    const p = pool();
+    const renewTexts: number[] = [];
+    const counted = new Proxy(p, {
+      get(target, property, receiver) {
+        if (property === 'query') {
+          return (text: string, values?: unknown[]) => {
+            if (typeof text === 'string' && text.includes('_lease_renew')) renewTexts.push(performance.now());
+            return target.query(text, values);
+          };
+        }
+        const value: unknown = Reflect.get(target, property, receiver);
+        return typeof value === 'function' ? (value as (...a: unknown[]) => unknown).bind(target) : value;
+      },
+    });
+    const renewIntervalMs = 400;
+    const g = createLeaseGroup({ store: postgresLeases({ pool: counted, schema: schema.name }), group: `many-${++n}`, shards: 200, nodeId: 'solo', ttlMs: 3000, renewIntervalMs });
+    stoppers.push(() => g.stop());
+    await g.start();
+    await waitFor(() => g.led().length === 200, 30_000);
+    // Two intervals to align (the first renews of leases elected in different batches), then measure.
+    const alignedFrom = renewTexts.length;
+    await waitFor(() => renewTexts.length >= alignedFrom + 2, 10_000);
+    const from = renewTexts.length;
+    const startedAt = performance.now();
+    await waitFor(() => performance.now() - startedAt >= 5 * renewIntervalMs, 10_000, 20);
+    const statements = renewTexts.length - from;
+    const intervals = (performance.now() - startedAt) / renewIntervalMs;
+    // 200 leases: one statement per lease would be 200 per interval.
+    expect(statements / intervals, `${statements} renew statements in ${intervals.toFixed(1)} intervals`).toBeLessThanOrEqual(2);
+    expect(g.led()).toHaveLength(200);
+  });
 });

@@ -11,12 +11,12 @@ export interface RenewAnswer {
   readonly nowMicros: string;
 }
 
-/** Sends one batch (leases of one TTL) and answers per lease. */
-export type SendRenews = (ttlMs: number, requests: readonly RenewRequest[]) => Promise<ReadonlyMap<string, RenewAnswer>>;
+/** Sends one batch (leases of one TTL) and answers per request, in the order asked. */
+export type SendRenews = (ttlMs: number, requests: readonly RenewRequest[]) => Promise<readonly RenewAnswer[]>;
 
 interface Batch {
   readonly requests: RenewRequest[];
-  readonly waiters: Array<{ readonly lease: string; resolve(answer: RenewAnswer): void; reject(error: unknown): void }>;
+  readonly waiters: Array<{ resolve(answer: RenewAnswer): void; reject(error: unknown): void }>;
 }
 
 /**
@@ -49,7 +49,7 @@ export class RenewBatcher {
         setTimeout(() => this.#flush(ttlMs, opened), this.#windowMs);
       }
       batch.requests.push(request);
-      batch.waiters.push({ lease: request.lease, resolve, reject });
+      batch.waiters.push({ resolve, reject });
       if (batch.requests.length >= this.#maxBatch) this.#flush(ttlMs, batch);
     });
   }
@@ -59,11 +59,11 @@ export class RenewBatcher {
     this.#open.delete(ttlMs);
     this.#send(ttlMs, batch.requests).then(
       (answers) => {
-        for (const waiter of batch.waiters) {
-          const answer = answers.get(waiter.lease);
-          if (answer === undefined) waiter.reject(new Error(`the renew batch answered nothing for lease ${waiter.lease}`));
+        batch.waiters.forEach((waiter, i) => {
+          const answer = answers[i];
+          if (answer === undefined) waiter.reject(new Error(`the renew batch answered nothing for lease ${batch.requests[i]!.lease}`));
           else waiter.resolve(answer);
-        }
+        });
       },
       (error: unknown) => {
         for (const waiter of batch.waiters) waiter.reject(error);

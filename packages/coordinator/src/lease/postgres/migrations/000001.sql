@@ -135,9 +135,9 @@ $fn$;
 -- Extends leases to p_ttl_ms from now, each only for its holder with its very token and only while
 -- it has not expired (an expired lease is free: extending it would grant it again without a token).
 -- Many leases in one call: a process renews every lease it holds with one statement per tick (a
--- lease group of 1,000 leases does not send 1,000). Answers one row per lease asked.
+-- lease group of 1,000 leases does not send 1,000). Answers one row per lease asked, by its position.
 CREATE FUNCTION :RENEW_FN(p_names text[], p_tokens bigint[], p_nodes text[], p_ttl_ms bigint)
-RETURNS TABLE (name text, renewed boolean, now_us bigint)
+RETURNS TABLE (ord bigint, renewed boolean, now_us bigint)
 LANGUAGE plpgsql VOLATILE AS $fn$
 BEGIN
   IF p_ttl_ms IS NULL OR p_ttl_ms < 1 THEN
@@ -149,15 +149,15 @@ BEGIN
   -- clock_timestamp() inside the statement: evaluated again for a row that was locked and changed meanwhile.
   RETURN QUERY
     WITH asked AS (
-      SELECT u.name, u.token, u.node FROM unnest(p_names, p_tokens, p_nodes) AS u(name, token, node)
+      SELECT u.name, u.token, u.node, u.ord FROM unnest(p_names, p_tokens, p_nodes) WITH ORDINALITY AS u(name, token, node, ord)
     ), done AS (
       UPDATE :LEASES l
          SET expires_at = clock_timestamp() + p_ttl_ms * interval '1 millisecond', renewed_at = clock_timestamp()
         FROM asked a
        WHERE l.name = a.name AND l.token = a.token AND l.holder = a.node AND l.expires_at > clock_timestamp()
-      RETURNING l.name
+      RETURNING a.ord
     )
-    SELECT a.name, EXISTS (SELECT 1 FROM done d WHERE d.name = a.name), floor(extract(epoch FROM clock_timestamp()) * 1000000)::bigint
+    SELECT a.ord, EXISTS (SELECT 1 FROM done d WHERE d.ord = a.ord), floor(extract(epoch FROM clock_timestamp()) * 1000000)::bigint
       FROM asked a;
 END
 $fn$;
