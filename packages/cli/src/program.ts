@@ -15,6 +15,7 @@ interface GlobalOptions extends ConnectionOptions {
   readonly prefix: string;
   readonly schema: string;
   readonly table: string;
+  readonly leaseStore: 'redis' | 'postgres';
   readonly json: boolean;
 }
 
@@ -37,6 +38,9 @@ or --sentinels host:port,… with --sentinel-name; --database URL (default DATAB
 /** Where the coordinators' and guards' objects are named: the key prefix, the guard's schema and table. */
 /** The status page's default port: beside, not on, the OpenTelemetry Prometheus exporter's 9464. */
 const STATUS_PORT = 9470;
+
+/** Whether the command line (or REDIS_URL) names a Redis deployment. */
+const redisGiven = (o: GlobalOptions) => o.redis !== undefined || o.cluster !== undefined || o.sentinels !== undefined || Boolean(process.env['REDIS_URL']);
 
 const installationNames = (o: GlobalOptions) => ({ keyPrefix: o.prefix, schema: o.schema, table: o.table });
 
@@ -83,6 +87,7 @@ export async function main(argv: readonly string[], io: Io = { out: (t) => proce
     .addOption(new Option('--prefix <prefix>', 'the key prefix the coordinators and guards use').default('fenced'))
     .addOption(new Option('--schema <schema>', "the guard's schema").default('public'))
     .addOption(new Option('--table <table>', "the guard's table").default('fenced_fences'))
+    .addOption(new Option('--lease-store <store>', 'where the leases live: redis, or postgres (postgresLeases, beside the guard\'s table; Redis is then read only when given)').choices(['redis', 'postgres']).default('redis'))
     .option('--json', 'machine-readable output', false)
     .addHelpText('after', EXIT_CODES_HELP)
     .showHelpAfterError('(run with --help for usage)')
@@ -101,9 +106,10 @@ export async function main(argv: readonly string[], io: Io = { out: (t) => proce
     .addHelpText('after', EXIT_CODES_HELP)
     .action(async (local: { lease?: string[]; history: number; serve?: boolean; host: string; port: number; refresh: string }, command: Command) => {
       const o = command.optsWithGlobals<GlobalOptions>();
-      const redis = await connectRedis(o);
-      const pool = await connectDatabase(o, false);
-      const source = { redis, pool, ...installationNames(o), history: local.history, ...(local.lease === undefined ? {} : { leases: local.lease }) };
+      const onPostgres = o.leaseStore === 'postgres';
+      const redis = onPostgres && !redisGiven(o) ? null : await connectRedis(o);
+      const pool = await connectDatabase(o, onPostgres);
+      const source = { redis, pool, leaseStore: o.leaseStore, ...installationNames(o), history: local.history, ...(local.lease === undefined ? {} : { leases: local.lease }) };
       if (!local.serve) {
         const status = await readStatus(source);
         print(o, status, () => formatStatus(status));
@@ -137,9 +143,11 @@ export async function main(argv: readonly string[], io: Io = { out: (t) => proce
     .action(async (local: { retention: string; postgres: boolean }, command: Command) => {
       const o = command.optsWithGlobals<GlobalOptions>();
       const retentionMs = parseDuration('--retention', local.retention);
-      const redis = await connectRedis(o);
-      const pool = local.postgres ? await connectDatabase(o, false) : null;
-      const report = await runDoctor({ redis, pool, postgresSkipped: !local.postgres, ...installationNames(o), retentionMs });
+      const onPostgres = o.leaseStore === 'postgres';
+      if (onPostgres && !local.postgres) throw new CliError(ExitCode.USAGE, '--no-postgres cannot go with --lease-store postgres: the leases are in the database');
+      const redis = onPostgres && !redisGiven(o) ? null : await connectRedis(o);
+      const pool = local.postgres ? await connectDatabase(o, onPostgres) : null;
+      const report = await runDoctor({ redis, pool, leaseStore: o.leaseStore, postgresSkipped: !local.postgres, ...installationNames(o), retentionMs });
       print(o, report, () => formatDoctor(report));
       if (!report.ok) throw new ExitWith(ExitCode.FAILED);
     });

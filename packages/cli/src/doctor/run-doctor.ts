@@ -5,9 +5,13 @@ import { fail, skip, type CheckResult } from './check.js';
 import { clusterSlotsCheck, failoverCheck, fencesCheck } from './lease-checks.js';
 import { appliedFiresCheck, isolationCheck, migrationsCheck, timeoutsCheck } from './postgres-checks.js';
 import { clockCheck, evictionCheck, persistenceCheck, replicationCheck, sentinelCheck } from './redis-checks.js';
+import { leaseClockCheck, leaseDurabilityCheck, leaseIdleTimeoutCheck, leaseListenCheck, leaseMigrationsCheck, leaseReplicationCheck } from './postgres-lease-checks.js';
 
 export interface DoctorOptions {
-  readonly redis: RedisTarget;
+  /** Null on the PostgreSQL lease store with no Redis fast path. */
+  readonly redis: RedisTarget | null;
+  /** Where the leases live. @defaultValue `'redis'` */
+  readonly leaseStore?: 'redis' | 'postgres';
   readonly pool: pg.Pool | null;
   /** `--no-postgres`: the deployment keeps no fences in PostgreSQL, so its checks are skipped, not failed. */
   readonly postgresSkipped?: boolean;
@@ -25,9 +29,39 @@ export interface DoctorReport {
 
 /** Every check, in the order an operator reads them: Redis, the leases on it, PostgreSQL. */
 export async function runDoctor(options: DoctorOptions): Promise<DoctorReport> {
-  const { redis } = options;
-  const { status, inspection } = await collectStatus({ redis, pool: options.pool, keyPrefix: options.keyPrefix, schema: options.schema, table: options.table, history: 1 });
-  const checks: CheckResult[] = [await evictionCheck(redis), await persistenceCheck(redis), await replicationCheck(redis)];
+  const leaseStore = options.leaseStore ?? 'redis';
+  const { status, inspection } = await collectStatus({
+    redis: options.redis,
+    leaseStore,
+    pool: options.pool,
+    keyPrefix: options.keyPrefix,
+    schema: options.schema,
+    table: options.table,
+    history: 1,
+  });
+  const checks: CheckResult[] = [];
+  const redis = options.redis;
+  if (leaseStore === 'postgres') {
+    const pool = options.pool!;
+    const ttls = status.leases.flatMap((l) => (l.elections[0] === undefined ? [] : [l.elections[0].ttlMs]));
+    checks.push(await leaseMigrationsCheck(pool, options.schema, options.table));
+    checks.push(await leaseDurabilityCheck(pool));
+    checks.push(await leaseReplicationCheck(pool));
+    checks.push(await leaseIdleTimeoutCheck(pool, ttls));
+    checks.push(await leaseListenCheck(pool));
+    checks.push(await leaseClockCheck(pool));
+    checks.push(fencesCheck(status.leases));
+    if (redis === null) for (const id of ['redis.eviction', 'redis.persistence', 'redis.replication']) checks.push(skip(id, 'skipped: the leases live in PostgreSQL and no Redis was given.'));
+  }
+  if (redis !== null) await redisChecks(redis, options, status, checks);
+  postgresChecks(options, status, inspection, checks);
+  return { ok: checks.every((c) => c.verdict !== 'fail'), checks };
+}
+
+/** Redis, and the leases on it (on the PostgreSQL store, Redis is only the guard's fast path). */
+async function redisChecks(redis: RedisTarget, options: DoctorOptions, status: Awaited<ReturnType<typeof collectStatus>>['status'], checks: CheckResult[]): Promise<void> {
+  checks.push(await evictionCheck(redis), await persistenceCheck(redis), await replicationCheck(redis));
+  if ((options.leaseStore ?? 'redis') !== 'redis') return;
 
   const ttls = status.leases.flatMap((l) => (l.elections[0] === undefined ? [] : [l.elections[0].ttlMs]));
   let redisFailoverMs: number | null = null;
@@ -46,7 +80,15 @@ export async function runDoctor(options: DoctorOptions): Promise<DoctorReport> {
   checks.push(await clockCheck(redis));
   checks.push(fencesCheck(status.leases));
   checks.push(failoverCheck(status.leases, redisFailoverMs));
+}
 
+/** The guard's side of PostgreSQL: its migrations, isolation, timeouts and applied fires. */
+function postgresChecks(
+  options: DoctorOptions,
+  status: Awaited<ReturnType<typeof collectStatus>>['status'],
+  inspection: Awaited<ReturnType<typeof collectStatus>>['inspection'],
+  checks: CheckResult[],
+): void {
   if (inspection === null && options.postgresSkipped === true) {
     for (const id of ['postgres.migrations', 'postgres.isolation', 'postgres.timeouts', 'postgres.applied-fires']) checks.push(skip(id, 'skipped: --no-postgres.'));
   } else if (inspection === null) {
@@ -64,7 +106,6 @@ export async function runDoctor(options: DoctorOptions): Promise<DoctorReport> {
     checks.push(timeoutsCheck(inspection));
     checks.push(appliedFiresCheck(inspection, options.retentionMs, Date.parse(status.at)));
   }
-  return { ok: checks.every((c) => c.verdict !== 'fail'), checks };
 }
 
 const MARK = { pass: 'ok  ', warn: 'WARN', fail: 'FAIL', skip: 'skip' } as const;

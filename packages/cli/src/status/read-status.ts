@@ -3,6 +3,7 @@ import { createPostgresGuard, type GuardInspection } from '@fenced/consumer-guar
 import { createRedisGuard } from '@fenced/consumer-guard/redis';
 import type pg from 'pg';
 import { scanKeys, type RedisTarget } from '../connections.js';
+import { readPostgresLeases } from './read-postgres-leases.js';
 
 /** One election, from the lease's stream. */
 export interface ElectionRecord {
@@ -61,8 +62,10 @@ export interface ResourceStatus {
 }
 
 export interface Status {
-  /** When it was read, by the Redis server's clock. */
+  /** When it was read, by the lease store's clock. */
   readonly at: string;
+  /** Where the leases live. */
+  readonly leaseStore: 'redis' | 'postgres';
   readonly keyPrefix: string;
   readonly leases: readonly LeaseStatus[];
   readonly resources: readonly ResourceStatus[];
@@ -71,7 +74,10 @@ export interface Status {
 }
 
 export interface StatusSource {
-  readonly redis: RedisTarget;
+  /** The Redis deployment (leases, marks, refusals); null on the PostgreSQL lease store without a fast path. */
+  readonly redis: RedisTarget | null;
+  /** Where the leases live. @defaultValue `'redis'` */
+  readonly leaseStore?: 'redis' | 'postgres';
   readonly pool: pg.Pool | null;
   readonly keyPrefix: string;
   readonly schema: string;
@@ -173,17 +179,28 @@ export async function readStatus(source: StatusSource): Promise<Status> {
 /** The status, and the installation's inspection it was built from (null without a database). */
 export async function collectStatus(source: StatusSource): Promise<{ status: Status; inspection: GuardInspection | null }> {
   const history = source.history ?? 10;
-  const now = await serverNow(source.redis);
-  const names = source.leases ?? (await leaseNames(source.redis, source.keyPrefix));
-  const leases = await Promise.all(names.map((lease) => readLease(source.redis, source.keyPrefix, lease, history)));
+  const leaseStore = source.leaseStore ?? 'redis';
+  let now: number;
+  let leases: LeaseStatus[];
+  if (leaseStore === 'postgres') {
+    if (source.pool === null) throw new Error('the PostgreSQL lease store needs the database');
+    ({ now, leases } = await readPostgresLeases(source.pool, source.schema, source.table, source.leases, history));
+  } else {
+    const redis = source.redis;
+    if (redis === null) throw new Error('the Redis lease store needs Redis');
+    now = await serverNow(redis);
+    const names = source.leases ?? (await leaseNames(redis, source.keyPrefix));
+    leases = await Promise.all(names.map((lease) => readLease(redis, source.keyPrefix, lease, history)));
+  }
 
   const inspection = source.pool === null ? null : await createPostgresGuard({ db: source.pool, resource: 'fenced-cli', schema: source.schema, table: source.table }).inspect();
-  const refusals = await refusalsByResource(source.redis, source.keyPrefix, history);
+  // The refusals stream and the marks are the Redis fast path's: none without Redis.
+  const refusals = source.redis === null ? new Map<string, Refusal[]>() : await refusalsByResource(source.redis, source.keyPrefix, history);
   const resourceNames = new Set([...(inspection?.fences.map((f) => f.resource) ?? []), ...refusals.keys()]);
   const resources: ResourceStatus[] = [];
   for (const resource of [...resourceNames].sort()) {
     const fence = inspection?.fences.find((f) => f.resource === resource);
-    const mark = await createRedisGuard({ redis: source.redis.client, resource, keyPrefix: source.keyPrefix }).highest();
+    const mark = source.redis === null ? null : await createRedisGuard({ redis: source.redis.client, resource, keyPrefix: source.keyPrefix }).highest();
     resources.push({
       resource,
       fence: fence?.token.toString() ?? null,
@@ -197,5 +214,5 @@ export async function collectStatus(source: StatusSource): Promise<{ status: Sta
       refusals: refusals.get(resource) ?? [],
     });
   }
-  return { status: { at: iso(now), keyPrefix: source.keyPrefix, leases, resources, database: inspection !== null }, inspection };
+  return { status: { at: iso(now), leaseStore, keyPrefix: source.keyPrefix, leases, resources, database: inspection !== null }, inspection };
 }
