@@ -1,0 +1,243 @@
+/**
+ * pnpm bench:leases — the two lease stores side by side in one run, the same measurements on each:
+ * Redis (a private redis-server on a free loopback port) and PostgreSQL (a schema of its own on
+ * DATABASE_URL, default the local server).
+ *
+ * - graceful handover: the leader stops; the time until a standby is elected (target ≤ 50 ms);
+ * - crash failover: the leader's connections die with no release; the time until a standby is
+ *   elected (bound: TTL + renew interval);
+ * - steady load: one leader and two standbys, idle: requests each node sends per second;
+ * - 1,000 leases in one lease group (one process): the requests it sends per second once they all
+ *   lead, and the server's CPU (Redis: INFO's used_cpu; PostgreSQL: /proc of the backends serving
+ *   the group), against the target of 5 % of a core.
+ *
+ * Flags: --rounds N (handovers and failovers of each kind, default 10), --leases N (default 1000),
+ * --window S (seconds each load is measured, default 10), --json.
+ */
+import { readFileSync } from 'node:fs';
+import { parseArgs } from 'node:util';
+import { Redis } from 'ioredis';
+import pg from 'pg';
+import { createCoordinator, createLeaseGroup, redisLeases, type Coordinator, type LeaseBackend } from '@fenced/coordinator';
+import { postgresLeases } from '@fenced/coordinator/postgres';
+import { startRedisServer } from '@fenced/chaos';
+
+const { values: args } = parseArgs({
+  options: {
+    rounds: { type: 'string', default: '10' },
+    leases: { type: 'string', default: '1000' },
+    window: { type: 'string', default: '10' },
+    json: { type: 'boolean', default: false },
+  },
+});
+const rounds = Number(args.rounds);
+const leaseCount = Number(args.leases);
+const windowS = Number(args.window);
+if (!(rounds >= 1) || !(leaseCount >= 1) || !(windowS > 0)) {
+  process.stderr.write('usage: bench:leases [--rounds N] [--leases N] [--window S] [--json]\n');
+  process.exit(2);
+}
+
+const TTL = 1000;
+const RENEW = 250;
+const GROUP_TTL = 15_000;
+const GROUP_RENEW = 5000;
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+const progress = (line: string) => void (!args.json && process.stderr.write(`${line}\n`));
+const median = (xs: number[]) => {
+  const s = [...xs].sort((a, b) => a - b);
+  return s.length % 2 ? s[(s.length - 1) / 2]! : (s[s.length / 2 - 1]! + s[s.length / 2]!) / 2;
+};
+const waitFor = async (predicate: () => boolean, timeoutMs: number) => {
+  const deadline = performance.now() + timeoutMs;
+  while (!predicate()) {
+    if (performance.now() > deadline) throw new Error(`not within ${timeoutMs} ms`);
+    await sleep(5);
+  }
+};
+
+/** One store under test: a backend per simulated process, a way to crash one, and its load counters. */
+interface Store {
+  readonly name: 'redis' | 'postgres';
+  backend(): { backend: LeaseBackend; crash(): Promise<void>; requests(): number };
+  /** The server's CPU seconds so far, per process that serves us (Redis: one). */
+  serverCpu(): Promise<ReadonlyMap<string, number>>;
+  close(): Promise<void>;
+}
+
+async function redisStore(): Promise<Store> {
+  const server = await startRedisServer();
+  const clients: Redis[] = [];
+  const admin = new Redis(server.url);
+  const info = async () => {
+    const text = await admin.info('cpu');
+    const field = (name: string) => Number(new RegExp(`${name}:([0-9.]+)`).exec(text)?.[1] ?? 0);
+    return new Map([['redis-server', field('used_cpu_sys') + field('used_cpu_user')]]);
+  };
+  return {
+    name: 'redis',
+    backend() {
+      const client = new Redis(server.url, { maxRetriesPerRequest: 1 });
+      client.on('error', () => {});
+      clients.push(client);
+      let sent = 0;
+      const send = client.sendCommand.bind(client);
+      client.sendCommand = ((command: Parameters<typeof send>[0], stream?: Parameters<typeof send>[1]) => {
+        sent++;
+        return send(command, stream);
+      }) as typeof client.sendCommand;
+      return { backend: redisLeases(client, { keyPrefix: 'bench' }), crash: async () => client.disconnect(), requests: () => sent };
+    },
+    serverCpu: info,
+    async close() {
+      for (const c of clients) c.disconnect();
+      admin.disconnect();
+      await server.stop();
+    },
+  };
+}
+
+async function postgresStore(url: string): Promise<Store> {
+  const schema = `bench_leases_${process.pid}`;
+  const admin = new pg.Pool({ connectionString: url, max: 2 });
+  admin.on('error', () => {});
+  await admin.query(`DROP SCHEMA IF EXISTS ${schema} CASCADE; CREATE SCHEMA ${schema}`);
+  await postgresLeases({ pool: admin, schema }).migrate();
+  const pools: pg.Pool[] = [];
+  const app = `bench-leases-${process.pid}`;
+  const ticks = (pid: number) => {
+    try {
+      const fields = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]!.split(' ');
+      return Number(fields[11]) + Number(fields[12]); // utime + stime, in clock ticks (100 a second)
+    } catch {
+      return 0;
+    }
+  };
+  return {
+    name: 'postgres',
+    backend() {
+      const name = `${app}-${pools.length}`;
+      // Idle connections kept: the CPU of the backends serving it is read per backend, before and after.
+      const pool = new pg.Pool({ connectionString: url, max: 4, application_name: name, idleTimeoutMillis: 0 });
+      pool.on('error', () => {});
+      pools.push(pool);
+      let sent = 0;
+      const query = pool.query.bind(pool) as (...a: unknown[]) => Promise<unknown>;
+      (pool as unknown as { query: unknown }).query = (...a: unknown[]) => {
+        sent++;
+        return query(...a);
+      };
+      return {
+        backend: postgresLeases({ pool, schema }),
+        crash: async () => {
+          // Its connections die, nothing is released: the pool ended, every backend of it killed.
+          const ended = pool.end().catch(() => undefined);
+          await admin.query('SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = $1', [name]);
+          void ended;
+        },
+        requests: () => sent,
+      };
+    },
+    async serverCpu() {
+      const pids = (await admin.query<{ pid: number }>(`SELECT pid FROM pg_stat_activity WHERE application_name LIKE $1`, [`${app}-%`])).rows.map((r) => r.pid);
+      return new Map(pids.map((pid) => [String(pid), ticks(pid) / 100]));
+    },
+    async close() {
+      await Promise.all(pools.map((p) => p.end().catch(() => undefined)));
+      await admin.query(`DROP SCHEMA IF EXISTS ${schema} CASCADE`);
+      await admin.end();
+    },
+  };
+}
+
+/** Time from the leader's end (stop, or its connections dying) until a standby is elected. */
+async function failover(store: Store, kind: 'graceful' | 'crash', round: number): Promise<number> {
+  const lease = `fo-${kind}-${round}`;
+  const make = () => {
+    const b = store.backend();
+    return { ...b, c: createCoordinator({ store: b.backend, lease, ttlMs: TTL, renewIntervalMs: RENEW, acquireRetryMs: RENEW }) };
+  };
+  const leader = make();
+  await leader.c.start();
+  await waitFor(() => leader.c.isLeader(), 10_000);
+  const standbys = [make(), make()];
+  await Promise.all(standbys.map((s) => s.c.start()));
+  await sleep(Math.random() * RENEW); // at a random point of the renew cycle
+  const elected = new Promise<number>((resolve) => {
+    for (const s of standbys) s.c.once('elected', () => resolve(performance.now()));
+  });
+  leader.c.on('error', () => {});
+  const endedAt = performance.now();
+  if (kind === 'crash') await leader.crash();
+  else await leader.c.stop();
+  const at = await elected;
+  await leader.c.stop();
+  await Promise.all(standbys.map((s) => s.c.stop()));
+  return at - endedAt;
+}
+
+async function measure(store: Store): Promise<Record<string, number>> {
+  const out: Record<string, number> = {};
+  for (const kind of ['graceful', 'crash'] as const) {
+    const times: number[] = [];
+    for (let i = 0; i < rounds; i++) times.push(await failover(store, kind, i));
+    out[`${kind} median ms`] = Math.round(median(times));
+    out[`${kind} max ms`] = Math.round(Math.max(...times));
+    progress(`${store.name}: ${kind} median ${out[`${kind} median ms`]} ms, max ${out[`${kind} max ms`]} ms`);
+  }
+  // Steady load of one lease: one leader, two standbys, idle.
+  {
+    const nodes = [store.backend(), store.backend(), store.backend()];
+    const cs: Coordinator[] = nodes.map((n) => createCoordinator({ store: n.backend, lease: 'steady', ttlMs: TTL, renewIntervalMs: RENEW, acquireRetryMs: RENEW }));
+    await Promise.all(cs.map((c) => c.start()));
+    await sleep(1000);
+    const before = nodes.map((n) => n.requests());
+    await sleep(windowS * 1000);
+    const sent = nodes.reduce((sum, n, i) => sum + n.requests() - before[i]!, 0);
+    out['steady requests/s per node'] = Math.round((sent / windowS / nodes.length) * 100) / 100;
+    await Promise.all(cs.map((c) => c.stop()));
+    progress(`${store.name}: steady ${out['steady requests/s per node']} requests/s per node`);
+  }
+  // 1,000 leases in one group, all led by one process: the store's load once they all lead.
+  {
+    const node = store.backend();
+    const group = createLeaseGroup({ store: node.backend, group: 'many', shards: leaseCount, nodeId: 'solo', ttlMs: GROUP_TTL, renewIntervalMs: GROUP_RENEW });
+    const startedAt = performance.now();
+    await group.start();
+    await waitFor(() => group.led().length === leaseCount, 120_000);
+    out[`${leaseCount} leases: all led after ms`] = Math.round(performance.now() - startedAt);
+    await sleep(GROUP_RENEW); // one renew round to align
+    const before = await store.serverCpu();
+    const sentBefore = node.requests();
+    await sleep(windowS * 1000);
+    const after = await store.serverCpu();
+    // Per serving process: one that appeared meanwhile counts from zero.
+    const cpu = [...after].reduce((sum, [id, seconds]) => sum + seconds - (before.get(id) ?? 0), 0);
+    out[`${leaseCount} leases: requests/s sent`] = Math.round(((node.requests() - sentBefore) / windowS) * 100) / 100;
+    out[`${leaseCount} leases: server CPU % of a core`] = Math.round((cpu / windowS) * 10000) / 100;
+    out[`${leaseCount} leases: led at the end`] = group.led().length;
+    await group.stop();
+    progress(`${store.name}: ${leaseCount} leases: ${out[`${leaseCount} leases: requests/s sent`]} requests/s sent, ${out[`${leaseCount} leases: server CPU % of a core`]} % of a core`);
+  }
+  return out;
+}
+
+const stores = [await redisStore(), await postgresStore(process.env['DATABASE_URL'] ?? 'postgres://postgres@127.0.0.1:5432/test')];
+const results: Record<string, Record<string, number>> = {};
+try {
+  for (const store of stores) results[store.name] = await measure(store);
+} finally {
+  for (const store of stores) await store.close();
+}
+
+if (args.json) {
+  process.stdout.write(`${JSON.stringify({ ttlMs: TTL, renewIntervalMs: RENEW, groupTtlMs: GROUP_TTL, groupRenewMs: GROUP_RENEW, results }, null, 2)}\n`);
+} else {
+  const rows = Object.keys(results['redis']!);
+  const width = Math.max(...rows.map((r) => r.length));
+  process.stdout.write(`lease stores side by side (TTL ${TTL} ms, renew ${RENEW} ms; the group: TTL ${GROUP_TTL} ms, renew ${GROUP_RENEW} ms)\n`);
+  process.stdout.write(`${''.padEnd(width)}  ${'redis'.padStart(10)}  ${'postgres'.padStart(10)}\n`);
+  for (const row of rows) process.stdout.write(`${row.padEnd(width)}  ${String(results['redis']![row]).padStart(10)}  ${String(results['postgres']![row]).padStart(10)}\n`);
+  process.stdout.write(`targets: graceful handover ≤ 50 ms; crash failover ≤ TTL + renew (${TTL + RENEW} ms); ${leaseCount} leases ≤ 5 % of a core\n`);
+}
+process.exit(0);
