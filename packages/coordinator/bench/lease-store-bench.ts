@@ -59,7 +59,7 @@ const waitFor = async (predicate: () => boolean, timeoutMs: number) => {
 /** One store under test: a backend per simulated process, a way to crash one, and its load counters. */
 interface Store {
   readonly name: 'redis' | 'postgres';
-  backend(): { backend: LeaseBackend; crash(): Promise<void>; requests(): number };
+  backend(): { backend: LeaseBackend; crash(): Promise<void>; requests(): number; close(): Promise<void> };
   /** The server's CPU seconds so far, per process that serves us (Redis: one). */
   serverCpu(): Promise<ReadonlyMap<string, number>>;
   close(): Promise<void>;
@@ -86,7 +86,7 @@ async function redisStore(): Promise<Store> {
         sent++;
         return send(command, stream);
       }) as typeof client.sendCommand;
-      return { backend: redisLeases(client, { keyPrefix: 'bench' }), crash: async () => client.disconnect(), requests: () => sent };
+      return { backend: redisLeases(client, { keyPrefix: 'bench' }), crash: async () => client.disconnect(), requests: () => sent, close: async () => client.disconnect() };
     },
     serverCpu: info,
     async close() {
@@ -136,6 +136,7 @@ async function postgresStore(url: string): Promise<Store> {
           void ended;
         },
         requests: () => sent,
+        close: () => pool.end().catch(() => undefined),
       };
     },
     async serverCpu() {
@@ -173,6 +174,8 @@ async function failover(store: Store, kind: 'graceful' | 'crash', round: number)
   const at = await elected;
   await leader.c.stop();
   await Promise.all(standbys.map((s) => s.c.stop()));
+  // Each round's connections go with it: twenty rounds of three processes would exhaust the server.
+  await Promise.all([leader, ...standbys].map((n) => n.close()));
   return at - endedAt;
 }
 
@@ -196,6 +199,7 @@ async function measure(store: Store): Promise<Record<string, number>> {
     const sent = nodes.reduce((sum, n, i) => sum + n.requests() - before[i]!, 0);
     out['steady requests/s per node'] = Math.round((sent / windowS / nodes.length) * 100) / 100;
     await Promise.all(cs.map((c) => c.stop()));
+    await Promise.all(nodes.map((n) => n.close()));
     progress(`${store.name}: steady ${out['steady requests/s per node']} requests/s per node`);
   }
   // 1,000 leases in one group, all led by one process: the store's load once they all lead.
@@ -217,6 +221,7 @@ async function measure(store: Store): Promise<Record<string, number>> {
     out[`${leaseCount} leases: server CPU % of a core`] = Math.round((cpu / windowS) * 10000) / 100;
     out[`${leaseCount} leases: led at the end`] = group.led().length;
     await group.stop();
+    await node.close();
     progress(`${store.name}: ${leaseCount} leases: ${out[`${leaseCount} leases: requests/s sent`]} requests/s sent, ${out[`${leaseCount} leases: server CPU % of a core`]} % of a core`);
   }
   return out;
