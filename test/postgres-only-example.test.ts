@@ -14,7 +14,7 @@ const root = fileURLToPath(new URL('..', import.meta.url));
 
 describe('the PostgreSQL-only example', () => {
   it('elects, writes, hands over and refuses the deposed token with nothing but the database', async () => {
-    const env = { ...process.env, DATABASE_URL: testDatabaseUrl() };
+    const env: NodeJS.ProcessEnv = { ...process.env, DATABASE_URL: testDatabaseUrl() };
     delete env['REDIS_URL'];
     const { stdout } = await run(process.execPath, ['--import', 'tsx', '--conditions=@fenced/source', 'examples/postgres-only/billing.ts'], { cwd: root, env, timeout: 90_000 });
     expect(stdout).toMatch(/^replica-a: elected, token (\d+)$/m);

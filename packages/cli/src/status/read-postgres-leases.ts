@@ -1,6 +1,6 @@
 import { leaseObjectNames } from '@fenced/coordinator/postgres';
 import type pg from 'pg';
-import type { ElectionRecord, JobStatus, LeaseStatus } from './read-status.js';
+import type { ElectionRecord, JobStatus, LeaseStatus } from './status-types.js';
 
 const iso = (ms: number) => new Date(ms).toISOString();
 

@@ -1,0 +1,36 @@
+// The status of one lease, whatever store it lives in (read-status.ts reads Redis, read-postgres-leases.ts PostgreSQL).
+
+/** One election, from the lease's stream. */
+export interface ElectionRecord {
+  readonly at: string;
+  readonly token: string;
+  readonly node: string;
+  readonly ttlMs: number;
+  /** How many fences the elected coordinator advanced (0: no fence at all). */
+  readonly fences: number;
+  /** The election found Redis behind a fence and raised the counter past it. */
+  readonly regressed: boolean;
+}
+
+export interface JobStatus {
+  readonly job: string;
+  /** Due time of the last fire recorded as dispatched. */
+  readonly lastFire: string;
+  /** When it was dispatched (server clock), when recorded by this version of fenced. */
+  readonly dispatchedAt: string | null;
+  readonly latenessMs: number | null;
+}
+
+export interface LeaseStatus {
+  readonly lease: string;
+  readonly leader: { readonly node: string; readonly token: string } | null;
+  /** Time left on the lease in Redis (its PTTL), or null with no leader. */
+  readonly timeLeftMs: number | null;
+  /** The token counter: the last token minted. */
+  readonly counter: string | null;
+  readonly jobs: readonly JobStatus[];
+  /** The last failover gap a new term measured (previous term's last dispatch to its first). */
+  readonly failoverGapMs: number | null;
+  /** The last elections, newest first. */
+  readonly elections: readonly ElectionRecord[];
+}
