@@ -127,21 +127,30 @@ try {
   progress(`renew: idle ${JSON.stringify(results['renew ms, idle (median / max)'])} ms, with writes open ${JSON.stringify(results['renew ms, 4 writes open for 1 s (median / max)'])} ms`);
 
   // Election latency after the lease expired, with writes of the old term still open for 1 s.
+  const leaseExpired = async (lease: string) =>
+    ((await pool.query(`SELECT expires_at <= clock_timestamp() AS over FROM ${schema}.fenced_fences_leases WHERE name = $1`, [lease])).rows[0] as { over: boolean }).over;
   const electionMs: number[] = [];
   for (let i = 0; i < 5; i++) {
     const lease = `elect-${i}`;
     const guard = createPostgresGuard({ db: pool, resource: `elect-${i}`, schema, checkLease: lease });
     const old = leases.openLease(lease, 'old', 10_000);
     const next = leases.openLease(lease, 'next', 10_000);
-    const first = await old.acquire(300, 10_000);
+    const first = await old.acquire(600, 10_000);
     if (!first.won) throw new Error('not granted');
+    // The election-time advance, as a coordinator makes it: the writes then share the fence row (FOR
+    // SHARE) instead of queueing behind the first one's insert of it.
+    await guard.advance(first.token);
+    let checked = 0;
     const open = Array.from({ length: 4 }, () =>
       guard.guardedWrite(first.token, async (client) => {
+        checked++;
         await insert(client);
         await sleep(1000);
       }),
     );
-    await sleep(400); // the lease (300 ms) has run out; the writes are 400 ms into their second
+    for (const write of open) write.catch(() => undefined); // awaited below
+    while (checked < 4) await sleep(5); // every write holds the lease row
+    while (!(await leaseExpired(lease))) await sleep(5); // and the lease has run out meanwhile
     const t = performance.now();
     let reply = await next.acquire(10_000, 10_000);
     while (!reply.won) reply = await next.acquire(10_000, 10_000);
@@ -149,7 +158,7 @@ try {
     await Promise.allSettled(open);
   }
   results['election ms after expiry, 4 writes of the old term open for 1 s (median / max)'] = [Math.round(median(electionMs)), Math.round(Math.max(...electionMs))];
-  progress(`election with open writes: ${JSON.stringify(results['election ms after expiry, 4 writes of the old term open for 1 s (median / max)'])} ms (they end about 600 ms after the lease did)`);
+  progress(`election with open writes: ${JSON.stringify(results['election ms after expiry, 4 writes of the old term open for 1 s (median / max)'])} ms (the writes end about 400 ms after the lease did)`);
 } finally {
   await pool.query(`DROP SCHEMA ${schema} CASCADE`);
   await pool.end();
