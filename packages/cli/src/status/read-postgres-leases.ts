@@ -1,8 +1,6 @@
 import { leaseObjectNames } from '@fenced/coordinator/postgres';
 import type pg from 'pg';
-import type { ElectionRecord, JobStatus, LeaseStatus } from './status-types.js';
-
-const iso = (ms: number) => new Date(ms).toISOString();
+import { jobsOfRecord, type ElectionRecord, type LeaseStatus } from './status-types.js';
 
 /**
  * The leases of a PostgreSQL lease store (`postgresLeases`, beside the guard's table): holder,
@@ -39,14 +37,7 @@ export async function readPostgresLeases(pool: pg.Pool, schema: string, table: s
       now,
       leases: leases.rows.map((row): LeaseStatus => {
         const own = Object.fromEntries(fires.rows.filter((f) => f.lease === row.name).map((f) => [f.field, f.value]));
-        const jobs: JobStatus[] = [];
-        for (const [field, at] of Object.entries(own)) {
-          if (field.startsWith(':')) continue; // the record's own marks: never a job name
-          const scheduled = Number(at);
-          const dispatched = own[`:dispatched:${field}`] === undefined ? null : Number(own[`:dispatched:${field}`]);
-          jobs.push({ job: field, lastFire: iso(scheduled), dispatchedAt: dispatched === null ? null : iso(dispatched), latenessMs: dispatched === null ? null : Math.max(0, dispatched - scheduled) });
-        }
-        jobs.sort((a, b) => a.job.localeCompare(b.job));
+        const jobs = jobsOfRecord(own);
         const live = row.left_ms !== null && row.holder !== null;
         return {
           lease: row.name,

@@ -6,7 +6,7 @@ import { scanKeys, type RedisTarget } from '../connections.js';
 import { readPostgresLeases } from './read-postgres-leases.js';
 
 export type { ElectionRecord, JobStatus, LeaseStatus } from './status-types.js';
-import type { ElectionRecord, JobStatus, LeaseStatus } from './status-types.js';
+import { jobsOfRecord, type ElectionRecord, type LeaseStatus } from './status-types.js';
 
 export interface Refusal {
   readonly at: string;
@@ -85,14 +85,7 @@ async function readLease(redis: RedisTarget, keyPrefix: string, lease: string, h
     client.xrevrange(keys.elections, '+', '-', 'COUNT', history),
   ]);
   const holder = value === null ? null : parseLeaseValue(value);
-  const jobs: JobStatus[] = [];
-  for (const [field, at] of Object.entries(fires)) {
-    if (field.startsWith(':')) continue; // the hash's own marks: never a job name
-    const scheduled = Number(at);
-    const dispatched = fires[`:dispatched:${field}`] === undefined ? null : Number(fires[`:dispatched:${field}`]);
-    jobs.push({ job: field, lastFire: iso(scheduled), dispatchedAt: dispatched === null ? null : iso(dispatched), latenessMs: dispatched === null ? null : Math.max(0, dispatched - scheduled) });
-  }
-  jobs.sort((a, b) => a.job.localeCompare(b.job));
+  const jobs = jobsOfRecord(fires);
   const elections = entries.map(([id, flat]): ElectionRecord => {
     const f = fieldsOf(flat);
     return { at: iso(Number(id.split('-')[0])), token: f['token'] ?? '?', node: f['node'] ?? '?', ttlMs: Number(f['ttl'] ?? NaN), fences: Number(f['fences'] ?? NaN), regressed: f['regressed'] === '1' };

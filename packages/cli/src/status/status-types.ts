@@ -34,3 +34,19 @@ export interface LeaseStatus {
   /** The last elections, newest first. */
   readonly elections: readonly ElectionRecord[];
 }
+
+/**
+ * The jobs of a scheduler's record of fires (the same fields in Redis's hash and PostgreSQL's table:
+ * a job's last fire, `:dispatched:<job>`, and the record's own marks, which start with a colon).
+ */
+export function jobsOfRecord(fields: Readonly<Record<string, string>>): JobStatus[] {
+  const iso = (ms: number) => new Date(ms).toISOString();
+  const jobs: JobStatus[] = [];
+  for (const [field, at] of Object.entries(fields)) {
+    if (field.startsWith(':')) continue; // the record's own marks: never a job name
+    const scheduled = Number(at);
+    const dispatched = fields[`:dispatched:${field}`] === undefined ? null : Number(fields[`:dispatched:${field}`]);
+    jobs.push({ job: field, lastFire: iso(scheduled), dispatchedAt: dispatched === null ? null : iso(dispatched), latenessMs: dispatched === null ? null : Math.max(0, dispatched - scheduled) });
+  }
+  return jobs.sort((a, b) => a.job.localeCompare(b.job));
+}
