@@ -272,7 +272,12 @@ export function describeLeaseStoreConformance(harness: LeaseStoreHarness): void 
         let bElectedAt = 0;
         b.on('elected', () => (bElectedAt = performance.now()));
         let aEndedAt = 0;
-        a.on('lost', ({ endedAt }) => (aEndedAt = endedAt));
+        // Out of the election once its term ends: on a loaded machine the slow node could otherwise win
+        // the lease straight back (it releases it at its deadline), and b would never lead.
+        a.on('lost', ({ endedAt }) => {
+          aEndedAt = endedAt;
+          void a.stop();
+        });
         // a's next renew reaches the store, but its reply is held until b leads: a must have stopped
         // believing by its own deadline, before b began.
         failpoints.arm('lease.renew-sent-before-reply', { kind: 'call', run: () => waitFor(() => b.isLeader(), 20_000) });
