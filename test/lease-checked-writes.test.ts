@@ -1,7 +1,7 @@
 // Lease-checked writes: with the lease in the guarded database, a write commits only while its token
 // holds its lease, checked in the write's own transaction under a lock an election waits for. Each
 // promise tested at its own layer: the guard's check, the store's election, the takeover bound.
-import { isFencedError, parseToken, type FencedEvent } from '@fenced/shared';
+import { isFencedError, parseToken, type FencedEvent, type Token } from '@fenced/shared';
 import { createPostgresGuard } from '@fenced/consumer-guard/postgres';
 import { postgresLeases } from '@fenced/coordinator/postgres';
 import { createTestSchema, waitFor } from '#test-support';
@@ -31,6 +31,23 @@ function setup(takeover = { graceMs: 250, timeoutMs: 10_000 }) {
 
 const insert = (token: bigint) => (client: unknown) => (client as { query(t: string, v: unknown[]): Promise<unknown> }).query('INSERT INTO effects (token) VALUES ($1)', [token]);
 const rows = async (token: bigint) => Number(((await schema.pool.query('SELECT count(*)::int AS n FROM effects WHERE token = $1', [token])).rows[0] as { n: number }).n);
+
+/**
+ * A lease-checked write that freezes inside its transaction once its row is in (its process stops
+ * there); it comes back when `wake()` is called. Resolves once the write holds its locks.
+ */
+async function frozenWrite(guard: ReturnType<typeof setup>['guard'], token: Token) {
+  let checked = false;
+  let wake!: () => void;
+  const write = guard.guardedWrite(token, async (client) => {
+    await insert(token)(client);
+    checked = true;
+    await new Promise<void>((resolve) => (wake = resolve));
+  });
+  write.catch(() => undefined); // awaited by the test, after wake()
+  await waitFor(() => checked, 5000);
+  return { write, wake: () => wake() };
+}
 
 describe('lease-checked writes', () => {
   it('commit while the token holds its lease; are refused, with nothing applied, once the lease expired, before any other term has begun', async () => {
@@ -79,11 +96,10 @@ describe('lease-checked writes', () => {
     order.push('renewed');
     // Let the lease run out with the write still open: an election must wait for the write.
     const election = (async () => {
-      for (;;) {
-        const reply = await b.acquire(10_000, 40_000);
-        if (reply.won) return reply;
-        await new Promise((r) => setTimeout(r, 20));
-      }
+      let reply = await b.acquire(10_000, 40_000);
+      await waitFor(async () => reply.won || (reply = await b.acquire(10_000, 40_000)).won, 30_000, 20);
+      if (!reply.won) throw new Error('not granted');
+      return reply;
     })().then((reply) => {
       order.push('elected');
       return reply;
@@ -103,22 +119,11 @@ describe('lease-checked writes', () => {
     const { a, b, guard } = setup({ graceMs: 200, timeoutMs: 10_000 });
     const won = await a.acquire(300, 5000);
     if (!won.won) throw new Error('not granted');
-    let checked = false;
-    let wake!: () => void;
     // Frozen inside its transaction: its process comes back only after the next term has begun.
-    const frozen = guard.guardedWrite(won.token, async (client) => {
-      await insert(won.token)(client);
-      checked = true;
-      await new Promise<void>((resolve) => (wake = resolve));
-    });
-    frozen.catch(() => undefined);
-    await waitFor(() => checked, 5000);
-    let reply = await b.acquire(10_000, 15_000);
+    const { write: frozen, wake } = await frozenWrite(guard, won.token);
     const startedAt = performance.now();
-    while (!reply.won) {
-      await new Promise((r) => setTimeout(r, 20));
-      reply = await b.acquire(10_000, 15_000);
-    }
+    let reply = await b.acquire(10_000, 15_000);
+    await waitFor(async () => reply.won || (reply = await b.acquire(10_000, 15_000)).won, 10_000, 20);
     // Within the TTL's remainder, a grace period and the termination, with room for a loaded machine.
     expect(performance.now() - startedAt).toBeLessThan(300 + 200 + 3000);
     expect(reply.endedWrites).toBeGreaterThanOrEqual(1);
@@ -180,20 +185,10 @@ describe('lease-checked writes', () => {
     const { a, b, guard } = setup({ graceMs: 1000, timeoutMs: 100 });
     const won = await a.acquire(200, 5000);
     if (!won.won) throw new Error('not granted');
-    let checked = false;
-    let wake!: () => void;
-    const frozen = guard.guardedWrite(won.token, async (client) => {
-      await insert(won.token)(client);
-      checked = true;
-      await new Promise<void>((resolve) => (wake = resolve));
-    });
-    frozen.catch(() => undefined);
-    await waitFor(() => checked, 5000);
+    const { write: frozen, wake } = await frozenWrite(guard, won.token);
+    const ended = (r: typeof reply) => r.won || (r.endedWrites ?? 0) > 0;
     let reply = await b.acquire(10_000, 5000);
-    while (!reply.won && (reply.endedWrites ?? 0) === 0) {
-      await new Promise((r) => setTimeout(r, 20));
-      reply = await b.acquire(10_000, 5000);
-    }
+    await waitFor(async () => ended(reply) || ended((reply = await b.acquire(10_000, 5000))), 10_000, 20);
     expect(reply).toMatchObject({ won: false, holder: null, remainingMs: 0, endedWrites: 1 });
     const next = await b.acquire(10_000, 5000);
     expect(next.won && next.token > won.token).toBe(true);
