@@ -207,13 +207,19 @@ export function describeLeaseStoreConformance(harness: LeaseStoreHarness): void 
         if (harness.mintsAboveLocalFences) expect(c.regressions).toBe(0);
       });
 
-      it('a standby hears a release and leads at once, not at its next retry', async () => {
+      /** A leader, and a standby whose next retry is far away: only hearing the release brings it in time. */
+      async function leaderAndFarStandby() {
         const name = lease();
         const retryMs = 20_000;
-        const a = coordinator({ lease: name, ttlMs: 30_000, renewIntervalMs: 5000, acquireRetryMs: retryMs });
+        const options = { lease: name, ttlMs: 30_000, renewIntervalMs: 5000, acquireRetryMs: retryMs };
+        const a = coordinator(options);
         await a.start();
         await waitFor(() => a.isLeader(), 10_000);
-        const b = coordinator({ lease: name, ttlMs: 30_000, renewIntervalMs: 5000, acquireRetryMs: retryMs });
+        return { name, retryMs, a, b: coordinator(options) };
+      }
+
+      it('a standby hears a release and leads at once, not at its next retry', async () => {
+        const { retryMs, a, b } = await leaderAndFarStandby();
         await b.start();
         expect(b.isLeader()).toBe(false);
         const stoppedAt = performance.now();
@@ -223,12 +229,7 @@ export function describeLeaseStoreConformance(harness: LeaseStoreHarness): void 
       });
 
       it('a release that arrives while an acquire is in flight is not lost', async () => {
-        const name = lease();
-        const retryMs = 20_000;
-        const a = coordinator({ lease: name, ttlMs: 30_000, renewIntervalMs: 5000, acquireRetryMs: retryMs });
-        await a.start();
-        await waitFor(() => a.isLeader(), 10_000);
-        const b = coordinator({ lease: name, ttlMs: 30_000, renewIntervalMs: 5000, acquireRetryMs: retryMs });
+        const { name, retryMs, a, b } = await leaderAndFarStandby();
         // b's acquire is on its way (and finds the lease held); before its reply is read, a steps down.
         failpoints.arm('lease.acquire-sent-before-reply', {
           kind: 'call',

@@ -1,5 +1,5 @@
 import type { FencedLogger } from '@fenced/shared';
-import { applyMigrations, emit, numberedMigrations } from '@fenced/shared/internal';
+import { applyMigrations, emit, fillPlaceholders, numberedMigrations } from '@fenced/shared/internal';
 import { sqlFiles } from './migrations/generated-sql.js';
 import type { GuardObjectNames } from './names.js';
 import type { GuardSession } from './session.js';
@@ -12,16 +12,17 @@ export const LATEST_MIGRATION = migrations[migrations.length - 1]!.id;
 
 /** Replaces the placeholders of a migration with the installation's quoted object names. */
 function render(text: string, names: GuardObjectNames): string {
-  return text
-    .replaceAll(':FENCES', names.fences)
-    .replaceAll(':CHECK_FN', names.checkFn)
-    .replaceAll(':ADVANCE_FN', names.advanceFn)
-    .replaceAll(':APPLIED', names.applied)
-    .replaceAll(':AUDIT', names.audit)
-    .replaceAll(':LOWER_FN', names.lowerFn)
-    .replaceAll(':TAKEOVER_FN', names.takeoverFn)
-    .replaceAll(':CHECKED_FN', names.checkedFn)
-    .replaceAll(':LEASES', names.leases);
+  return fillPlaceholders(text, {
+    FENCES: names.fences,
+    CHECK_FN: names.checkFn,
+    ADVANCE_FN: names.advanceFn,
+    APPLIED: names.applied,
+    AUDIT: names.audit,
+    LOWER_FN: names.lowerFn,
+    TAKEOVER_FN: names.takeoverFn,
+    CHECKED_FN: names.checkedFn,
+    LEASES: names.leases,
+  });
 }
 
 /**

@@ -24,6 +24,15 @@ export interface MigrationPlan {
   readonly migrations: ReadonlyArray<{ readonly id: number; readonly text: string }>;
 }
 
+/**
+ * A migration's text with its placeholders (`:NAME`, upper case: never a cast like `::text`) replaced
+ * by the installation's names, each placeholder as a whole word: `:FENCES` never eats the start of
+ * `:FENCES_NAME`. A placeholder the map does not name stays as it is.
+ */
+export function fillPlaceholders(text: string, values: Readonly<Record<string, string>>): string {
+  return text.replace(/:[A-Z][A-Z_]*/g, (placeholder) => values[placeholder.slice(1)] ?? placeholder);
+}
+
 /** The migrations of a folder's generated module (`000001.sql` → id 1), in order. */
 export function numberedMigrations(files: Readonly<Record<string, string>>): Array<{ id: number; text: string }> {
   return Object.entries(files)

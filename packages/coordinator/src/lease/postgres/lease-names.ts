@@ -1,5 +1,5 @@
 import { createHash } from 'node:crypto';
-import { quoteIdent, quoteLiteral } from '@fenced/shared/internal';
+import { fillPlaceholders, quoteIdent, quoteLiteral } from '@fenced/shared/internal';
 
 /**
  * The quoted, schema-qualified names of the lease store's objects, derived from the guard's schema
@@ -52,18 +52,19 @@ export function leaseObjectNames(schema: string, table: string): LeaseObjectName
 
 /** A migration with its placeholders replaced by the installation's names. */
 export function renderLeaseMigration(text: string, names: LeaseObjectNames): string {
-  return text
-    .replaceAll(':LEASES', names.leases)
-    .replaceAll(':ACQUIRE_FN', names.acquireFn)
-    .replaceAll(':RENEW_FN', names.renewFn)
-    .replaceAll(':RELEASE_FN', names.releaseFn)
-    .replaceAll(':RAISE_FN', names.raiseFn)
-    .replaceAll(':ELECTIONS', names.elections)
-    .replaceAll(':RECORD_ELECTION_FN', names.recordElectionFn)
-    .replaceAll(':FIRES', names.fires)
-    .replaceAll(':RECORD_FIRES_FN', names.recordFiresFn)
-    .replaceAll(':MEMBERS', names.members)
-    .replaceAll(':BEAT_FN', names.beatFn)
-    .replaceAll(':FENCES_NAME', names.fencesName)
-    .replaceAll(':CHANNEL', quoteLiteral(names.channel));
+  return fillPlaceholders(text, {
+    LEASES: names.leases,
+    ACQUIRE_FN: names.acquireFn,
+    RENEW_FN: names.renewFn,
+    RELEASE_FN: names.releaseFn,
+    RAISE_FN: names.raiseFn,
+    ELECTIONS: names.elections,
+    RECORD_ELECTION_FN: names.recordElectionFn,
+    FIRES: names.fires,
+    RECORD_FIRES_FN: names.recordFiresFn,
+    MEMBERS: names.members,
+    BEAT_FN: names.beatFn,
+    FENCES_NAME: names.fencesName,
+    CHANNEL: quoteLiteral(names.channel),
+  });
 }

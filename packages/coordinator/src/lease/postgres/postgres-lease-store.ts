@@ -43,9 +43,6 @@ export function postgresLeaseStore(
   const { notifications, renews, takeover } = shared;
   const query = <Row>(text: string, values: unknown[], timeoutMs: number, operation: string) => queryRows<Row>(pool, names.installation, text, values, timeoutMs, operation);
 
-  /** The token and node of a lease value this store made; anything else owns nothing. */
-  const ownerOf = (leaseValue: string) => parseLeaseValue(leaseValue);
-
   return {
     async acquire(ttlMs, timeoutMs, inFlight): Promise<AcquireReply> {
       // The server gives up waiting on the lease row well before this call gives up on the server:
@@ -75,7 +72,7 @@ export function postgresLeaseStore(
     },
 
     async renew(leaseValue, ttlMs, timeoutMs, inFlight) {
-      const owner = ownerOf(leaseValue);
+      const owner = parseLeaseValue(leaseValue); // anything not made by this store owns nothing
       if (owner === null) return { renewed: false, time: await serverTime(timeoutMs()) };
       // Batched with the other leases this process renews now (renew-batcher.ts): one statement.
       const sent = withTimeout(renews.renew(ttlMs, { lease, token: owner.token.toString(), nodeId: owner.nodeId }), timeoutMs(), 'renew');
@@ -84,7 +81,7 @@ export function postgresLeaseStore(
     },
 
     async release(leaseValue, timeoutMs) {
-      const owner = ownerOf(leaseValue);
+      const owner = parseLeaseValue(leaseValue); // anything not made by this store owns nothing
       if (owner === null) return false;
       const [row] = await query<{ released: boolean }>(`SELECT ${names.releaseFn}($1, $2, $3) AS released`, [lease, owner.token.toString(), owner.nodeId], timeoutMs, 'release');
       return row?.released === true;
