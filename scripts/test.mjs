@@ -24,6 +24,11 @@ function run(command, args) {
   return result.status ?? 1;
 }
 
+/** The first line of a failure message, trimmed to what a summary line can hold. */
+function firstLine(message) {
+  return String(message ?? '').split('\n')[0].slice(0, 300);
+}
+
 const steps = [];
 const started = performance.now();
 
@@ -50,6 +55,8 @@ for (const pkg of built ? packages : []) {
 steps.push({ name: 'package checks (build, publint, attw)', code: packaged ? 0 : 1 });
 
 const counts = { passed: 0, failed: 0, skipped: 0 };
+// Named again in the summary: CI shows the tail of the output, and the failure itself may be far above.
+const failures = [];
 // `ioredis6`: every test that talks to Redis, again on ioredis 6 (see vitest.config.ts).
 // `install`: the packages from their tarballs, installed by npm, pnpm and yarn into fresh projects.
 for (const project of ['unit', 'ioredis6', 'install', 'sim']) {
@@ -61,6 +68,12 @@ for (const project of ['unit', 'ioredis6', 'install', 'sim']) {
     counts.passed += json.numPassedTests;
     counts.failed += json.numFailedTests;
     counts.skipped += json.numPendingTests + json.numTodoTests;
+    for (const file of json.testResults) {
+      const failedTests = file.assertionResults.filter((t) => t.status === 'failed');
+      for (const t of failedTests) failures.push(`${project}: ${file.name.replace(root, '')} > ${t.fullName}: ${firstLine(t.failureMessages[0])}`);
+      // A file that failed outside its tests (an import, a hook) has no failed test to name.
+      if (failedTests.length === 0 && file.status === 'failed') failures.push(`${project}: ${file.name.replace(root, '')}: ${firstLine(file.message)}`);
+    }
   } catch {
     // vitest did not get as far as writing its report: the step's exit code says it failed.
   }
@@ -70,5 +83,6 @@ rmSync(reports, { recursive: true, force: true });
 const failed = steps.filter((s) => s.code !== 0);
 process.stdout.write(`\npnpm test, ${Math.round((performance.now() - started) / 1000)} s:\n`);
 for (const s of steps) process.stdout.write(`  ${s.code === 0 ? 'ok    ' : 'FAILED'} ${s.name}\n`);
+for (const f of failures) process.stdout.write(`  failed: ${f}\n`);
 process.stdout.write(`tests: ${counts.passed} passed, ${counts.failed} failed${counts.skipped > 0 ? `, ${counts.skipped} skipped` : ''}\n`);
 process.exit(failed.length === 0 ? 0 : 1);

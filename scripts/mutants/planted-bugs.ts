@@ -571,4 +571,22 @@ export const PLANTED_BUGS: readonly PlantedBug[] = [
     replace: '    batchesRenewals: false,',
     tests: ['packages/coordinator/src/lease/postgres/postgres-leases.pg.test.ts'],
   },
+  {
+    id: 'pg-grant-on-deposed-primary',
+    layer: 'lease',
+    bug: "the PostgreSQL store's grants count without the primary confirmation: a deposed primary that resumes with pooled connections still open to it grants the lease, and mints a token the new primary never saw",
+    file: 'packages/coordinator/src/lease/postgres/postgres-lease-store.ts',
+    find: '        confirmServer: async () => (primary === undefined ? null : primary.confirm(timeline, repliedAt, commandTimeoutMs)),',
+    replace: '        confirmServer: async () => null,',
+    tests: ['test/postgres-failover.test.ts'],
+  },
+  {
+    id: 'pg-renew-on-deposed-primary',
+    layer: 'lease',
+    bug: "the PostgreSQL store's renewals count without the primary confirmation: a leader whose primary was deposed under it keeps leading on a history the cluster has left",
+    file: 'packages/coordinator/src/lease/postgres/postgres-lease-store.ts',
+    find: '      if (primary !== undefined && answer.renewed) {',
+    replace: '      if (primary !== undefined && answer.renewed && answer.timeline === null) {',
+    tests: ['test/postgres-failover.test.ts'],
+  },
 ];

@@ -23,6 +23,17 @@ export interface PostgresServerProcess {
   restart(): Promise<void>;
   /** Shuts it down and removes its data directory: the end of this server. */
   stop(): Promise<void>;
+  /**
+   * SIGSTOP to the postmaster and every backend: the whole server frozen, its connections open and
+   * silent (a hung VM). The postmaster first, so that it forks no backend the freeze would miss.
+   */
+  pause(): void;
+  /** SIGCONT to all of it: it goes on where it stopped, still believing what it believed. */
+  resume(): void;
+  /** Whether it is frozen by `pause()` right now. */
+  readonly paused: boolean;
+  /** Ends recovery on a streaming replica (`pg_ctl promote`, waiting until it accepts writes). */
+  promote(): Promise<void>;
 }
 
 export interface PostgresServerOptions {
@@ -30,6 +41,11 @@ export interface PostgresServerOptions {
   readonly port?: number;
   /** More settings, as `-c name=value` pairs. */
   readonly settings?: Readonly<Record<string, string>>;
+  /**
+   * A streaming replica of this server (asynchronous, like most deployments): its data directory is
+   * a `pg_basebackup -R` of the primary, and it follows the primary until `promote()`.
+   */
+  readonly replicaOf?: PostgresServerProcess;
 }
 
 /** The directory of PostgreSQL's server binaries (Debian keeps them out of the PATH). */
@@ -65,10 +81,20 @@ export async function startPostgresServer(options: PostgresServerOptions = {}): 
   const dir = mkdtempSync(join(tmpdir(), `fenced-postgres-${port}-`));
   if (user !== undefined) chownSync(dir, user.uid, user.gid);
   const data = join(dir, 'data');
-  execFileSync(join(bin, 'initdb'), ['-D', data, '-U', 'postgres', '--auth=trust', '--no-sync', '-E', 'UTF8', '--locale=C'], {
-    stdio: 'ignore',
-    ...(user ?? {}),
-  });
+  const primary = options.replicaOf;
+  if (primary === undefined) {
+    // initdb's trust authentication covers replication connections from loopback too.
+    execFileSync(join(bin, 'initdb'), ['-D', data, '-U', 'postgres', '--auth=trust', '--no-sync', '-E', 'UTF8', '--locale=C'], {
+      stdio: 'ignore',
+      ...(user ?? {}),
+    });
+  } else {
+    // -R: standby.signal and primary_conninfo, so the copy starts as the primary's streaming replica.
+    execFileSync(join(bin, 'pg_basebackup'), ['-D', data, '-h', '127.0.0.1', '-p', String(primary.port), '-U', 'postgres', '-R', '-X', 'stream', '--no-sync', '-c', 'fast'], {
+      stdio: 'ignore',
+      ...(user ?? {}),
+    });
+  }
   const settings = {
     listen_addresses: '127.0.0.1',
     unix_socket_directories: dir,
@@ -81,6 +107,7 @@ export async function startPostgresServer(options: PostgresServerOptions = {}): 
   };
   const args = ['-D', data, '-p', String(port), ...Object.entries(settings).flatMap(([k, v]) => ['-c', `${k}=${v}`])];
   let child: ChildProcess | undefined;
+  let frozen: number[] = [];
 
   const exited = (c: ChildProcess) => new Promise<void>((resolve) => (c.exitCode !== null || c.signalCode !== null ? resolve() : c.once('exit', () => resolve())));
 
@@ -91,6 +118,7 @@ export async function startPostgresServer(options: PostgresServerOptions = {}): 
       return child !== undefined && child.exitCode === null && child.signalCode === null;
     },
     async shutdown() {
+      handle.resume(); // a frozen postmaster would never act on the SIGINT
       const c = child;
       child = undefined;
       if (c === undefined || c.exitCode !== null || c.signalCode !== null) return;
@@ -121,6 +149,23 @@ export async function startPostgresServer(options: PostgresServerOptions = {}): 
       await handle.shutdown();
       rmSync(dir, { recursive: true, force: true });
     },
+    get paused() {
+      return frozen.length > 0;
+    },
+    pause() {
+      const pid = child?.pid;
+      if (pid === undefined || frozen.length > 0) return;
+      process.kill(pid, 'SIGSTOP');
+      frozen = [pid, ...childPids(pid)];
+      for (const p of frozen.slice(1)) signal(p, 'SIGSTOP');
+    },
+    resume() {
+      for (const p of frozen.reverse()) signal(p, 'SIGCONT');
+      frozen = [];
+    },
+    async promote() {
+      execFileSync(join(bin, 'pg_ctl'), ['promote', '-D', data, '-w', '-t', '30'], { stdio: 'ignore', ...(user ?? {}) });
+    },
   };
   try {
     await handle.start();
@@ -129,6 +174,27 @@ export async function startPostgresServer(options: PostgresServerOptions = {}): 
     throw err;
   }
   return handle;
+}
+
+/** The processes `pid` forked (a postmaster's backends and auxiliary processes). */
+function childPids(pid: number): number[] {
+  try {
+    return execFileSync('pgrep', ['-P', String(pid)], { encoding: 'utf8' })
+      .split('\n')
+      .filter((line) => line.trim() !== '')
+      .map(Number);
+  } catch {
+    return []; // pgrep exits 1 when there are none
+  }
+}
+
+/** Signals a process that may have exited meanwhile (a backend whose session ended). */
+function signal(pid: number, name: NodeJS.Signals): void {
+  try {
+    process.kill(pid, name);
+  } catch {
+    // Gone already.
+  }
 }
 
 async function waitUntilReady(bin: string, port: number, user: { uid: number; gid: number } | undefined): Promise<void> {

@@ -11,6 +11,7 @@ import { postgresLeasesOptionsSchema, type PostgresLeasesOptionsInput } from './
 import { postgresConfigProblem } from './postgres-config.js';
 import { ReleaseNotifications } from './release-notifications.js';
 import { RenewBatcher, type RenewAnswer } from './renew-batcher.js';
+import { primaryConfirmation, TIMELINE_SQL } from './primary-confirmation.js';
 
 /** Leases in PostgreSQL: a `LeaseBackend`, and the migration that creates its objects. */
 export interface PostgresLeases extends LeaseBackend {
@@ -23,9 +24,11 @@ export interface PostgresLeases extends LeaseBackend {
   listeningMode(): 'notify' | 'polling' | undefined;
 }
 
-export type PostgresLeasesOptions = Omit<PostgresLeasesOptionsInput, 'pool' | 'logger'> & {
+export type PostgresLeasesOptions = Omit<PostgresLeasesOptionsInput, 'pool' | 'logger' | 'confirmPrimary'> & {
   /** A `pg.Pool` (node-postgres 8). */
   pool: PgLeasePool;
+  /** A `pg.Pool` per member of a replicated cluster: grants and renews count only from its primary (see the option's schema). */
+  confirmPrimary?: { members: readonly PgLeasePool[]; timeoutMs?: number };
   logger?: FencedLogger;
 };
 
@@ -80,19 +83,21 @@ export function postgresLeases(input: PostgresLeasesOptions): PostgresLeases {
   });
 
   const renews = new RenewBatcher(async (ttlMs, requests) => {
-    const rows = await queryRows<{ ord: string; renewed: boolean; now_us: string }>(
+    const rows = await queryRows<{ ord: string; renewed: boolean; now_us: string; timeline: string | null }>(
       pool,
       names.installation,
-      `SELECT ord::text, renewed, now_us::text FROM ${names.renewFn}($1::text[], $2::bigint[], $3::text[], $4)`,
+      `SELECT ord::text, renewed, now_us::text, (${TIMELINE_SQL})::text AS timeline FROM ${names.renewFn}($1::text[], $2::bigint[], $3::text[], $4)`,
       [requests.map((r) => r.lease), requests.map((r) => r.token), requests.map((r) => r.nodeId), ttlMs],
       ADMIN_TIMEOUT_MS,
       'renew',
     );
     const answers: RenewAnswer[] = [];
-    for (const row of rows) answers[Number(row.ord) - 1] = { renewed: row.renewed === true, nowMicros: row.now_us };
+    for (const row of rows) answers[Number(row.ord) - 1] = { renewed: row.renewed === true, nowMicros: row.now_us, timeline: row.timeline === null ? null : BigInt(row.timeline) };
     return answers;
   }, options.renewWindowMs);
-  const shared = { notifications, renews, takeover: options.takeover };
+  const confirm = input.confirmPrimary;
+  const primary = confirm === undefined ? undefined : primaryConfirmation(confirm.members, options.confirmPrimary?.timeoutMs ?? 1000);
+  const shared = { notifications, renews, takeover: options.takeover, primary };
 
   return Object.freeze({
     kind: 'postgres' as const,
@@ -100,7 +105,7 @@ export function postgresLeases(input: PostgresLeasesOptions): PostgresLeases {
     names,
     migrate: () => migrateLeases(pool, names, logger),
     listeningMode: () => notifications.mode,
-    openLease: (lease: string, nodeId: string) => postgresLeaseStore(pool, names, lease, nodeId, shared),
+    openLease: (lease: string, nodeId: string, timeoutMs: number) => postgresLeaseStore(pool, names, lease, nodeId, timeoutMs, shared),
     fireLog: (lease: string) => postgresFireLog(pool, names, lease, ADMIN_TIMEOUT_MS),
     membership: (group: string) => postgresMembership(pool, names, group),
     openReleaseHub: async (timeoutMs: number, onError: (error: unknown) => void): Promise<ReleaseHub> => {

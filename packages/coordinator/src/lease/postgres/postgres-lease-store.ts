@@ -8,6 +8,7 @@ import { queryRows, type PgLeasePool } from './pg-pool.js';
 import type { ReleaseNotifications } from './release-notifications.js';
 import type { RenewBatcher } from './renew-batcher.js';
 import { withTimeout } from '@fenced/shared/internal';
+import { TIMELINE_SQL, type PrimaryConfirmation } from './primary-confirmation.js';
 
 /** How many elections each lease keeps in its record, for `fenced status` and `fenced doctor`. */
 const ELECTIONS_KEPT = 32;
@@ -19,6 +20,7 @@ interface AcquireRow {
   remaining_ms: string;
   now_us: string;
   ended: number;
+  timeline: string | null;
 }
 
 /** How an election waits for, then ends, the lease-checked writes of an expired term (see the acquire's SQL). */
@@ -38,9 +40,11 @@ export function postgresLeaseStore(
   names: LeaseObjectNames,
   lease: string,
   nodeId: string,
-  shared: { readonly notifications: ReleaseNotifications; readonly renews: RenewBatcher; readonly takeover: LeaseTakeover },
+  /** The coordinator's bound on one command (a third of the TTL): the primary confirmation stays within it. */
+  commandTimeoutMs: number,
+  shared: { readonly notifications: ReleaseNotifications; readonly renews: RenewBatcher; readonly takeover: LeaseTakeover; readonly primary: PrimaryConfirmation | undefined },
 ): LeaseStore {
-  const { notifications, renews, takeover } = shared;
+  const { notifications, renews, takeover, primary } = shared;
   const query = <Row>(text: string, values: unknown[], timeoutMs: number, operation: string) => queryRows<Row>(pool, names.installation, text, values, timeoutMs, operation);
 
   return {
@@ -49,12 +53,13 @@ export function postgresLeaseStore(
       // its answer (what it ended, and that the row is free now) must arrive, not be timed out.
       const lockBudgetMs = Math.min(takeover.timeoutMs, Math.floor(timeoutMs * 0.5));
       const sent = query<AcquireRow>(
-        `SELECT won, token, holder, remaining_ms::text, now_us::text, ended FROM ${names.acquireFn}($1, $2, $3, $4, $5)`,
+        `SELECT won, token, holder, remaining_ms::text, now_us::text, ended, (${TIMELINE_SQL})::text AS timeline FROM ${names.acquireFn}($1, $2, $3, $4, $5)`,
         [lease, nodeId, ttlMs, takeover.graceMs, lockBudgetMs],
         timeoutMs,
         'acquire',
       );
       const [row] = await replyOf(sent, inFlight);
+      const repliedAt = performance.now();
       if (row === undefined) throw new Error('acquire answered no row');
       const time = storeTime(row.now_us);
       if (!row.won) {
@@ -68,7 +73,15 @@ export function postgresLeaseStore(
           endedWrites: Number(row.ended),
         };
       }
-      return { won: true, token: storedToken(row.token), leaseValue: row.holder!, time, endedWrites: Number(row.ended), confirmServer: async () => null };
+      const timeline = row.timeline === null ? null : BigInt(row.timeline);
+      return {
+        won: true,
+        token: storedToken(row.token),
+        leaseValue: row.holder!,
+        time,
+        endedWrites: Number(row.ended),
+        confirmServer: async () => (primary === undefined ? null : primary.confirm(timeline, repliedAt, commandTimeoutMs)),
+      };
     },
 
     async renew(leaseValue, ttlMs, timeoutMs, inFlight) {
@@ -77,6 +90,11 @@ export function postgresLeaseStore(
       // Batched with the other leases this process renews now (renew-batcher.ts): one statement.
       const sent = withTimeout(renews.renew(ttlMs, { lease, token: owner.token.toString(), nodeId: owner.nodeId }), timeoutMs(), 'renew');
       const answer = await replyOf(sent, inFlight);
+      const repliedAt = performance.now();
+      if (primary !== undefined && answer.renewed) {
+        const notCounted = await withTimeout(primary.confirm(answer.timeline, repliedAt, Math.min(commandTimeoutMs, timeoutMs())), timeoutMs(), 'confirm primary');
+        if (notCounted !== null) throw notCounted;
+      }
       return { renewed: answer.renewed, time: storeTime(answer.nowMicros) };
     },
 

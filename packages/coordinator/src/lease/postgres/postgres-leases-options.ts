@@ -50,6 +50,19 @@ export const postgresLeasesOptionsSchema = z.object({
    * @defaultValue `20`
    */
   renewWindowMs: z.number().int().min(0).max(1000).default(20),
+  /**
+   * For a cluster with streaming replicas and failover: a `pg.Pool` per member (the primary and every
+   * replica, each reaching that server directly). Every grant and renew then counts only when its
+   * server is the primary on the cluster's latest timeline, so that a deposed primary that wakes up
+   * with connections still open to it grants nothing (see primary-confirmation.ts).
+   * `timeoutMs`: how long a member may take to answer before it is left out.
+   */
+  confirmPrimary: z
+    .object({
+      members: z.array(z.custom<object>(isPgLeasePool, { message: 'must be a pg.Pool (query() and connect())' })).min(1),
+      timeoutMs: z.number().int().min(10).max(60_000).default(1000),
+    })
+    .optional(),
   /** Receives the pool's errors on idle clients as `postgres.error` events (the store listens on the pool). */
   logger: z.custom<(event: never) => void>(isFunction, { message: 'must be a function' }).optional(),
 });

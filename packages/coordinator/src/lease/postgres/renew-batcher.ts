@@ -9,6 +9,8 @@ export interface RenewAnswer {
   readonly renewed: boolean;
   /** The server's clock when it decided, microseconds since the epoch (a decimal string). */
   readonly nowMicros: string;
+  /** The timeline of the server that answered; null on a server in recovery (see primary-confirmation.ts). */
+  readonly timeline: bigint | null;
 }
 
 /** Sends one batch (leases of one TTL) and answers per request, in the order asked. */
