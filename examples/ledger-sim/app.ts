@@ -42,6 +42,7 @@ export const ledgerApp: SimApp = {
         POST_COMMIT_MS: String(POST_COMMIT_MS),
         CONTROL_CLOCK: run.controlClock,
         LEASE_STORE: run.leaseStore,
+        ...(run.postgresMembers === undefined ? {} : { POSTGRES_MEMBERS: JSON.stringify(run.postgresMembers) }),
       },
     };
   },

@@ -11,7 +11,7 @@
  * PostgreSQL database (behind this replica's fault proxy), the guard runs without Redis and checks
  * each write's lease in its own transaction; the control keeps only its own record in Redis.
  *
- * Env: NODE_NAME, MODE, LEASE_STORE, REDIS_ENDPOINT (JSON, see redis-endpoint.ts), DATABASE_URL, SIM_SCHEMA, KEY_PREFIX, TTL_MS, RENEW_MS, EVERY_MS,
+ * Env: NODE_NAME, MODE, LEASE_STORE, POSTGRES_MEMBERS (JSON list of URLs, optional), REDIS_ENDPOINT (JSON, see redis-endpoint.ts), DATABASE_URL, SIM_SCHEMA, KEY_PREFIX, TTL_MS, RENEW_MS, EVERY_MS,
  * WORK_MS (time between the dispatch and the write: where mid-write faults land), POST_COMMIT_MS
  * (time between the commit and the scheduler's record: where a crash re-dispatches a fire).
  */
@@ -60,8 +60,17 @@ pool.on('error', () => {});
 listenForFailpointCommands(line);
 
 const onPostgres = env('LEASE_STORE') === 'postgres';
+// On a replicated PostgreSQL (the postgres-failover scenario): a pool per member, each reaching its
+// server directly, so that the guarded run's lease store counts grants and renewals only from the
+// primary on the cluster's latest timeline. The control goes without.
+const members = mode === 'guarded' ? (JSON.parse(process.env['POSTGRES_MEMBERS'] ?? '[]') as string[]) : [];
+const memberPools = members.map((url) => {
+  const member = new pg.Pool({ connectionString: url, max: 1, connectionTimeoutMillis: 1000 });
+  member.on('error', () => {});
+  return member;
+});
 const store = onPostgres
-  ? postgresLeases({ pool, schema, takeover: { graceMs: 250, timeoutMs: 10_000 } })
+  ? postgresLeases({ pool, schema, takeover: { graceMs: 250, timeoutMs: 10_000 }, ...(memberPools.length > 0 ? { confirmPrimary: { members: memberPools } } : {}) })
   : redisLeases(redis, { keyPrefix: env('KEY_PREFIX') });
 const coordinatorOptions = { store, lease: LEASE, ttlMs, renewIntervalMs: Number(env('RENEW_MS')), acquireRetryMs: 100, nodeId: node };
 
@@ -87,6 +96,8 @@ if (mode === 'guarded') {
     // On PostgreSQL the election itself ends the frozen writes of the term before it (the lease row).
     logger: (e) => {
       if (e.type === 'lease.takeover') line({ kind: 'takeover', ended: true, count: e.ended });
+      // A grant or renewal from a deposed primary, refused by the primary confirmation.
+      if (e.type === 'postgres.error' && (e.error as Error | undefined)?.name === 'NotOnPrimaryError') line({ kind: 'deposed', operation: e.operation });
     },
   });
   const mark = onPostgres ? undefined : createRedisGuard({ redis, resource: RESOURCE, keyPrefix: env('KEY_PREFIX') });

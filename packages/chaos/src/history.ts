@@ -28,7 +28,9 @@ export type HistoryEvent =
   /** `crashed`: it exited on its own with a failure (an unhandled error), not by a fault's signal. */
   | { at: number; kind: 'process'; node: string; event: 'started' | 'exited' | 'paused' | 'resumed'; crashed?: boolean }
   /** An election-time advance ended (or was not allowed to end) a deposed leader's transaction that blocked it. */
-  | { at: number; kind: 'takeover'; node: string; ended: boolean };
+  | { at: number; kind: 'takeover'; node: string; ended: boolean }
+  /** A replica's lease store refused a grant or renewal from a deposed PostgreSQL primary (a failover it did not see). */
+  | { at: number; kind: 'deposed'; node: string; operation: string };
 
 export type WriteOutcome = 'begin' | 'committed' | 'stale' | 'duplicate' | 'failed';
 

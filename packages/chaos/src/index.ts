@@ -37,4 +37,5 @@ export { textTable } from './report/text-table.js';
 export { runSimCli, type CliIo } from './cli/sim-cli.js';
 export { resolvePostgres, tcpAnswers, ServiceUnavailableError, DEFAULT_DATABASE_URL } from './postgres-url.js';
 export { startPostgresServer, postgresBinDir, type PostgresServerProcess, type PostgresServerOptions } from './postgres/postgres-server.js';
+export { startPostgresCluster, type PostgresCluster } from './postgres/postgres-cluster.js';
 export { startPgBouncer, hasPgBouncer, type PgBouncerProcess, type PgBouncerOptions } from './postgres/pgbouncer.js';

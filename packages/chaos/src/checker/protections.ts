@@ -36,6 +36,11 @@ export const PROTECTIONS = {
     meaning: 'failpoint hits (a replica stopped or stalled there): the faults that landed exactly where they were aimed',
     count: ({ history }) => history.filter((e) => e.kind === 'failpoint').length,
   },
+  'deposed primary refused': {
+    column: 'deposed',
+    meaning: 'grants and renewals a deposed PostgreSQL primary gave, refused by the lease store because a member is the primary on a later timeline (0 in a control)',
+    count: ({ history }) => history.filter((e) => e.kind === 'deposed').length,
+  },
   takeover: {
     column: undefined,
     meaning: "deposed leaders' transactions ended by an election-time advance they blocked",

@@ -1,4 +1,5 @@
 import type { PostgresServerProcess } from '../postgres/postgres-server.js';
+import type { PostgresCluster } from '../postgres/postgres-cluster.js';
 import { renameSync, writeFileSync } from 'node:fs';
 import { clockStepText } from '../faketime.js';
 import type { History, HistoryEvent } from '../history.js';
@@ -38,7 +39,15 @@ export class FaultContext {
     private readonly clockFile?: string,
     /** The run's own PostgreSQL server, when the scenario asks for one (a restart fault needs it). */
     private readonly postgresServer?: PostgresServerProcess,
+    /** The run's own primary and replica, when the scenario asks for them (a failover fault needs them). */
+    private readonly cluster?: PostgresCluster,
   ) {}
+
+  /** The run's PostgreSQL primary and replica, for the faults that fail over between them. */
+  postgresCluster(fault: string): PostgresCluster {
+    if (this.cluster === undefined) throw new Error(`the ${fault} fault needs the scenario to run on a replicated PostgreSQL of its own (postgres: 'replicated')`);
+    return this.cluster;
+  }
 
   /** The run's private PostgreSQL server, for the faults that restart it. */
   postgres(fault: string): PostgresServerProcess {

@@ -9,7 +9,8 @@ import type { ProcessLine } from '../process/managed-process.js';
  * - `{ kind: 'write', fireId, token, outcome, reason?, highestBefore? }`: a write attempt and its outcome;
  * - `{ kind: 'failpoint', name, action? }`: it stopped (or stalled) itself at a failpoint it was armed with;
  * - `{ kind: 'repair', token }`: an election repaired the token counter;
- * - `{ kind: 'takeover', ended }`: an election's advance ended a blocking transaction.
+ * - `{ kind: 'takeover', ended }`: an election's advance ended a blocking transaction;
+ * - `{ kind: 'deposed', operation }`: its lease store refused a grant or renewal from a deposed primary.
  * Other lines (`ready`, `stalling`, text) are for the supervisor's own waits: no event.
  */
 export function historyEventOf(name: string, line: ProcessLine): HistoryEvent | undefined {
@@ -46,6 +47,8 @@ export function historyEventOf(name: string, line: ProcessLine): HistoryEvent | 
       return { at, kind: 'repair', node: name, token: token ?? '' };
     case 'takeover':
       return { at, kind: 'takeover', node: name, ended: r['ended'] === true };
+    case 'deposed':
+      return { at, kind: 'deposed', node: name, operation: String(r['operation']) };
     default:
       return undefined;
   }

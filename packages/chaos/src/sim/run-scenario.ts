@@ -9,6 +9,7 @@ import { trackCleanup } from '../process/child-registry.js';
 import { managedProcess } from '../process/managed-process.js';
 import { startFaultProxy, type FaultProxy } from '../fault-proxy.js';
 import { startPostgresServer } from '../postgres/postgres-server.js';
+import { startPostgresCluster } from '../postgres/postgres-cluster.js';
 import { seededRandom } from '../random.js';
 import { FaultContext, type SimNode } from './fault-context.js';
 import { runFaultRounds } from './fault-rounds.js';
@@ -83,9 +84,11 @@ function pgTarget(databaseUrl: string): { port: number; rewrite: (port: number) 
  * everything and lets the replicas catch up; then checks what took effect against the promise.
  */
 export async function runScenario(app: SimApp, scenario: Scenario, mode: SimMode, options: RunOptions): Promise<RunResult> {
-  // A scenario that restarts PostgreSQL gets a server of its own: the shared one serves everyone else.
+  // A scenario that restarts PostgreSQL, or fails it over, gets a server (a primary and its replica)
+  // of its own: the shared one serves everyone else.
   const postgres = scenario.postgres === 'private' ? await startPostgresServer() : undefined;
-  const databaseUrl = postgres?.url ?? options.databaseUrl;
+  const cluster = scenario.postgres === 'replicated' ? await startPostgresCluster() : undefined;
+  const databaseUrl = postgres?.url ?? cluster?.url ?? options.databaseUrl;
   const run: RunContext = {
     id: `sim_${scenario.name.replace(/-/g, '_')}_${options.leaseStore === 'postgres' ? 'pg_' : ''}${mode}_${randomBytes(3).toString('hex')}`,
     mode,
@@ -96,6 +99,7 @@ export async function runScenario(app: SimApp, scenario: Scenario, mode: SimMode
     scenario: scenario.name,
     controlClock: scenario.controlClock ?? 'server',
     leaseStore: options.leaseStore ?? 'redis',
+    ...(cluster === undefined ? {} : { postgresMembers: cluster.memberUrls }),
   };
   const label = scenarioLabel(scenario.name, run.leaseStore);
   const history = new History();
@@ -163,7 +167,7 @@ export async function runScenario(app: SimApp, scenario: Scenario, mode: SimMode
     for (const node of nodes) startNode(node);
 
     const faultsEnd = () => Date.now() + options.durationMs;
-    ctx = new FaultContext(nodes, redis, app.leaseKey?.(run), history, random, options.ttlMs, Number.POSITIVE_INFINITY, startNode, clockFile, postgres);
+    ctx = new FaultContext(nodes, redis, app.leaseKey?.(run), history, random, options.ttlMs, Number.POSITIVE_INFINITY, startNode, clockFile, postgres, cluster);
     const first = await ctx.waitForLeader(30_000);
     if (first === undefined) {
       throw new Error(`no replica became leader within 30 s; ${nodes.map((n) => `${n.name}: ${n.process.stderr().slice(-400)}`).join(' | ')}`);
@@ -173,7 +177,7 @@ export async function runScenario(app: SimApp, scenario: Scenario, mode: SimMode
     if (firstDispatch === undefined) throw new Error('no replica dispatched a fire within 30 s of the first election');
     const windowStart = Date.now();
     phase = 'faults';
-    ctx = new FaultContext(nodes, redis, app.leaseKey?.(run), history, random, options.ttlMs, faultsEnd(), startNode, clockFile, postgres);
+    ctx = new FaultContext(nodes, redis, app.leaseKey?.(run), history, random, options.ttlMs, faultsEnd(), startNode, clockFile, postgres, cluster);
     await runFaultRounds(ctx, scenario.rounds);
     const windowEnd = Date.now();
 
@@ -230,6 +234,7 @@ export async function runScenario(app: SimApp, scenario: Scenario, mode: SimMode
     await redis.stop();
     await app.cleanup(run).catch(() => undefined);
     await postgres?.stop();
+    await cluster?.stop();
     if (clockDir !== undefined) rmSync(clockDir, { recursive: true, force: true });
     untrackCleanup();
   }

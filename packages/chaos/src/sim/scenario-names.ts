@@ -18,6 +18,7 @@ export const SCENARIO_NAMES = [
   'freeze-in-commit',
   'connection-killed',
   'postgres-restart',
+  'postgres-failover',
   'redis-lag',
 ] as const;
 export type ScenarioName = (typeof SCENARIO_NAMES)[number];

@@ -27,8 +27,12 @@ export interface Scenario {
    * fails as toothless: its faults missed what the scenario claims to test.
    */
   readonly exercises: readonly Exercise[];
-  /** `'private'`: the run starts a PostgreSQL server of its own (a fault restarts it). @defaultValue the shared server */
-  readonly postgres?: 'private';
+  /**
+   * `'private'`: the run starts a PostgreSQL server of its own (a fault restarts it); `'replicated'`:
+   * a primary and its streaming replica of its own, behind a service address (a fault fails over).
+   * @defaultValue the shared server
+   */
+  readonly postgres?: 'private' | 'replicated';
   /**
    * The lease stores the scenario runs on by default (`pnpm sim`), and those it can run on at all
    * (`--lease-store`): a fault of Redis itself has nothing to hit on the PostgreSQL store.
@@ -339,6 +343,25 @@ export const scenarios: Record<ScenarioName, Scenario> = {
       settle: { ttls: [2, 3] },
       atLeastOnce: true,
       whileTtlsLeft: 4,
+    },
+  },
+
+  'postgres-failover': {
+    leaseStores: { default: ['postgres'], possible: ['postgres'] },
+    name: 'postgres-failover',
+    summary: 'PostgreSQL primary frozen, its asynchronous replica promoted, the old primary resumed still a primary with pooled connections open to it: nothing granted there, no stale write on the new one',
+    redis: 'single',
+    postgres: 'replicated',
+    exercises: ['deposed primary refused'],
+    rounds: {
+      gap: { ms: [500, 1500] },
+      target: { kind: 'stores' },
+      fault: { kind: 'postgres-failover', failpoint: 'scheduler.dispatched-before-record' },
+      // The new primary alone (the old one frozen): long enough for the old lease to run out there.
+      hold: { ttls: [1.5, 2.5] },
+      settle: { ms: [500, 1000] },
+      atLeastOnce: true,
+      whileTtlsLeft: 8,
     },
   },
 

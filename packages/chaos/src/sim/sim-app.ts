@@ -26,6 +26,11 @@ export interface RunContext {
    * database itself (behind each replica's fault proxy, like its writes).
    */
   readonly leaseStore: LeaseStoreName;
+  /**
+   * On a replicated PostgreSQL of the run's own (`Scenario.postgres: 'replicated'`): one URL per
+   * member, each reaching that server directly, for a lease store's primary confirmation.
+   */
+  readonly postgresMembers?: readonly string[];
 }
 
 /** The lease stores the simulation runs on. */

@@ -49,7 +49,7 @@ export async function leaseReplicationCheck(pool: pg.Pool): Promise<CheckResult>
     return warn(
       id,
       `${standbys.length} standby(s), all asynchronous (${standbys.map((s) => s.name || '?').join(', ')}): a failover can lose the last grants with their tokens and fences, and an election on the promoted standby can mint a token the deposed leader still writes with (equal tokens pass a fence).`,
-      "Make a standby synchronous for the lease store (synchronous_standby_names, synchronous_commit = 'remote_apply' or 'on') and fail over only to it; or fence the old primary (stop it) before promoting.",
+      "Make a standby synchronous for the lease store (synchronous_standby_names, synchronous_commit = 'remote_apply' or 'on') and fail over only to it; or fence the old primary (stop it) before promoting. Give postgresLeases a pool per member (confirmPrimary) so that a deposed primary that resumes grants nothing.",
     );
   }
   return pass(id, `${standbys.length} standby(s), ${standbys.length - async.length} synchronous (synchronous_commit ${server!.sc}): a failover to a synchronous standby loses no grant.`);

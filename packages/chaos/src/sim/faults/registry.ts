@@ -7,6 +7,7 @@ import { lossyFailover } from './lossy-failover.js';
 import { partition } from './partition.js';
 import { pause } from './pause.js';
 import { postgresDown } from './postgres-down.js';
+import { postgresFailover } from './postgres-failover.js';
 import { postgresRestart } from './postgres-restart.js';
 import { primaryFailover } from './primary-failover.js';
 import { redisLag } from './redis-lag.js';
@@ -31,6 +32,7 @@ export const FAULT_KINDS = {
   'primary-failover': primaryFailover,
   'postgres-down': postgresDown,
   'postgres-restart': postgresRestart,
+  'postgres-failover': postgresFailover,
 } as const;
 
 type Kinds = typeof FAULT_KINDS;
