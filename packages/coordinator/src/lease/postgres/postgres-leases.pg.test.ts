@@ -83,6 +83,32 @@ describe('migrations', () => {
     expect(errors.every((e) => isFencedError(e, 'SCHEMA_MISSING'))).toBe(true);
     expect(c.isLeader()).toBe(false);
   });
+
+  it('a role without rights on the migrated schema: SCHEMA_MISSING (naming the schema), its node never leads, and nothing is written', async () => {
+    const role = `fenced_norights_${process.pid}_${n}`;
+    await schema.pool.query(`CREATE ROLE ${role} LOGIN`);
+    const url = new URL(testDatabaseUrl());
+    url.username = role;
+    url.password = '';
+    const p = new pg.Pool({ connectionString: url.toString(), max: 2 });
+    p.on('error', () => undefined);
+    stoppers.push(async () => {
+      await p.end();
+      await schema.pool.query(`DROP ROLE ${role}`);
+    });
+    const errors: Error[] = [];
+    const lease = `norights-${n}`;
+    const c = createCoordinator({ store: postgresLeases({ pool: p, schema: schema.name }), lease, ttlMs: 600, renewIntervalMs: 150, acquireRetryMs: 50 });
+    c.on('error', (e) => errors.push(e));
+    stoppers.push(() => c.stop());
+    await c.start();
+    await waitFor(() => errors.length >= 2, 10_000);
+    expect(errors.every((e) => isFencedError(e, 'SCHEMA_MISSING'))).toBe(true);
+    expect(errors[0]!.message).toContain(schema.name);
+    expect(c.isLeader()).toBe(false);
+    const rows = await schema.pool.query(`SELECT 1 FROM "${schema.name}".fenced_fences_leases WHERE name = $1`, [lease]);
+    expect(rows.rowCount).toBe(0);
+  });
 });
 
 describe('hearing releases', () => {
