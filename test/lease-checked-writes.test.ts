@@ -1,7 +1,8 @@
 // Lease-checked writes: with the lease in the guarded database, a write commits only while its token
 // holds its lease, checked in the write's own transaction under a lock an election waits for. Each
 // promise tested at its own layer: the guard's check, the store's election, the takeover bound.
-import { isFencedError, parseToken, type FencedEvent, type Token } from '@fenced/shared';
+import { createEnvelope, isFencedError, parseToken, type FencedEvent, type Token } from '@fenced/shared';
+import { createGuard } from '@fenced/consumer-guard';
 import { createPostgresGuard } from '@fenced/consumer-guard/postgres';
 import { postgresLeases } from '@fenced/coordinator/postgres';
 import { createTestSchema, waitFor } from '#test-support';
@@ -76,6 +77,34 @@ describe('lease-checked writes', () => {
     error = undefined;
     await guard.guardedWrite(won.token, insert(won.token)).catch((err: unknown) => (error = err));
     expect(isFencedError(error, 'NOT_LEADER')).toBe(true);
+  });
+
+  it('compare the holder too when the write names its issuer: a token minted again for another node (a lossy failover) is refused for the node that lost it', async () => {
+    const { lease, a, guard } = setup();
+    const won = await a.acquire(10_000, 5000);
+    if (!won.won) throw new Error('not granted');
+    await guard.guardedWrite(won.token, insert(won.token), { issuer: 'a' });
+    // What a promoted asynchronous standby that never saw this grant does: it grants the same token
+    // again, to b (the row as its own grant would leave it).
+    await schema.pool.query(`UPDATE "${schema.name}"."fenced_fences_leases" SET holder = $2 WHERE name = $1`, [lease, 'b']);
+    let error: unknown;
+    await guard.guardedWrite(won.token, insert(won.token), { issuer: 'a' }).catch((err: unknown) => (error = err));
+    expect(isFencedError(error, 'NOT_LEADER')).toBe(true);
+    // Through the handler wrapper, the envelope's issuer is the one checked.
+    const handle = createGuard({ db: schema.pool, resource: guard.resource, schema: schema.name, checkLease: lease }).wrapHandler(async (_payload, ctx) => ctx.guardedWrite(insert(won.token)));
+    const envelope = (issuer: string) => createEnvelope({ job: `job-${lease}-${issuer}`, scheduledAt: Date.now(), token: won.token, issuer, payload: null });
+    error = undefined;
+    await handle(envelope('a')).catch((err: unknown) => (error = err));
+    expect(isFencedError(error, 'NOT_LEADER')).toBe(true);
+    expect(await rows(won.token)).toBe(1);
+    await handle(envelope('b'));
+    await guard.guardedWrite(won.token, insert(won.token), { issuer: 'b' });
+    expect(await rows(won.token)).toBe(3);
+    // Bad input is typed, and nothing is written.
+    error = undefined;
+    await guard.guardedWrite(won.token, insert(won.token), { issuer: '' }).catch((err: unknown) => (error = err));
+    expect(isFencedError(error, 'INVALID_ENVELOPE')).toBe(true);
+    expect(await rows(won.token)).toBe(3);
   });
 
   it('a renew does not wait for open writes; an election waits until they end', async () => {

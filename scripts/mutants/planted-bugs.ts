@@ -538,7 +538,7 @@ export const PLANTED_BUGS: readonly PlantedBug[] = [
     id: 'lease-check-without-lock',
     layer: 'guard',
     bug: "the lease-checked write reads its lease row without FOR KEY SHARE: an election does not wait for the old term's open writes, which commit after the new term began",
-    file: 'packages/consumer-guard/src/postgres/migrations/000004.sql',
+    file: 'packages/consumer-guard/src/postgres/migrations/000005.sql',
     find: '  SELECT l.token, l.holder, l.expires_at INTO cur FROM :LEASES l WHERE l.name = p_lease FOR KEY SHARE;',
     replace: '  SELECT l.token, l.holder, l.expires_at INTO cur FROM :LEASES l WHERE l.name = p_lease;',
     tests: ['test/lease-checked-writes.test.ts'],
@@ -588,5 +588,14 @@ export const PLANTED_BUGS: readonly PlantedBug[] = [
     find: '      if (primary !== undefined && answer.renewed) {',
     replace: '      if (primary !== undefined && answer.renewed && answer.timeline === null) {',
     tests: ['test/postgres-failover.test.ts'],
+  },
+  {
+    id: 'lease-check-token-only',
+    layer: 'guard',
+    bug: "the lease check compares the token but not the issuer a write names: after a lossy failover re-minted a token for another node, the node that lost it still writes",
+    file: 'packages/consumer-guard/src/postgres/migrations/000005.sql',
+    find: '     OR (p_issuer IS NOT NULL AND cur.holder IS DISTINCT FROM p_issuer) THEN',
+    replace: '     THEN',
+    tests: ['test/lease-checked-writes.test.ts'],
   },
 ];

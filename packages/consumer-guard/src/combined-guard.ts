@@ -156,17 +156,17 @@ export function combinedGuard(options: GuardOptions, store: PostgresFenceStore, 
   const port: GuardPort<unknown> = Object.freeze({
     resource: options.resource,
     precheck: (token: Token, fireId: string) => precheck(options.resource, token, fireId),
-    guardedWrite: async <T>(token: Token, fireId: string, fn: (trx: unknown, ctx: GuardedWriteContext) => Promise<T>) => {
+    guardedWrite: async <T>(token: Token, fireId: string, fn: (trx: unknown, ctx: GuardedWriteContext) => Promise<T>, issuer?: string) => {
       checkedFn(fn);
-      return writeInPostgres({ token, resource: options.resource, fireId }, fn);
+      return writeInPostgres({ token, resource: options.resource, fireId, issuer: issuer ?? null }, fn);
     },
   });
   const portIn = (tx: TransactionExecutor): GuardPort<TransactionExecutor> => ({
     resource: options.resource,
     precheck: port.precheck,
-    guardedWrite: async (token, fireId, fn) => {
+    guardedWrite: async (token, fireId, fn, issuer) => {
       checkedFn(fn);
-      return writeInTransaction(tx, { token, resource: options.resource, fireId }, fn);
+      return writeInTransaction(tx, { token, resource: options.resource, fireId, issuer: issuer ?? null }, fn);
     },
   });
 

@@ -17,7 +17,8 @@ export interface GuardPort<Trx> {
   precheck(token: Token, fireId: string): Promise<void>;
   /**
    * The authoritative write, claiming `fireId` in the same transaction. `fn` is the caller's and is
-   * checked to be a function here.
+   * checked to be a function here. `issuer`: the node the token was issued to (a lease check then
+   * compares the holder too).
    */
-  guardedWrite<T>(token: Token, fireId: string, fn: (trx: Trx, ctx: GuardedWriteContext) => Promise<T>): Promise<T>;
+  guardedWrite<T>(token: Token, fireId: string, fn: (trx: Trx, ctx: GuardedWriteContext) => Promise<T>, issuer?: string): Promise<T>;
 }

@@ -1,4 +1,4 @@
-import { parseFireIdText, parseResource, parseToken, type Token, type TokenInput } from '@fenced/shared';
+import { parseFireIdText, parseIssuerText, parseResource, parseToken, type Token, type TokenInput } from '@fenced/shared';
 import type { GuardedWriteOptions } from './write-context.js';
 
 /** A guarded write's arguments once validated: what every layer below a public entry point takes. */
@@ -7,6 +7,8 @@ export interface WriteArguments {
   readonly resource: string;
   /** The fire to claim in the write's transaction, or null. */
   readonly fireId: string | null;
+  /** The node the token was issued to, for a lease check that compares the holder too; or null. */
+  readonly issuer: string | null;
 }
 
 /**
@@ -19,5 +21,6 @@ export function parseWriteArguments(caller: string, tokenInput: TokenInput, fn: 
   const resource = options?.resource === undefined ? defaultResource : parseResource(options.resource);
   if (typeof fn !== 'function') throw new TypeError(`${caller}: fn must be a function`);
   const fireId = options?.fireId === undefined ? null : parseFireIdText(options.fireId);
-  return { token, resource, fireId };
+  const issuer = options?.issuer === undefined ? null : parseIssuerText(options.issuer);
+  return { token, resource, fireId, issuer };
 }

@@ -25,6 +25,13 @@ export interface GuardedWriteOptions {
    * and `DuplicateFireError` is thrown (a second dispatch of one fire changes the database once).
    */
   readonly fireId?: string;
+  /**
+   * The node the token was issued to (an envelope's `issuer`, the coordinator's `nodeId`). With the
+   * guard's `checkLease`, the write then also checks that this very node holds the lease, not only
+   * the token: after a lossy failover of the lease's database the same token can be minted again for
+   * another node. The handler wrapper passes the envelope's own.
+   */
+  readonly issuer?: string;
 }
 
 

@@ -54,6 +54,18 @@ export function parseFireIdText(input: unknown): string {
 }
 
 /**
+ * Validates the node id a token was issued to, given on its own (the `issuer` option of
+ * `guardedWrite`) by the envelope's rule: 1-200 characters, no NUL, well-formed unicode.
+ *
+ * @throws {InvalidEnvelopeError} naming `issuer`.
+ */
+export function parseIssuerText(input: unknown): string {
+  const result = nameSchema.safeParse(input);
+  if (!result.success) throw new InvalidEnvelopeError(result.error.issues.map((i) => ({ path: 'issuer', message: i.message })));
+  return result.data;
+}
+
+/**
  * The fenced task envelope: what the coordinator emits for every fire and what handler wrappers
  * accept. Unknown fields are refused (a typo must not silently drop a field such as `token`).
  */

@@ -27,5 +27,5 @@ export { type Fence } from './fence.js';
 export { fireId, parseFireId } from './fire-id.js';
 export { dispatchKey } from './dispatch-key.js';
 export { type FencedEvent, type FencedLogger, type LeaseLossReason } from './events.js';
-export { ENVELOPE_VERSION, DEFAULT_MAX_PAYLOAD_BYTES, createEnvelope, parseEnvelope, parseFireIdText, type Envelope, type EnvelopeFields, type ReceivedEnvelope } from './envelope.js';
+export { ENVELOPE_VERSION, DEFAULT_MAX_PAYLOAD_BYTES, createEnvelope, parseEnvelope, parseFireIdText, parseIssuerText, type Envelope, type EnvelopeFields, type ReceivedEnvelope } from './envelope.js';
 export { canonicalEnvelope, signEnvelope, verifyEnvelope, type SigningKey, type VerificationKeys } from './signing.js';

@@ -140,7 +140,7 @@ export function wrapHandler<Trx, T>(
       guardedWrite(fn) {
         if (wrote) throw new Error('ctx.guardedWrite may be called once per handler run: put all of the fire\'s writes in one transaction');
         wrote = true;
-        return guard.guardedWrite(token, fireId, fn);
+        return guard.guardedWrite(token, fireId, fn, envelope.issuer);
       },
     };
 

@@ -11,8 +11,8 @@ import type { Token } from '@fenced/shared';
  * resource and fire id are validated names, quoted by {@link quoteLiteral}).
  */
 export interface CheckCall {
-  statement(token: Token, resource: string, raises: boolean, fireId: string | null): Statement;
-  inline(token: Token, resource: string, raises: boolean, fireId: string | null): string;
+  statement(token: Token, resource: string, raises: boolean, fireId: string | null, issuer: string | null): Statement;
+  inline(token: Token, resource: string, raises: boolean, fireId: string | null, issuer: string | null): string;
 }
 
 export function checkCall(checkFn: string): CheckCall {
@@ -25,14 +25,17 @@ export function checkCall(checkFn: string): CheckCall {
 }
 
 /**
- * The lease-checked form (`<table>_lease_check`, migrations/000004.sql): the same check, then the
- * write's lease, `leaseOf(resource)`, held by its token, in the same call.
+ * The lease-checked form (`<table>_lease_check`, migrations/000004.sql and 000005.sql): the same
+ * check, then the write's lease, `leaseOf(resource)`, held by its token (and by `issuer`, when the
+ * write names the node its token was issued to), in the same call. The issuer is validated text,
+ * quoted by {@link quoteLiteral}, like the fire id.
  */
 export function leaseCheckedCall(checkedFn: string, leaseOf: (resource: string) => string): CheckCall {
-  const text = `SELECT ${checkedFn}($2::text, $1::bigint, $3::boolean, $4::text, $5::text)`;
+  const text = `SELECT ${checkedFn}($2::text, $1::bigint, $3::boolean, $4::text, $5::text, $6::text)`;
+  const literal = (value: string | null) => (value === null ? 'NULL' : quoteLiteral(value));
   return {
-    statement: (token, resource, raises, fireId) => ({ text, values: [token, resource, raises, fireId, leaseOf(resource)] }),
-    inline: (token, resource, raises, fireId) =>
-      `SELECT ${checkedFn}(${quoteLiteral(resource)}::text, ${token.toString()}::bigint, ${raises ? 'true' : 'false'}::boolean, ${fireId === null ? 'NULL' : quoteLiteral(fireId)}::text, ${quoteLiteral(leaseOf(resource))}::text)`,
+    statement: (token, resource, raises, fireId, issuer) => ({ text, values: [token, resource, raises, fireId, leaseOf(resource), issuer] }),
+    inline: (token, resource, raises, fireId, issuer) =>
+      `SELECT ${checkedFn}(${quoteLiteral(resource)}::text, ${token.toString()}::bigint, ${raises ? 'true' : 'false'}::boolean, ${literal(fireId)}::text, ${quoteLiteral(leaseOf(resource))}::text, ${literal(issuer)}::text)`,
   };
 }

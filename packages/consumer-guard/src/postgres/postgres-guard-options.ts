@@ -82,7 +82,10 @@ export const postgresGuardOptionsSchema = z.object({
    * waits for. A deposed leader's write is then refused (`NOT_LEADER`) even before the next leader has
    * written anything, and no new term begins while a write of the old one is still open (an election
    * ends such writes of a frozen leader after its grace period). The lease of each write: a name, or
-   * a function of the write's resource (a lease group's leases).
+   * a function of the write's resource (a lease group's leases). A write that names its token's
+   * `issuer` (the handler wrapper passes the envelope's: the coordinator's `nodeId`) must also find
+   * that very node holding the lease: after a lossy failover of this database the same token can be
+   * minted again for another node.
    * @defaultValue off
    * @example
    * ```ts

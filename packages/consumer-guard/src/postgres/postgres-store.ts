@@ -88,14 +88,14 @@ export function postgresFenceStore(options: PostgresGuardOptions, metrics: Guard
     return undefined;
   }
 
-  function write<T>({ token, resource, fireId }: WriteArguments, fn: (trx: unknown, ctx: GuardedWriteContext) => Promise<T>): Promise<T> {
-    return metrics.timeWrite(resource, () => writeWithRetries(token, resource, fireId, fn));
+  function write<T>(args: WriteArguments, fn: (trx: unknown, ctx: GuardedWriteContext) => Promise<T>): Promise<T> {
+    return metrics.timeWrite(args.resource, () => writeWithRetries(args, fn));
   }
 
-  async function writeWithRetries<T>(token: Token, resource: string, fireId: string | null, fn: (trx: unknown, ctx: GuardedWriteContext) => Promise<T>): Promise<T> {
+  async function writeWithRetries<T>({ token, resource, fireId, issuer }: WriteArguments, fn: (trx: unknown, ctx: GuardedWriteContext) => Promise<T>): Promise<T> {
     for (let attempt = 1; ; attempt++) {
       try {
-        const result = await session.transaction(options.isolationLevel, check.inline(token, resource, raises(token, resource), fireId), (trx) => fn(trx, { token, resource, attempt }));
+        const result = await session.transaction(options.isolationLevel, check.inline(token, resource, raises(token, resource), fireId, issuer), (trx) => fn(trx, { token, resource, attempt }));
         lastSeen.set(resource, token);
         emit(logger, { type: 'token.accepted', resource, token });
         return result;
@@ -122,25 +122,19 @@ export function postgresFenceStore(options: PostgresGuardOptions, metrics: Guard
   // The savepoint that lets a refusal inside someone else's transaction leave that transaction usable.
   const SAVEPOINT = 'fenced_guarded_write';
 
-  function writeIn<T>(tx: TransactionExecutor, { token, resource, fireId }: WriteArguments, fn: (tx: TransactionExecutor, ctx: GuardedWriteContext) => Promise<T>): Promise<T> {
+  function writeIn<T>(tx: TransactionExecutor, args: WriteArguments, fn: (tx: TransactionExecutor, ctx: GuardedWriteContext) => Promise<T>): Promise<T> {
     if (typeof tx?.executeSql !== 'function') throw new TypeError('guardedWriteIn: tx must have executeSql(text, values)');
-    return metrics.timeWrite(resource, () => writeInTransaction(tx, token, resource, fireId, fn));
+    return metrics.timeWrite(args.resource, () => writeInTransaction(tx, args, fn));
   }
 
-  async function writeInTransaction<T>(
-    tx: TransactionExecutor,
-    token: Token,
-    resource: string,
-    fireId: string | null,
-    fn: (tx: TransactionExecutor, ctx: GuardedWriteContext) => Promise<T>,
-  ): Promise<T> {
+  async function writeInTransaction<T>(tx: TransactionExecutor, { token, resource, fireId, issuer }: WriteArguments, fn: (tx: TransactionExecutor, ctx: GuardedWriteContext) => Promise<T>): Promise<T> {
     try {
       await tx.executeSql(`SAVEPOINT ${SAVEPOINT}`);
     } catch (err) {
       throw unavailable(resource, 'open', err);
     }
     try {
-      const statement = check.statement(token, resource, raises(token, resource), fireId);
+      const statement = check.statement(token, resource, raises(token, resource), fireId, issuer);
       await tx.executeSql(statement.text, toParams(statement.values));
     } catch (err) {
       // Only the check is undone; the caller's transaction goes on. If the caller has already ended
