@@ -7,18 +7,22 @@
  * - crash failover: the leader's connections die with no release; the time until a standby is
  *   elected (bound: TTL + renew interval);
  * - steady load: one leader and two standbys, idle: requests each node sends per second;
+ * - a single job's lateness: one job every 50 ms, how long after its due time each fire's handler
+ *   starts (the server's clock is this host's: both servers run here), its record kept by the store;
+ * - N jobs due at once (default 10,000, every 10 s): from the due time until the last handler of one
+ *   burst started, every fire recorded in the store;
  * - 1,000 leases in one lease group (one process): the requests it sends per second once they all
  *   lead, and the server's CPU (Redis: INFO's used_cpu; PostgreSQL: /proc of the backends serving
  *   the group), against the target of 5 % of a core.
  *
  * Flags: --rounds N (handovers and failovers of each kind, default 10), --leases N (default 1000),
- * --window S (seconds each load is measured, default 10), --json.
+ * --jobs N (default 10000), --window S (seconds each load is measured, default 10), --json.
  */
 import { readFileSync } from 'node:fs';
 import { parseArgs } from 'node:util';
 import { Redis } from 'ioredis';
 import pg from 'pg';
-import { createCoordinator, createLeaseGroup, redisLeases, type Coordinator, type LeaseBackend } from '@fenced/coordinator';
+import { createCoordinator, createLeaseGroup, createScheduler, redisLeases, type Coordinator, type LeaseBackend } from '@fenced/coordinator';
 import { postgresLeases } from '@fenced/coordinator/postgres';
 import { startRedisServer } from '@fenced/chaos';
 
@@ -26,15 +30,17 @@ const { values: args } = parseArgs({
   options: {
     rounds: { type: 'string', default: '10' },
     leases: { type: 'string', default: '1000' },
+    jobs: { type: 'string', default: '10000' },
     window: { type: 'string', default: '10' },
     json: { type: 'boolean', default: false },
   },
 });
 const rounds = Number(args.rounds);
 const leaseCount = Number(args.leases);
+const jobCount = Number(args.jobs);
 const windowS = Number(args.window);
-if (!(rounds >= 1) || !(leaseCount >= 1) || !(windowS > 0)) {
-  process.stderr.write('usage: bench:leases [--rounds N] [--leases N] [--window S] [--json]\n');
+if (!(rounds >= 1) || !(leaseCount >= 1) || !(jobCount >= 1) || !(windowS > 0)) {
+  process.stderr.write('usage: bench:leases [--rounds N] [--leases N] [--jobs N] [--window S] [--json]\n');
   process.exit(2);
 }
 
@@ -48,6 +54,7 @@ const median = (xs: number[]) => {
   const s = [...xs].sort((a, b) => a - b);
   return s.length % 2 ? s[(s.length - 1) / 2]! : (s[s.length / 2 - 1]! + s[s.length / 2]!) / 2;
 };
+const p99 = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.min(xs.length - 1, Math.floor(0.99 * xs.length))]!;
 const waitFor = async (predicate: () => boolean, timeoutMs: number) => {
   const deadline = performance.now() + timeoutMs;
   while (!predicate()) {
@@ -203,6 +210,62 @@ async function measure(store: Store): Promise<Record<string, number>> {
     progress(`${store.name}: steady ${out['steady requests/s per node']} requests/s per node`);
   }
   // 1,000 leases in one group, all led by one process: the store's load once they all lead.
+  {
+    // A single job's lateness, by the server's clock (this host's: the servers run here).
+    const node = store.backend();
+    const leader = createCoordinator({ store: node.backend, lease: 'single', ttlMs: TTL, renewIntervalMs: RENEW, acquireRetryMs: RENEW });
+    const late: number[] = [];
+    const scheduler = createScheduler({ coordinator: leader, jobs: { single: { everyMs: 50, handler: (e: { scheduledAt: string }) => void late.push(Date.now() - Date.parse(e.scheduledAt)) } } });
+    scheduler.start();
+    await leader.start();
+    await waitFor(() => leader.isLeader(), 10_000);
+    await sleep(1000); // warm up
+    late.length = 0;
+    await sleep(windowS * 1000);
+    await scheduler.stop();
+    await leader.stop();
+    await node.close();
+    out['single job: fires'] = late.length;
+    out['single job: lateness median ms'] = Math.round(median(late) * 10) / 10;
+    out['single job: lateness p99 ms'] = Math.round(p99(late) * 10) / 10;
+    out['single job: lateness max ms'] = Math.max(...late);
+    progress(`${store.name}: single job lateness median ${out['single job: lateness median ms']} ms, p99 ${out['single job: lateness p99 ms']} ms`);
+  }
+  {
+    // N jobs due in the same millisecond (every 10 s): one burst, from the due time to the last handler.
+    const node = store.backend();
+    const leader = createCoordinator({ store: node.backend, lease: 'burst', ttlMs: TTL, renewIntervalMs: RENEW, acquireRetryMs: RENEW });
+    const lags = new Map<number, number[]>();
+    const jobs = Object.fromEntries(
+      Array.from({ length: jobCount }, (_, i) => [
+        `job-${i}`,
+        {
+          everyMs: 10_000,
+          handler: (e: { scheduledAt: string }) => {
+            const due = Date.parse(e.scheduledAt);
+            const list = lags.get(due) ?? [];
+            list.push(Date.now() - due);
+            lags.set(due, list);
+          },
+        },
+      ]),
+    );
+    const scheduler = createScheduler({ coordinator: leader, jobs });
+    scheduler.start();
+    await leader.start();
+    await waitFor(() => leader.isLeader(), 10_000);
+    // The first burst due after it leads, whole.
+    const ledAt = Date.now();
+    const burst = () => [...lags].find(([due, list]) => due > ledAt && list.length === jobCount)?.[1];
+    await waitFor(() => burst() !== undefined, 60_000);
+    const lag = burst()!;
+    await scheduler.stop();
+    await leader.stop();
+    await node.close();
+    out[`${jobCount} jobs at once: median lag ms`] = Math.round(median(lag));
+    out[`${jobCount} jobs at once: last fire after ms`] = Math.round(Math.max(...lag));
+    progress(`${store.name}: ${jobCount} jobs due at once: the last fired ${out[`${jobCount} jobs at once: last fire after ms`]} ms after its due time`);
+  }
   {
     const node = store.backend();
     const group = createLeaseGroup({ store: node.backend, group: 'many', shards: leaseCount, nodeId: 'solo', ttlMs: GROUP_TTL, renewIntervalMs: GROUP_RENEW });
