@@ -1,13 +1,14 @@
 /**
- * pnpm bench:scale — many leases per process, balanced over processes, on a single Redis and on a
- * 6-node Redis Cluster side by side (both private servers on loopback, so counts are ours alone).
+ * pnpm bench:scale — many leases per process, balanced over processes, on a single Redis, on a
+ * 6-node Redis Cluster (both private servers on loopback, so counts are ours alone) and on the
+ * PostgreSQL lease store (a schema of its own on DATABASE_URL, default the local server) side by side.
  *
  * Each member is a real process (scale-member.ts) with one lease group of N leases, for each N of
  * --leases (columns side by side). Phases: a cold start of P members at the same moment, a member
  * joining, a member killed with SIGKILL, then --cycles more join-and-kill cycles. Measured:
- * connections per process per Redis node, memory per process (RSS, beside the floor: the same
- * process with its modules loaded and no group yet), Redis commands/s and CPU per server in steady
- * state, time until every lease is led after the cold start, balance (most and fewest leases led by
+ * connections per process per server, memory per process (RSS, beside the floor: the same process
+ * with its modules loaded and no group yet), requests/s and CPU per server in steady state (Redis:
+ * INFO; PostgreSQL: the transactions of the database and /proc of the members' backends), time until every lease is led after the cold start, balance (most and fewest leases led by
  * one process) 2 × TTL after the start, the join and the crash, time until balanced within ±10 % of
  * N/P, how long each lease handed over at the join was leaderless (p50 / p99 / max) and how many were
  * leaderless at once, the takeover after the SIGKILL, the heap of the surviving members after a
@@ -19,13 +20,17 @@
  *
  * Flags: --leases N[,N…] (default 1000,10000), --processes P (default 3), --ttl MS (default 15000),
  * --renew MS (default 5000), --cycles C (default 3), --jobs J (default 10000), --job-every MS
- * (default 10000), --topology single|cluster|both (default both), --json.
+ * (default 10000), --topology single|cluster|postgres|both|all (default all: both Redis ones and
+ * PostgreSQL), --json.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
+import { readFileSync } from 'node:fs';
+import pg from 'pg';
 import { redisCommand, startRedisCluster, startRedisServer } from '@fenced/chaos';
+import { postgresLeases } from '@fenced/coordinator/postgres';
 
 const { values: args } = parseArgs({
   options: {
@@ -34,7 +39,7 @@ const { values: args } = parseArgs({
     ttl: { type: 'string', default: '15000' },
     renew: { type: 'string', default: '5000' },
     cycles: { type: 'string', default: '3' },
-    topology: { type: 'string', default: 'both' },
+    topology: { type: 'string', default: 'all' },
     jobs: { type: 'string', default: '10000' },
     'job-every': { type: 'string', default: '10000' },
     json: { type: 'boolean', default: false },
@@ -47,9 +52,9 @@ const TTL = Number(args.ttl);
 const RENEW = Number(args.renew);
 const JOBS = Number(args.jobs);
 const JOB_EVERY = Number(args['job-every']);
-const topologies: readonly string[] = args.topology === 'both' ? ['single', 'cluster'] : [args.topology!];
-if (!SIZES.every((n) => Number.isInteger(n) && n >= 1) || !(P >= 2) || !(Number.isInteger(CYCLES) && CYCLES >= 0) || !(TTL > RENEW) || !(RENEW >= 10) || !(JOBS >= 0) || !(JOB_EVERY >= 100) || !topologies.every((t) => t === 'single' || t === 'cluster')) {
-  process.stderr.write('usage: bench:scale [--leases N[,N…]] [--processes P>=2] [--ttl MS] [--renew MS<TTL] [--cycles C] [--jobs J] [--job-every MS] [--topology single|cluster|both] [--json]\n');
+const topologies: readonly string[] = args.topology === 'all' ? ['single', 'cluster', 'postgres'] : args.topology === 'both' ? ['single', 'cluster'] : [args.topology!];
+if (!SIZES.every((n) => Number.isInteger(n) && n >= 1) || !(P >= 2) || !(Number.isInteger(CYCLES) && CYCLES >= 0) || !(TTL > RENEW) || !(RENEW >= 10) || !(JOBS >= 0) || !(JOB_EVERY >= 100) || !topologies.every((t) => t === 'single' || t === 'cluster' || t === 'postgres')) {
+  process.stderr.write('usage: bench:scale [--leases N[,N…]] [--processes P>=2] [--ttl MS] [--renew MS<TTL] [--cycles C] [--jobs J] [--job-every MS] [--topology single|cluster|postgres|both|all] [--json]\n');
   process.exit(2);
 }
 const DRIFT = Math.ceil(TTL * 0.01) + 5;
@@ -163,12 +168,73 @@ interface Balance {
 
 const quantile = (sorted: readonly number[], q: number): number | null => (sorted.length === 0 ? null : sorted[Math.min(sorted.length - 1, Math.ceil(q * sorted.length) - 1)]!);
 
-async function runTopology(topology: 'single' | 'cluster', N: number) {
-  progress(`${topology}, ${N} leases: starting Redis`);
+type Topology = 'single' | 'cluster' | 'postgres';
+
+/** What the steady state costs the servers, read twice around a window: Redis's INFO, or PostgreSQL's counters. */
+interface ServerLoad {
+  /** Requests executed so far (Redis: commands; PostgreSQL: transactions, one per statement here), CPU seconds so far, per server. */
+  sample(): Promise<Array<{ requests: number; cpuSeconds: number }>>;
+  /** The most connections one member process holds to one server. */
+  connectionsPerProcess(members: readonly string[]): Promise<number>;
+}
+
+function redisLoad(ports: readonly number[]): ServerLoad {
+  const infoOf = async (port: number) => String(await redisCommand(port, ['INFO', 'all'], 3000));
+  const field = (info: string, name: string) => Number(new RegExp(`${name}:([0-9.]+)`).exec(info)?.[1] ?? 0);
+  return {
+    async sample() {
+      const infos = await Promise.all(ports.map(infoOf));
+      return infos.map((info) => ({ requests: field(info, 'total_commands_processed'), cpuSeconds: field(info, 'used_cpu_sys') + field(info, 'used_cpu_user') }));
+    },
+    async connectionsPerProcess(members) {
+      let most = 0;
+      for (const port of ports) {
+        const list = String(await redisCommand(port, ['CLIENT', 'LIST'], 3000)).split('\n');
+        for (const m of members) most = Math.max(most, list.filter((l) => l.includes(` name=scale-${m} `)).length);
+      }
+      return most;
+    },
+  };
+}
+
+/** The members' backends (application_name scale-<member>): their CPU from /proc, the database's transactions. */
+function postgresLoad(admin: pg.Pool): ServerLoad {
+  const ticks = (pid: number) => {
+    try {
+      const fields = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]!.split(' ');
+      return Number(fields[11]) + Number(fields[12]); // utime + stime, in clock ticks (100 a second)
+    } catch {
+      return 0;
+    }
+  };
+  return {
+    async sample() {
+      const pids = (await admin.query<{ pid: number }>(`SELECT pid FROM pg_stat_activity WHERE application_name LIKE 'scale-%'`)).rows.map((r) => r.pid);
+      const [{ xacts }] = (await admin.query<{ xacts: string }>(`SELECT (xact_commit + xact_rollback)::text AS xacts FROM pg_stat_database WHERE datname = current_database()`)).rows as [{ xacts: string }];
+      return [{ requests: Number(xacts), cpuSeconds: pids.reduce((sum, pid) => sum + ticks(pid), 0) / 100 }];
+    },
+    async connectionsPerProcess(members) {
+      const rows = (await admin.query<{ app: string; n: number }>(`SELECT application_name AS app, count(*)::int AS n FROM pg_stat_activity WHERE application_name LIKE 'scale-%' GROUP BY 1`)).rows;
+      return Math.max(0, ...rows.filter((r) => members.includes(r.app.slice('scale-'.length))).map((r) => r.n));
+    },
+  };
+}
+
+async function runTopology(topology: Topology, N: number) {
+  progress(`${topology}, ${N} leases: starting ${topology === 'postgres' ? 'a schema on DATABASE_URL' : 'Redis'}`);
   const single = topology === 'single' ? await startRedisServer() : undefined;
   const cluster = topology === 'cluster' ? await startRedisCluster() : undefined;
-  const servers = single !== undefined ? [single] : cluster!.servers;
+  const servers = single !== undefined ? [single] : (cluster?.servers ?? []);
   const ports = servers.map((s) => s.port);
+  const databaseUrl = process.env['DATABASE_URL'] ?? 'postgres://postgres@127.0.0.1:5432/test';
+  const schema = `bench_scale_${process.pid}_${N}`;
+  const admin = topology === 'postgres' ? new pg.Pool({ connectionString: databaseUrl, max: 2 }) : undefined;
+  if (admin !== undefined) {
+    admin.on('error', () => {});
+    await admin.query(`DROP SCHEMA IF EXISTS ${schema} CASCADE; CREATE SCHEMA ${schema}`);
+    await postgresLeases({ pool: admin, schema }).migrate();
+  }
+  const load = admin !== undefined ? postgresLoad(admin) : redisLoad(ports);
   const keyPrefix = `scale-${Date.now()}`;
   const beliefs = new Beliefs(N);
   const members: Member[] = [];
@@ -180,6 +246,8 @@ async function runTopology(topology: 'single' | 'cluster', N: number) {
         MEMBER: name,
         REDIS_PORTS: ports.join(','),
         TOPOLOGY: topology,
+        DATABASE_URL: databaseUrl,
+        SCHEMA: schema,
         LEASES: String(N),
         TTL_MS: String(TTL),
         RENEW_MS: String(RENEW),
@@ -248,25 +316,18 @@ async function runTopology(topology: 'single' | 'cluster', N: number) {
     const afterStart = balance();
     const startBalancedMs = await startBalanced;
 
-    // Steady state: connections, commands and CPU over 5 s.
+    // Steady state: connections, requests and CPU over 5 s.
     await sleep(1000);
-    const infoOf = async (port: number) => String(await redisCommand(port, ['INFO', 'all'], 3000));
-    const field = (info: string, name: string) => Number(new RegExp(`${name}:([0-9.]+)`).exec(info)?.[1] ?? 0);
-    const before = await Promise.all(ports.map(infoOf));
+    const before = await load.sample();
     const windowStart = performance.now();
     await sleep(5000);
-    const after = await Promise.all(ports.map(infoOf));
+    const after = await load.sample();
     const windowS = (performance.now() - windowStart) / 1000;
-    const perServer = ports.map((port, i) => ({
-      port,
-      commandsPerS: (field(after[i]!, 'total_commands_processed') - field(before[i]!, 'total_commands_processed')) / windowS,
-      cpuPct: ((field(after[i]!, 'used_cpu_sys') + field(after[i]!, 'used_cpu_user') - field(before[i]!, 'used_cpu_sys') - field(before[i]!, 'used_cpu_user')) / windowS) * 100,
+    const perServer = after.map((a, i) => ({
+      commandsPerS: (a.requests - before[i]!.requests) / windowS,
+      cpuPct: ((a.cpuSeconds - before[i]!.cpuSeconds) / windowS) * 100,
     }));
-    let connections = 0;
-    for (const port of ports) {
-      const list = String(await redisCommand(port, ['CLIENT', 'LIST'], 3000)).split('\n');
-      for (const m of first) connections = Math.max(connections, list.filter((l) => l.includes(` name=scale-${m.name} `)).length);
-    }
+    const connections = await load.connectionsPerProcess(first.map((m) => m.name));
     const rssMb = Math.max(...first.map((m) => m.rss)) / 1024 / 1024;
     const loadedRssMb = Math.max(...first.map((m) => m.loadedRss)) / 1024 / 1024;
     const askHeaps = async (ms: readonly Member[]) => {
@@ -346,7 +407,7 @@ async function runTopology(topology: 'single' | 'cluster', N: number) {
     return {
       topology,
       leases: N,
-      servers: ports.length,
+      servers: topology === 'postgres' ? 1 : ports.length,
       connectionsPerProcessPerNode: connections,
       rssMbPerProcess: Math.round(Math.max(rssMb, leasesOnlyRssMb)),
       rssMbWithJobs: Math.round(Math.max(...members.map((m) => m.rss / 1024 / 1024))),
@@ -374,11 +435,15 @@ async function runTopology(topology: 'single' | 'cluster', N: number) {
     await Promise.all(members.map((m) => (m.child.exitCode !== null || m.child.signalCode !== null ? undefined : new Promise((r) => m.child.once('exit', r)))));
     await single?.stop();
     await cluster?.stop();
+    if (admin !== undefined) {
+      await admin.query(`DROP SCHEMA IF EXISTS ${schema} CASCADE`).catch(() => undefined);
+      await admin.end();
+    }
   }
 }
 
 const results: Array<Awaited<ReturnType<typeof runTopology>>> = [];
-for (const topology of topologies) for (const n of SIZES) results.push(await runTopology(topology as 'single' | 'cluster', n));
+for (const topology of topologies) for (const n of SIZES) results.push(await runTopology(topology as Topology, n));
 
 if (args.json) {
   process.stdout.write(`${JSON.stringify({ leases: SIZES, processes: P, ttlMs: TTL, renewIntervalMs: RENEW, results }, null, 2)}\n`);
@@ -386,13 +451,13 @@ if (args.json) {
   const ms = (v: number | null) => (v === null ? 'never' : `${v} ms`);
   const bal = (b: Balance) => `${b.most} / ${b.fewest}`;
   const rows: Array<[string, (r: (typeof results)[number]) => string, string]> = [
-    ['Redis servers', (r) => String(r.servers), ''],
-    ['connections per process per Redis node (max)', (r) => String(r.connectionsPerProcessPerNode), '<= 3'],
+    ['servers', (r) => String(r.servers), ''],
+    ['connections per process per server (max)', (r) => String(r.connectionsPerProcessPerNode), '<= 3 (Redis), <= 4 (PostgreSQL: its pool)'],
     ['memory per process, RSS (max, the lease group alone)', (r) => `${r.rssMbPerProcess} MB`, '<= 250 MB'],
     [`  with the sharded schedule of ${JOBS} jobs too`, (r) => `${r.rssMbWithJobs} MB`, ''],
     ['  floor: the same process, modules loaded, no group yet', (r) => `${r.loadedRssMbPerProcess} MB`, ''],
-    ['Redis commands/s, all servers, steady', (r) => String(r.commandsPerS), ''],
-    ['Redis CPU, busiest server, steady', (r) => `${r.maxCpuPctPerServer.toFixed(1)} % of a core`, '<= 5 %'],
+    ['requests/s, all servers, steady (Redis: commands; PostgreSQL: transactions)', (r) => String(r.commandsPerS), ''],
+    ['server CPU, busiest server, steady (PostgreSQL: the members\' backends)', (r) => `${r.maxCpuPctPerServer.toFixed(1)} % of a core`, '<= 5 %'],
     ['every lease led after a cold start of all', (r) => ms(r.allLedAfterColdStartMs), `<= TTL + 1 s = ${TTL + 1000} ms`],
     ['balanced (±10 %) after the cold start', (r) => ms(r.balancedAfterColdStartMs), ''],
     ['most / fewest leases per process, 2 × TTL after start', (r) => `${bal(r.afterStart)} (N/P ${Math.round(r.leases / P)})`, `±10 %`],

@@ -7,7 +7,9 @@
  */
 import { createInterface } from 'node:readline';
 import { Cluster, Redis } from 'ioredis';
-import { createLeaseGroup, createShardedScheduler, type LeaseGroup, type ShardedScheduler } from '@fenced/coordinator';
+import pg from 'pg';
+import { createLeaseGroup, createShardedScheduler, redisLeases, type LeaseBackend, type LeaseGroup, type ShardedScheduler } from '@fenced/coordinator';
+import { postgresLeases } from '@fenced/coordinator/postgres';
 
 const env = (name: string): string => {
   const value = process.env[name];
@@ -15,24 +17,35 @@ const env = (name: string): string => {
   return value;
 };
 const name = env('MEMBER');
-const ports = env('REDIS_PORTS').split(',').map(Number);
 const connectionName = `scale-${name}`;
-const redis =
-  env('TOPOLOGY') === 'cluster'
-    ? new Cluster(ports.map((port) => ({ host: '127.0.0.1', port })), { redisOptions: { connectionName, maxRetriesPerRequest: 1 } })
-    : new Redis({ host: '127.0.0.1', port: ports[0]!, connectionName, maxRetriesPerRequest: 1 });
-redis.on('error', () => {});
+const topology = env('TOPOLOGY');
+
+/** The lease store: Redis (a server or a Cluster), or PostgreSQL (a pool named after this member). */
+function store(): LeaseBackend {
+  if (topology === 'postgres') {
+    const pool = new pg.Pool({ connectionString: env('DATABASE_URL'), max: 4, application_name: connectionName });
+    pool.on('error', () => {});
+    return postgresLeases({ pool, schema: env('SCHEMA') });
+  }
+  const ports = env('REDIS_PORTS').split(',').map(Number);
+  const redis =
+    topology === 'cluster'
+      ? new Cluster(ports.map((port) => ({ host: '127.0.0.1', port })), { redisOptions: { connectionName, maxRetriesPerRequest: 1 } })
+      : new Redis({ host: '127.0.0.1', port: ports[0]!, connectionName, maxRetriesPerRequest: 1 });
+  redis.on('error', () => {});
+  return redisLeases(redis, { keyPrefix: env('KEY_PREFIX') });
+}
+const leases = store();
 
 const write = (record: object) => process.stdout.write(`${JSON.stringify(record)}\n`);
 // The floor of the memory figure: this process with its modules loaded and nothing made yet.
 write({ kind: 'loaded', rss: process.memoryUsage().rss, at: Date.now() });
 const group = createLeaseGroup({
-  redis,
+  store: leases,
   group: 'scale',
   shards: Number(env('LEASES')),
   ttlMs: Number(env('TTL_MS')),
   renewIntervalMs: Number(env('RENEW_MS')),
-  keyPrefix: env('KEY_PREFIX'),
   nodeId: name,
 });
 // A belief ends when its term's signal aborts (synchronously, as the term ends), which can be a
@@ -52,7 +65,7 @@ let jobGroup: LeaseGroup | undefined;
 let scheduler: ShardedScheduler | undefined;
 function startJobs(): void {
   if (jobCount === 0 || jobGroup !== undefined) return;
-  jobGroup = createLeaseGroup({ redis, group: 'scale-jobs', shards: Number(env('JOB_SHARDS')), ttlMs: Number(env('TTL_MS')), renewIntervalMs: Number(env('RENEW_MS')), keyPrefix: env('KEY_PREFIX'), nodeId: name });
+  jobGroup = createLeaseGroup({ store: leases, group: 'scale-jobs', shards: Number(env('JOB_SHARDS')), ttlMs: Number(env('TTL_MS')), renewIntervalMs: Number(env('RENEW_MS')), nodeId: name });
   scheduler = createShardedScheduler({
     group: jobGroup,
     jobs: Object.fromEntries(Array.from({ length: jobCount }, (_, i) => [`job-${i}`, { everyMs: Number(env('JOB_EVERY_MS')), handler: () => void dispatched++ }])),
