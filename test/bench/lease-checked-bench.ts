@@ -3,7 +3,9 @@
  *
  * 1. Throughput, paired: the same guarded transaction (BEGIN with the check, one INSERT, COMMIT) from
  *    N clients with the lease check off and on, in adjacent slices (the ratio per pair, then the
- *    median), beside the unguarded transaction.
+ *    median), beside the unguarded transaction; then the same through the handler wrapper (an
+ *    envelope per fire: its pre-check, the claim of its fire id, and with the check on, the lease
+ *    held by the envelope's issuer).
  * 2. Latency while writes hold their transactions open for 1 s: renews of the lease (they must not
  *    wait: FOR NO KEY UPDATE against the writes' FOR KEY SHARE) and an election after the lease
  *    expired (it must wait for the open writes, then is granted).
@@ -14,7 +16,9 @@
 import { randomBytes } from 'node:crypto';
 import { parseArgs } from 'node:util';
 import pg from 'pg';
+import { createGuard } from '@fenced/consumer-guard';
 import { createPostgresGuard } from '@fenced/consumer-guard/postgres';
+import { createEnvelope } from '@fenced/shared';
 import { postgresLeases } from '@fenced/coordinator/postgres';
 
 const { values: args } = parseArgs({
@@ -101,6 +105,31 @@ try {
   results['throughput tx/s (median)'] = { unguarded: Math.round(median(tps.unguarded)), guard: Math.round(median(tps.plain)), 'guard + lease check': Math.round(median(tps.checked)) };
   results['lease-checked over plain guard, paired (median ratio)'] = Math.round(median(ratios) * 100) / 100;
   progress(`throughput: ${JSON.stringify(results['throughput tx/s (median)'])}; lease-checked over plain ${results['lease-checked over plain guard, paired (median ratio)']}`);
+
+  // The same through the handler wrapper: a new fire (envelope) per call, issued by the lease's holder.
+  let fires = 0;
+  const base = Date.now();
+  const handlerCase = (checkLease: string | undefined) => {
+    const guard = createGuard({ db: pool, resource: checkLease === undefined ? 'h-plain' : 'h-checked', schema, ...(checkLease === undefined ? {} : { checkLease }) });
+    const handle = guard.wrapHandler(async (_payload, ctx) => ctx.guardedWrite(insert));
+    const job = checkLease === undefined ? 'plain' : 'checked';
+    return () => handle(createEnvelope({ job, scheduledAt: base + ++fires, token, issuer: 'bench-node', payload: null }));
+  };
+  const handlers = { plain: handlerCase(undefined), checked: handlerCase('bench') };
+  for (const warm of Object.values(handlers)) await throughput(warm, 0.3);
+  const handlerTps: { plain: number[]; checked: number[] } = { plain: [], checked: [] };
+  const handlerRatios: number[] = [];
+  for (let r = 0; r < rounds; r++) {
+    const order = r % 2 === 0 ? (['plain', 'checked'] as const) : (['checked', 'plain'] as const);
+    const pair: Record<string, number> = {};
+    for (const name of order) pair[name] = await throughput(handlers[name], seconds);
+    handlerTps.plain.push(pair['plain']!);
+    handlerTps.checked.push(pair['checked']!);
+    handlerRatios.push(pair['checked']! / pair['plain']!);
+  }
+  results['handler fires/s (median)'] = { handler: Math.round(median(handlerTps.plain)), 'handler + lease check': Math.round(median(handlerTps.checked)) };
+  results['lease-checked handler over plain handler, paired (median ratio)'] = Math.round(median(handlerRatios) * 100) / 100;
+  progress(`handler: ${JSON.stringify(results['handler fires/s (median)'])}; lease-checked over plain ${results['lease-checked handler over plain handler, paired (median ratio)']}`);
 
   // Renew latency while writes hold their transactions open for 1 s (the lease row held FOR KEY SHARE).
   const holdOpen = (ms: number) =>
