@@ -92,11 +92,17 @@ describe('the status page', () => {
     const ticks = await page.locator('#timeline g.axis text.tick').allTextContents();
     expect(ticks[0]).toBe('now');
     expect(ticks.length).toBeGreaterThan(1);
+    // Both read in one evaluation, one task of the page: the page re-renders the timeline as it
+    // polls, and a swatch read from an element replaced in between has no computed style (read in
+    // two steps, the swatch came back '' beside four CPU hogs).
     for (const node of ['node-a', 'node-b']) {
-      const dot = await page.locator(`#timeline g.election[data-node="${node}"] circle`).getAttribute('fill');
-      const swatch = await page
-        .locator(`#timeline .legend-item[data-node="${node}"] .swatch`)
-        .evaluate((el) => (globalThis as unknown as { getComputedStyle(e: unknown): { backgroundColor: string } }).getComputedStyle(el).backgroundColor);
+      const { dot, swatch } = await page.evaluate((n) => {
+        const doc = (globalThis as unknown as { document: { querySelector(s: string): { getAttribute(a: string): string | null } | null } }).document;
+        const style = (globalThis as unknown as { getComputedStyle(e: unknown): { backgroundColor: string } }).getComputedStyle;
+        const swatchEl = doc.querySelector(`#timeline .legend-item[data-node="${n}"] .swatch`);
+        return { dot: doc.querySelector(`#timeline g.election[data-node="${n}"] circle`)?.getAttribute('fill') ?? null, swatch: swatchEl === null ? null : style(swatchEl).backgroundColor };
+      }, node);
+      expect(dot).toMatch(/^#[0-9a-f]{6}$/i);
       const [r, g, b] = [1, 3, 5].map((i) => parseInt(dot!.slice(i, i + 2), 16));
       expect(swatch).toBe(`rgb(${r}, ${g}, ${b})`);
     }
