@@ -44,10 +44,12 @@ export function parseDuration(text: string): number {
 export const USAGE = `usage: pnpm sim [--scenario ${[...SCENARIO_NAMES, 'all'].join('|')}[,…]] [--duration 15s] [--replicas 3] [--lease-store redis|postgres|default|all] [--seed N] [--report FILE.html] [--json]`;
 
 /**
- * `supported`: the scenarios the app can run (`all` means these; see `SimApp.scenarios`);
- * `stores`: the lease stores it can run on (`SimApp.leaseStores`).
+ * `appScenarios`: the scenarios the app can run (see `SimApp.scenarios`); `stores`: the lease stores
+ * it can run on (`SimApp.leaseStores`). `all` means the app's scenarios that run on one of its stores
+ * (`postgres-failover` runs on the PostgreSQL store only, so not for an app on Redis alone).
  */
-export function parseSimArgs(argv: readonly string[], randomSeed: () => number, supported: readonly ScenarioName[] = SCENARIO_NAMES, stores: readonly LeaseStoreName[] = ['redis']): SimArgs {
+export function parseSimArgs(argv: readonly string[], randomSeed: () => number, appScenarios: readonly ScenarioName[] = SCENARIO_NAMES, stores: readonly LeaseStoreName[] = ['redis']): SimArgs {
+  const supported = appScenarios.filter((s) => leaseStoresOf(scenarioTable[s]).possible.some((store) => stores.includes(store)));
   let values;
   try {
     ({ values } = parseArgs({
