@@ -5,10 +5,10 @@
  */
 import { execFile } from 'node:child_process';
 import { readdirSync } from 'node:fs';
-import net from 'node:net';
 import { tmpdir } from 'node:os';
 import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
+import { freePort, tcpAnswers } from '@fenced/chaos';
 import { testDatabaseUrl } from '#test-support';
 import { describe, expect, it } from 'vitest';
 
@@ -32,7 +32,7 @@ describe('the PostgreSQL-only example', () => {
   }, 120_000);
 
   it('with no DATABASE_URL and nothing answering on 127.0.0.1:PGPORT (PostgreSQL stopped, as on a fresh machine): starts a throwaway PostgreSQL of its own, says so in one line, runs, and removes it', async () => {
-    const closed = await unusedPort();
+    const closed = await freePort();
     const env: NodeJS.ProcessEnv = { ...process.env, PGPORT: String(closed) };
     delete env['DATABASE_URL'];
     delete env['REDIS_URL'];
@@ -44,26 +44,7 @@ describe('the PostgreSQL-only example', () => {
     expect(stdout).toMatch(/^invoices: replica-a \d+ \(token \d+\), replica-b \d+ \(token \d+\); no Redis anywhere$/m);
     // Removed: its data directory is gone and nothing answers on its port.
     expect(throwaways()).toBe(before);
-    expect(await answers(Number(started![1]))).toBe(false);
+    expect(await tcpAnswers('127.0.0.1', Number(started![1]))).toBe(false);
   }, 150_000);
 });
 
-/** A loopback port nothing listens on right now. */
-function unusedPort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const server = net.createServer();
-    server.once('error', reject);
-    server.listen(0, '127.0.0.1', () => {
-      const { port } = server.address() as net.AddressInfo;
-      server.close(() => resolve(port));
-    });
-  });
-}
-
-function answers(port: number): Promise<boolean> {
-  return new Promise((resolve) => {
-    const socket = net.connect({ host: '127.0.0.1', port });
-    socket.once('connect', () => (socket.destroy(), resolve(true)));
-    socket.once('error', () => resolve(false));
-  });
-}

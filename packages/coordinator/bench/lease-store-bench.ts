@@ -18,8 +18,8 @@
  * Flags: --rounds N (handovers and failovers of each kind, default 10), --leases N (default 1000),
  * --jobs N (default 10000), --window S (seconds each load is measured, default 10), --json.
  */
-import { readFileSync } from 'node:fs';
 import { parseArgs } from 'node:util';
+import { cpuSecondsOf } from './process-cpu.js';
 import { Redis } from 'ioredis';
 import pg from 'pg';
 import { createCoordinator, createLeaseGroup, createScheduler, redisLeases, type Coordinator, type LeaseBackend } from '@fenced/coordinator';
@@ -112,14 +112,6 @@ async function postgresStore(url: string): Promise<Store> {
   await postgresLeases({ pool: admin, schema }).migrate();
   const pools: pg.Pool[] = [];
   const app = `bench-leases-${process.pid}`;
-  const ticks = (pid: number) => {
-    try {
-      const fields = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]!.split(' ');
-      return Number(fields[11]) + Number(fields[12]); // utime + stime, in clock ticks (100 a second)
-    } catch {
-      return 0;
-    }
-  };
   return {
     name: 'postgres',
     backend() {
@@ -148,7 +140,7 @@ async function postgresStore(url: string): Promise<Store> {
     },
     async serverCpu() {
       const pids = (await admin.query<{ pid: number }>(`SELECT pid FROM pg_stat_activity WHERE application_name LIKE $1`, [`${app}-%`])).rows.map((r) => r.pid);
-      return new Map(pids.map((pid) => [String(pid), ticks(pid) / 100]));
+      return new Map(pids.map((pid) => [String(pid), cpuSecondsOf(pid)]));
     },
     async close() {
       await Promise.all(pools.map((p) => p.end().catch(() => undefined)));

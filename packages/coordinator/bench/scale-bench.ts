@@ -27,7 +27,7 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
-import { readFileSync } from 'node:fs';
+import { cpuSecondsOf } from './process-cpu.js';
 import pg from 'pg';
 import { redisCommand, startRedisCluster, startRedisServer } from '@fenced/chaos';
 import { postgresLeases } from '@fenced/coordinator/postgres';
@@ -199,19 +199,11 @@ function redisLoad(ports: readonly number[]): ServerLoad {
 
 /** The members' backends (application_name scale-<member>): their CPU from /proc, the database's transactions. */
 function postgresLoad(admin: pg.Pool): ServerLoad {
-  const ticks = (pid: number) => {
-    try {
-      const fields = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]!.split(' ');
-      return Number(fields[11]) + Number(fields[12]); // utime + stime, in clock ticks (100 a second)
-    } catch {
-      return 0;
-    }
-  };
   return {
     async sample() {
       const pids = (await admin.query<{ pid: number }>(`SELECT pid FROM pg_stat_activity WHERE application_name LIKE 'scale-%'`)).rows.map((r) => r.pid);
       const [{ xacts }] = (await admin.query<{ xacts: string }>(`SELECT (xact_commit + xact_rollback)::text AS xacts FROM pg_stat_database WHERE datname = current_database()`)).rows as [{ xacts: string }];
-      return [{ requests: Number(xacts), cpuSeconds: pids.reduce((sum, pid) => sum + ticks(pid), 0) / 100 }];
+      return [{ requests: Number(xacts), cpuSeconds: pids.reduce((sum, pid) => sum + cpuSecondsOf(pid), 0) }];
     },
     async connectionsPerProcess(members) {
       const rows = (await admin.query<{ app: string; n: number }>(`SELECT application_name AS app, count(*)::int AS n FROM pg_stat_activity WHERE application_name LIKE 'scale-%' GROUP BY 1`)).rows;
