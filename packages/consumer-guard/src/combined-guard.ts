@@ -1,53 +1,56 @@
 import { failpoints } from '@fenced/shared/failpoints';
-import { isFencedError, parseToken, StaleTokenError, type Fence, type FencedLogger, type Token, type TokenInput } from '@fenced/shared';
+import { ConfigError, isFencedError, parseToken, StaleTokenError, type Fence, type FencedLogger, type Token, type TokenInput } from '@fenced/shared';
 import { emit } from '@fenced/shared/internal';
 import type { GuardOptions } from './guard-options.js';
 import type { GuardPort } from './guard-port.js';
 import type { GuardMetrics } from './metrics/guard-metrics.js';
-import { parseLowerFenceRequest } from './postgres/admin.js';
-import type { AppliedFire, AuditEntry, GuardInspection, LowerFenceRequest, PostgresGuard } from './postgres/index.js';
-import { postgresGuardOver } from './postgres/postgres-guard.js';
-import type { PostgresFenceStore } from './postgres/postgres-store.js';
+import { parseLowerFenceRequest, type AppliedFire, type AuditEntry, type GuardInspection, type LowerFenceRequest } from './fence-records.js';
+import { fenceGuardOver, type FenceGuard } from './fence-guard.js';
+import type { FenceStore } from './fence-store.js';
 import type { RedisFastPath } from './redis/fast-path.js';
 import { parseWriteArguments, type WriteArguments } from './write-arguments.js';
 import type { GuardedWriteContext, GuardedWriteOptions, TransactionExecutor } from './write-context.js';
 
 /**
- * The combined guard: PostgreSQL is the authority, Redis the fast path. A Redis refusal is final (no
- * transaction is opened); a Redis acceptance still goes through the PostgreSQL check; after a commit
- * the Redis mark is raised. With Redis down the guard works on PostgreSQL alone (and says so in an
- * event); it never accepts on Redis alone. A mark Redis lost is rebuilt from PostgreSQL's answers.
+ * The combined guard: the fence store (PostgreSQL or MySQL) is the authority, Redis the fast path. A
+ * Redis refusal is final (no transaction is opened); a Redis acceptance still goes through the
+ * store's check; after a commit the Redis mark is raised. With Redis down the guard works on the
+ * store alone (and says so in an event); it never accepts on Redis alone. A mark Redis lost is
+ * rebuilt from the store's answers.
  *
  * Every method that takes a token parses it once, here at the edge; below, the token is a `Token`.
  */
 export interface CombinedGuard<Trx> extends Fence {
   /** The default resource. */
   readonly resource: string;
-  /** The PostgreSQL guard underneath, without the fast path. */
-  readonly postgres: PostgresGuard<Trx>;
-  /** Creates or upgrades the fence table and functions (see {@link PostgresGuard.migrate}). */
+  /** The store's guard underneath (PostgreSQL or MySQL), without the fast path. */
+  readonly store: FenceGuard<Trx>;
+  /** Creates or upgrades the store's fence tables (see {@link FenceGuard.migrate}). */
   migrate(): Promise<void>;
   /**
    * Refuses a stale token before any work starts (so a handler never starts effects outside the
    * database for a deposed leader): on Redis when it answers, else with a plain read of the
-   * PostgreSQL fence. Advisory: the write's own transaction is the authority.
+   * store's fence. Advisory: the write's own transaction is the authority.
    * @throws {StaleTokenError} when the token is below the mark or the fence.
    */
   precheck(token: TokenInput): Promise<void>;
   /**
    * Runs `fn` in a transaction that checks and raises the fence first (see
-   * {@link PostgresGuard.guardedWrite}); a Redis refusal ends the call before any transaction opens.
+   * {@link FenceGuard.guardedWrite}); a Redis refusal ends the call before any transaction opens.
    */
   guardedWrite<T>(token: TokenInput, fn: (trx: Trx, ctx: GuardedWriteContext) => Promise<T>, options?: GuardedWriteOptions): Promise<T>;
-  /** The same check inside a transaction the caller holds (see {@link PostgresGuard.guardedWriteIn}). */
+  /**
+   * The same check inside a transaction the caller holds (PostgreSQL: see `PostgresGuard.guardedWriteIn`).
+   * @throws {ConfigError} on a store without caller-held transactions (MySQL).
+   */
   guardedWriteIn<T>(tx: TransactionExecutor, token: TokenInput, fn: (tx: TransactionExecutor, ctx: GuardedWriteContext) => Promise<T>, options?: GuardedWriteOptions): Promise<T>;
-  /** The highest committed token of the default resource (PostgreSQL's), or `null`. */
+  /** The highest committed token of the default resource (the store's), or `null`. */
   highest(): Promise<Token | null>;
   /** Strictly raises the default resource's fence to `token`, then the mark. */
   advance(token: TokenInput): Promise<void>;
-  /** A {@link Fence} on another resource (PostgreSQL fence, Redis mark kept in step). */
+  /** A {@link Fence} on another resource (the store's fence, Redis mark kept in step). */
   fence(resource: string): Fence;
-  /** The audited lowering of a fence (see {@link PostgresGuard.lowerFence}); the mark is reset to it. */
+  /** The audited lowering of a fence (see {@link FenceGuard.lowerFence}); the mark is reset to it. */
   lowerFence(request: LowerFenceRequest): Promise<Token | null>;
   inspect(): Promise<GuardInspection>;
   auditLog(resource?: string, limit?: number): Promise<AuditEntry[]>;
@@ -76,13 +79,13 @@ export interface CombinedGuardParts {
 }
 
 /**
- * The combined guard over its two stores: the PostgreSQL fence store (the authority) and, when a
- * Redis client was given, the fast path. `logger` is already observed by `metrics`.
+ * The combined guard over its two stores: the fence store (the authority) and, when a Redis client
+ * was given, the fast path. `logger` is already observed by `metrics`.
  */
-export function combinedGuard(options: GuardOptions, store: PostgresFenceStore, fastPath: RedisFastPath | undefined, logger: FencedLogger | undefined, metrics: GuardMetrics): CombinedGuardParts {
+export function combinedGuard(options: GuardOptions, store: FenceStore, fastPath: RedisFastPath | undefined, logger: FencedLogger | undefined, metrics: GuardMetrics): CombinedGuardParts {
   const raiseMark = async (resource: string, token: Token) => fastPath?.raise(resource, token);
   /**
-   * After PostgreSQL refused a write as stale: the refusal goes on the record, and a mark below the
+   * After the store refused a write as stale: the refusal goes on the record, and a mark below the
    * fence (Redis lost data, or missed a commit) is repaired from the authority.
    */
   const afterRefusal = async (err: unknown, fireId: string | null): Promise<void> => {
@@ -95,16 +98,16 @@ export function combinedGuard(options: GuardOptions, store: PostgresFenceStore, 
     if (fastPath !== undefined && (await fastPath.check(resource, token, fireId))) return;
     const startedAt = performance.now();
     const highest = await store.highest(resource);
-    metrics.check(startedAt, resource, 'postgres');
+    metrics.check(startedAt, resource, store.kind);
     if (highest !== null && token < highest) {
-      emit(logger, { type: 'token.rejected', resource, token, highest, via: 'postgres' });
+      emit(logger, { type: 'token.rejected', resource, token, highest, via: store.kind });
       fastPath?.recordRefusal(resource, token, highest, fireId);
       throw new StaleTokenError(resource, token, highest);
     }
   }
 
-  /** The authoritative write, with the mark kept in step with what PostgreSQL decided. */
-  async function writeInPostgres<T>(args: WriteArguments, fn: (trx: unknown, ctx: GuardedWriteContext) => Promise<T>): Promise<T> {
+  /** The authoritative write, with the mark kept in step with what the store decided. */
+  async function writeInStore<T>(args: WriteArguments, fn: (trx: unknown, ctx: GuardedWriteContext) => Promise<T>): Promise<T> {
     try {
       const result = await store.write(args, fn);
       if (failpoints.armed) await failpoints.hit('guard.committed-before-mark');
@@ -119,7 +122,10 @@ export function combinedGuard(options: GuardOptions, store: PostgresFenceStore, 
   async function writeInTransaction<T>(tx: TransactionExecutor, args: WriteArguments, fn: (tx: TransactionExecutor, ctx: GuardedWriteContext) => Promise<T>): Promise<T> {
     try {
       // No mark is raised on success: the caller commits later, or not at all, and a mark must never
-      // get ahead of what PostgreSQL committed.
+      // get ahead of what the store committed.
+      if (store.writeIn === undefined) {
+        throw new ConfigError('guardedWriteIn', [{ path: 'tx', message: `the ${store.kind} fence store writes in transactions of its own only: use guardedWrite` }]);
+      }
       return await store.writeIn(tx, args, fn);
     } catch (err) {
       await afterRefusal(err, args.fireId);
@@ -129,20 +135,20 @@ export function combinedGuard(options: GuardOptions, store: PostgresFenceStore, 
 
   async function guardedWrite<T>(token: TokenInput, fn: (trx: unknown, ctx: GuardedWriteContext) => Promise<T>, writeOptions?: GuardedWriteOptions): Promise<T> {
     const args = parseWriteArguments('guardedWrite', token, fn, writeOptions, options.resource);
-    // A refusal here is final; an acceptance, or no answer, still goes to PostgreSQL.
+    // A refusal here is final; an acceptance, or no answer, still goes to the store.
     await fastPath?.check(args.resource, args.token, args.fireId ?? undefined);
-    return writeInPostgres(args, fn);
+    return writeInStore(args, fn);
   }
 
   const fence = (resource: string): Fence => {
-    const pgFence = store.fence(resource);
+    const storeFence = store.fence(resource);
     return Object.freeze({
-      resource: pgFence.resource,
-      highest: () => pgFence.highest(),
-      lastAppliedFires: (since: Date) => pgFence.lastAppliedFires!(since),
+      resource: storeFence.resource,
+      highest: () => storeFence.highest(),
+      lastAppliedFires: (since: Date) => storeFence.lastAppliedFires!(since),
       async advance(token: Token) {
-        await pgFence.advance(token);
-        await raiseMark(pgFence.resource, token);
+        await storeFence.advance(token);
+        await raiseMark(storeFence.resource, token);
       },
     });
   };
@@ -158,7 +164,7 @@ export function combinedGuard(options: GuardOptions, store: PostgresFenceStore, 
     precheck: (token: Token, fireId: string) => precheck(options.resource, token, fireId),
     guardedWrite: async <T>(token: Token, fireId: string, fn: (trx: unknown, ctx: GuardedWriteContext) => Promise<T>, issuer?: string) => {
       checkedFn(fn);
-      return writeInPostgres({ token, resource: options.resource, fireId, issuer: issuer ?? null }, fn);
+      return writeInStore({ token, resource: options.resource, fireId, issuer: issuer ?? null }, fn);
     },
   });
   const portIn = (tx: TransactionExecutor): GuardPort<TransactionExecutor> => ({
@@ -172,7 +178,7 @@ export function combinedGuard(options: GuardOptions, store: PostgresFenceStore, 
 
   const guard: CombinedGuard<unknown> = Object.freeze({
     resource: options.resource,
-    postgres: postgresGuardOver(store),
+    store: fenceGuardOver(store),
     migrate: () => store.migrate(),
     precheck: async (token: TokenInput) => precheck(options.resource, parseToken(token)),
     guardedWrite,

@@ -1,8 +1,10 @@
 import type { MeterProvider } from '@opentelemetry/api';
 import type { FencedLogger, VerificationKeys } from '@fenced/shared';
+import { ConfigError } from '@fenced/shared';
 import { parseOptions } from '@fenced/shared/internal';
 import { combinedGuard, type CombinedGuard } from './combined-guard.js';
-import { guardOptionsSchema, type GuardOptionsInput } from './guard-options.js';
+import type { FenceStore, FenceStoreFactory } from './fence-store.js';
+import { guardOptionsSchema, storeGuardOptionsSchema, type GuardOptions, type GuardOptionsInput, type StoreGuardOptionsInput } from './guard-options.js';
 import { wrapHandler, type GuardedHandler, type HandlerOptions, type HandlerSettings, type WrappedHandler } from './handler/wrap-handler.js';
 import { wrapTransactionalHandler, type TransactionalHandler } from './handler/wrap-transactional.js';
 import { GuardMetrics } from './metrics/guard-metrics.js';
@@ -28,6 +30,22 @@ export interface Guard<Trx> extends CombinedGuard<Trx> {
   wrapTransactionalHandler<T>(handler: GuardedHandler<TransactionExecutor, T>, options?: Omit<HandlerOptions, 'onStale'>): TransactionalHandler<T>;
 }
 
+/** What every form of `createGuard` takes beside its store. */
+type CommonInput = {
+  /** The OpenTelemetry meter provider of the guard's instruments (docs/operating.md, "Metrics"). @defaultValue the global one */
+  meterProvider?: MeterProvider;
+  /** An ioredis `Redis` (single server or Sentinel) or `Cluster`, ioredis 5 or 6. */
+  redis?: RedisClient;
+  logger?: FencedLogger;
+  keys?: VerificationKeys;
+};
+
+type CreateStoreGuardOptions<Trx> = Omit<StoreGuardOptionsInput, 'store' | 'redis' | 'logger' | 'keys' | 'meterProvider'> &
+  CommonInput & {
+    /** The fence store: `mysqlFences({ pool })` from `@fenced/consumer-guard/mysql`, `postgresFences({ db })` from `/postgres`. */
+    store: FenceStoreFactory<Trx>;
+  };
+
 type CreateGuardOptions<Db> = Omit<GuardOptionsInput, 'db' | 'pool' | 'redis' | 'logger' | 'keys' | 'meterProvider'> & {
   /** The OpenTelemetry meter provider of the guard's instruments (docs/operating.md, "Metrics"). @defaultValue the global one */
   meterProvider?: MeterProvider;
@@ -41,7 +59,8 @@ type CreateGuardOptions<Db> = Omit<GuardOptionsInput, 'db' | 'pool' | 'redis' | 
 };
 
 /**
- * Creates the combined guard.
+ * Creates the combined guard: a fence store (PostgreSQL given as `db`, or any store as `store`) with
+ * the optional Redis fast path and the handler wrappers.
  *
  * @example
  * ```ts
@@ -51,16 +70,20 @@ type CreateGuardOptions<Db> = Omit<GuardOptionsInput, 'db' | 'pool' | 'redis' | 
  *   await ctx.guardedWrite((trx) => trx.insertInto('invoices').values({ ... }).execute());
  * });
  * worker.process((job) => handle(job.data));
+ *
+ * // MySQL or MariaDB (mysql2's promise pool):
+ * const guard = createGuard({ store: mysqlFences({ pool }), resource: 'billing', keys });
  * ```
  */
 export function createGuard<Db extends KyselyLike>(options: CreateGuardOptions<Db> & { pool: PgPoolEvents }): Guard<KyselyTransactionOf<Db>>;
 export function createGuard<Pool extends PgPoolLike>(options: CreateGuardOptions<Pool>): Guard<PoolClientOf<Pool>>;
-export function createGuard(input: CreateGuardOptions<object>): Guard<unknown> {
-  const options = parseOptions('guard', guardOptionsSchema, input);
-  const metrics = new GuardMetrics({ meterProvider: input.meterProvider, resourceAttribute: options.metricResourceAttribute, resource: options.resource });
-  // Every event passes the instruments once: the PostgreSQL side feeds them itself, the rest here.
+export function createGuard<Trx>(options: CreateStoreGuardOptions<Trx>): Guard<Trx>;
+export function createGuard(input: CreateGuardOptions<object> | CreateStoreGuardOptions<unknown>): Guard<unknown> {
+  const { options, open } = parseGuardOptions(input);
+  const metrics = new GuardMetrics({ meterProvider: input.meterProvider, resourceAttribute: options.metricResourceAttribute, resource: options.resource, authority: open.kind });
+  // Every event passes the instruments once: the store feeds them itself, the rest here.
   const logger = metrics.observing(input.logger);
-  const store = postgresFenceStore(options, metrics);
+  const store = open.open({ resource: options.resource, logger: input.logger, metrics });
   const fastPath =
     input.redis === undefined ? undefined : createRedisFastPath({ redis: input.redis, keyPrefix: options.keyPrefix, timeoutMs: options.redisTimeoutMs, logger, metrics });
   const parts = combinedGuard(options, store, fastPath, logger, metrics);
@@ -71,4 +94,20 @@ export function createGuard(input: CreateGuardOptions<object>): Guard<unknown> {
     wrapTransactionalHandler: <T>(handler: GuardedHandler<TransactionExecutor, T>, handlerOptions?: Omit<HandlerOptions, 'onStale'>) =>
       wrapTransactionalHandler(parts.portIn, settings, handler, handlerOptions),
   });
+}
+
+/**
+ * The options of either form, parsed once: with `store`, the store's factory brings its own options
+ * (and PostgreSQL's, given beside it, would be ignored: refused instead); without, the PostgreSQL
+ * options are the store's.
+ */
+function parseGuardOptions(input: CreateGuardOptions<object> | CreateStoreGuardOptions<unknown>): { options: GuardOptions; open: Pick<FenceStoreFactory<unknown>, 'kind' | 'open'> } {
+  if (typeof input === 'object' && input !== null && 'store' in input && input.store !== undefined) {
+    const stray = ['db', 'pool', 'schema', 'table', 'isolationLevel', 'maxRetries', 'takeover', 'checkLease'].filter((key) => key in input && (input as Record<string, unknown>)[key] !== undefined);
+    if (stray.length > 0) throw new ConfigError('guard', stray.map((path) => ({ path, message: 'belongs to the store: pass it to the store (postgresFences, mysqlFences), not beside store' })));
+    const options = parseOptions('guard', storeGuardOptionsSchema, input);
+    return { options, open: options.store };
+  }
+  const options = parseOptions('guard', guardOptionsSchema, input);
+  return { options, open: { kind: 'postgres', open: (context): FenceStore => postgresFenceStore(options, context) } };
 }

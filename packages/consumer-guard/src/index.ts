@@ -1,8 +1,11 @@
-// The root entry: the combined guard (PostgreSQL authority, optional Redis fast path) and the handler
-// wrapper. Single-backend guards live under subpaths (`@fenced/consumer-guard/postgres`, `/redis`).
+// The root entry: the combined guard (a fence store as the authority, optional Redis fast path) and the
+// handler wrapper. Single-backend guards live under subpaths (`@fenced/consumer-guard/postgres`, `/redis`).
 // Nothing here imports a database driver: the caller's own clients are used.
 export { createGuard, type Guard } from './create-guard.js';
 export type { CombinedGuard } from './combined-guard.js';
+export type { FenceGuard } from './fence-guard.js';
+export type { FenceStore, FenceStoreContext, FenceStoreFactory, FenceStoreKind } from './fence-store.js';
+export type { AppliedFire, AuditEntry, FenceReport, GuardInspection, LowerFenceRequest } from './fence-records.js';
 export type { TransactionalHandler } from './handler/wrap-transactional.js';
 export { toProcessor } from './queues/bullmq.js';
 export { toGraphileTask, type GraphileJobHelpersLike } from './queues/graphile-worker.js';

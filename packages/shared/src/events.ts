@@ -11,7 +11,7 @@
  */
 export type FencedEvent =
   | { type: 'token.accepted'; resource: string; token: bigint }
-  | { type: 'token.rejected'; resource: string; token: bigint; highest: bigint; via: 'postgres' | 'redis' }
+  | { type: 'token.rejected'; resource: string; token: bigint; highest: bigint; via: 'postgres' | 'mysql' | 'redis' }
   | { type: 'fence.advanced'; resource: string; token: bigint }
   | { type: 'guard.retry'; resource: string; token: bigint; sqlstate: string; attempt: number }
   | { type: 'guard.unavailable'; resource: string; error: unknown }

@@ -138,7 +138,7 @@ describe('wrapHandler', () => {
   it('throws StaleTokenError by default, and the Redis mark follows PostgreSQL', async () => {
     const { guard, handle, resource } = setup();
     await handle(envelope({ token: '20' }));
-    expect(await guard.postgres.highest()).toBe(20n);
+    expect(await guard.store.highest()).toBe(20n);
     await expect(handle(envelope({ token: '19' }))).rejects.toSatisfy((e: unknown) => isFencedError(e, 'STALE_TOKEN'));
     expect(await ledgerRows(resource)).toHaveLength(1);
   });

@@ -25,6 +25,8 @@ export interface GuardMetricsOptions {
   readonly resourceAttribute: boolean;
   /** The guard's own resource: what the degraded gauge reports under when resources are labelled. */
   readonly resource: string;
+  /** The fence store that decides (the `fenced.guard.path` of its decisions). @defaultValue `'postgres'` */
+  readonly authority?: 'postgres' | 'mysql';
 }
 
 /**
@@ -34,6 +36,7 @@ export interface GuardMetricsOptions {
  */
 export class GuardMetrics {
   readonly #resourceAttribute: boolean;
+  readonly #authority: 'postgres' | 'mysql';
   readonly #byResource = new Map<string, AttributeSets>();
   #unlabelled: AttributeSets | undefined;
   readonly #writes: Counter;
@@ -51,13 +54,14 @@ export class GuardMetrics {
   constructor(options: GuardMetricsOptions) {
     const meter = (options.meterProvider ?? metrics.getMeterProvider()).getMeter(METER_NAME);
     this.#resourceAttribute = options.resourceAttribute;
+    this.#authority = options.authority ?? 'postgres';
     const seconds = (name: string, description: string) =>
       meter.createHistogram(name, { unit: 's', description, valueType: ValueType.DOUBLE, advice: { explicitBucketBoundaries: SECONDS_BUCKETS } });
     this.#writes = meter.createCounter('fenced.guard.writes', {
       unit: '{write}',
-      description: 'Guarded writes by outcome: accepted, stale (refused on the redis or postgres path), duplicate (fire already applied)',
+      description: 'Guarded writes by outcome: accepted, stale (refused on the redis path or by the fence store: postgres, mysql), duplicate (fire already applied)',
     });
-    this.#unavailable = meter.createCounter('fenced.guard.unavailable', { unit: '{error}', description: 'Calls that failed closed because PostgreSQL could not be reached or failed' });
+    this.#unavailable = meter.createCounter('fenced.guard.unavailable', { unit: '{error}', description: 'Calls that failed closed because the fence store (PostgreSQL, MySQL) could not be reached or failed' });
     this.#retries = meter.createCounter('fenced.guard.retries', { unit: '{retry}', description: 'Transactions run again after a deadlock or serialization failure' });
     this.#takeovers = meter.createCounter('fenced.guard.takeovers', {
       unit: '{transaction}',
@@ -95,7 +99,7 @@ export class GuardMetrics {
         return this.#writes.add(1, this.#attributes(event.resource).writes.accepted);
       case 'token.rejected': {
         const writes = this.#attributes(event.resource).writes;
-        return this.#writes.add(1, event.via === 'redis' ? writes.staleRedis : writes.stalePostgres);
+        return this.#writes.add(1, event.via === 'redis' ? writes.staleRedis : writes.staleStore);
       }
       case 'guard.duplicate':
         return this.#writes.add(1, this.#attributes(event.resource).writes.duplicate);
@@ -137,8 +141,9 @@ export class GuardMetrics {
     }
   }
 
-  check(startedAt: number, resource: string, path: 'redis' | 'postgres'): void {
-    this.#checkDuration.record((performance.now() - startedAt) / 1000, this.#attributes(resource).checks[path]);
+  check(startedAt: number, resource: string, path: 'redis' | 'postgres' | 'mysql'): void {
+    const checks = this.#attributes(resource).checks;
+    this.#checkDuration.record((performance.now() - startedAt) / 1000, path === 'redis' ? checks.redis : checks.store);
   }
 
   handler(startedAt: number, resource: string, outcome: HandlerRunOutcome): void {
@@ -149,11 +154,11 @@ export class GuardMetrics {
 
   /** The attribute sets of one resource (of every resource, when resources are not labelled). */
   #attributes(resource: string): AttributeSets {
-    if (!this.#resourceAttribute) return (this.#unlabelled ??= attributeSets({}));
+    if (!this.#resourceAttribute) return (this.#unlabelled ??= attributeSets({}, this.#authority));
     let sets = this.#byResource.get(resource);
     if (sets === undefined) {
       // Bounded by the resources the user chose to label by (that is what opting in means).
-      sets = attributeSets({ [ATTR_RESOURCE]: resource });
+      sets = attributeSets({ [ATTR_RESOURCE]: resource }, this.#authority);
       this.#byResource.set(resource, sets);
     }
     return sets;
@@ -166,27 +171,27 @@ export class GuardMetrics {
  */
 interface AttributeSets {
   readonly base: Attributes;
-  readonly writes: { readonly accepted: Attributes; readonly staleRedis: Attributes; readonly stalePostgres: Attributes; readonly duplicate: Attributes };
+  readonly writes: { readonly accepted: Attributes; readonly staleRedis: Attributes; readonly staleStore: Attributes; readonly duplicate: Attributes };
   readonly durations: Readonly<Record<WriteOutcome, Attributes>>;
-  readonly checks: Readonly<Record<'redis' | 'postgres', Attributes>>;
+  readonly checks: { readonly redis: Attributes; readonly store: Attributes };
   readonly handler: Readonly<Record<HandlerRunOutcome, Attributes>>;
   readonly takeovers: { readonly ended: Attributes; readonly denied: Attributes };
 }
 
-function attributeSets(base: Attributes): AttributeSets {
+function attributeSets(base: Attributes, authority: 'postgres' | 'mysql'): AttributeSets {
   const with_ = (extra: Attributes): Attributes => Object.freeze({ ...base, ...extra });
   const outcomes: WriteOutcome[] = ['accepted', 'stale', 'duplicate', 'unavailable', 'error'];
   const runs: HandlerRunOutcome[] = ['applied', 'duplicate', 'stale', 'refused', 'failed'];
   return {
     base: Object.freeze({ ...base }),
     writes: {
-      accepted: with_({ [ATTR_OUTCOME]: 'accepted', [ATTR_PATH]: 'postgres' }),
+      accepted: with_({ [ATTR_OUTCOME]: 'accepted', [ATTR_PATH]: authority }),
       staleRedis: with_({ [ATTR_OUTCOME]: 'stale', [ATTR_PATH]: 'redis' }),
-      stalePostgres: with_({ [ATTR_OUTCOME]: 'stale', [ATTR_PATH]: 'postgres' }),
-      duplicate: with_({ [ATTR_OUTCOME]: 'duplicate', [ATTR_PATH]: 'postgres' }),
+      staleStore: with_({ [ATTR_OUTCOME]: 'stale', [ATTR_PATH]: authority }),
+      duplicate: with_({ [ATTR_OUTCOME]: 'duplicate', [ATTR_PATH]: authority }),
     },
     durations: Object.fromEntries(outcomes.map((o) => [o, with_({ [ATTR_OUTCOME]: o })])) as Record<WriteOutcome, Attributes>,
-    checks: { redis: with_({ [ATTR_PATH]: 'redis' }), postgres: with_({ [ATTR_PATH]: 'postgres' }) },
+    checks: { redis: with_({ [ATTR_PATH]: 'redis' }), store: with_({ [ATTR_PATH]: authority }) },
     handler: Object.fromEntries(runs.map((o) => [o, with_({ [ATTR_HANDLER_OUTCOME]: o })])) as Record<HandlerRunOutcome, Attributes>,
     takeovers: { ended: with_({ [ATTR_TAKEOVER_OUTCOME]: 'ended' }), denied: with_({ [ATTR_TAKEOVER_OUTCOME]: 'denied' }) },
   };

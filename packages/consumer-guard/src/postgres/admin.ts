@@ -1,30 +1,9 @@
 import { emit } from '@fenced/shared/internal';
-import { ConfigError, parseFireId, parseResource, parseToken, type FencedLogger, type GuardUnavailableError, type Token } from '@fenced/shared';
+import { ConfigError, parseFireId, type FencedLogger, type GuardUnavailableError, type Token } from '@fenced/shared';
 import { storedToken } from '@fenced/shared/internal';
 import type { GuardObjectNames } from './names.js';
 import type { GuardSession } from './session.js';
-import type { AppliedFire, LowerFenceRequest } from './guard-records.js';
-
-/** A lowering request once validated: the token parsed, who and why present. */
-export interface ParsedLowerFenceRequest {
-  readonly resource: string;
-  readonly token: Token;
-  readonly actor: string;
-  readonly reason: string;
-}
-
-/**
- * The edge of `lowerFence`: the request validated (token parsed once, actor and reason required)
- * before anything is sent.
- */
-export function parseLowerFenceRequest(request: LowerFenceRequest, defaultResource: string): ParsedLowerFenceRequest {
-  const resource = request.resource === undefined ? defaultResource : parseResource(request.resource);
-  const token = parseToken(request.token);
-  for (const [field, value] of [['actor', request.actor], ['reason', request.reason]] as const) {
-    if (typeof value !== 'string' || value.trim().length === 0) throw new ConfigError('lowerFence', [{ path: field, message: 'is required: a lowered fence is an audited act' }]);
-  }
-  return { resource, token, actor: request.actor, reason: request.reason };
-}
+import type { AppliedFire, ParsedLowerFenceRequest } from '../fence-records.js';
 
 /** What the admin operations need from the guard that owns them. */
 export interface AdminContext {

@@ -13,3 +13,4 @@ export {
 export type { PgClientLike, PgPoolEvents, PgPoolLike, PoolClientOf } from './pg-pool-session.js';
 export type { IsolationLevel } from './session.js';
 export type { KyselyLike, KyselyTransactionOf } from './kysely-like.js';
+export { postgresFences } from './postgres-fences.js';

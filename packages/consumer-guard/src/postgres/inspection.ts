@@ -1,51 +1,10 @@
-import { parseResource, type Token } from '@fenced/shared';
+import { parseResource } from '@fenced/shared';
 import type { AdminContext } from './admin.js';
 import { LATEST_MIGRATION } from './migrator.js';
-import type { AppliedFire } from './guard-records.js';
+import type { AuditEntry, GuardInspection } from '../fence-records.js';
+
+export type { AuditEntry, FenceReport, GuardInspection } from '../fence-records.js';
 import { storedToken } from '@fenced/shared/internal';
-
-/** One resource's fence and its record of applied fires. */
-export interface FenceReport {
-  readonly resource: string;
-  readonly token: Token;
-  readonly appliedFires: number;
-  readonly lastAppliedFire: AppliedFire | null;
-  readonly oldestAppliedAt: Date | null;
-}
-
-/** One deliberate lowering of a fence, from the audit table. */
-export interface AuditEntry {
-  readonly resource: string;
-  readonly from: Token | null;
-  readonly to: Token;
-  readonly actor: string;
-  readonly reason: string;
-  readonly at: Date;
-}
-
-/** What an operator (or `fenced status` and `fenced doctor`) reads about an installation. */
-export interface GuardInspection {
-  /** The newest migration applied here, and the newest this version of the guard knows. */
-  readonly migrations: { readonly applied: number; readonly known: number };
-  /** Every fence of the installation, with its applied-fire record (empty before `migrate()`). */
-  readonly fences: readonly FenceReport[];
-  /** The applied-fires table as a whole: rows, bytes on disk (indexes included), oldest record. */
-  readonly appliedFires: { readonly rows: number; readonly bytes: number; readonly oldest: Date | null };
-  /**
-   * The session defaults the guard meets: `default_transaction_isolation`,
-   * `default_transaction_read_only`, the timeouts in milliseconds (0: off), and whether this role
-   * may end other roles' backends (a superuser, or a member of `pg_signal_backend`), which the
-   * election-time takeover needs when writers connect as another role.
-   */
-  readonly server: {
-    readonly defaultIsolation: string;
-    readonly readOnly: boolean;
-    readonly lockTimeoutMs: number;
-    readonly statementTimeoutMs: number;
-    readonly idleInTransactionTimeoutMs: number;
-    readonly mayEndOtherRoles: boolean;
-  };
-}
 
 const asDate = (value: unknown): Date | null => (value === null || value === undefined ? null : new Date(value as string | Date));
 
@@ -58,6 +17,7 @@ export function inspectionOperations(ctx: Omit<AdminContext, 'onLowered'>) {
                       to_regclass($2) IS NOT NULL AS applied_table,
                       current_setting('default_transaction_isolation') AS isolation,
                       current_setting('default_transaction_read_only') AS read_only,
+                      current_setting('server_version') AS version,
                       extract(epoch FROM current_setting('lock_timeout')::interval) * 1000 AS lock_timeout,
                       extract(epoch FROM current_setting('statement_timeout')::interval) * 1000 AS statement_timeout,
                       extract(epoch FROM current_setting('idle_in_transaction_session_timeout')::interval) * 1000 AS idle_timeout,
@@ -65,6 +25,7 @@ export function inspectionOperations(ctx: Omit<AdminContext, 'onLowered'>) {
         values: [ctx.names.migrations, ctx.names.applied],
       });
       const server = {
+        version: `PostgreSQL ${String(state!['version'])}`,
         defaultIsolation: String(state!['isolation']),
         readOnly: state!['read_only'] === 'on',
         lockTimeoutMs: Number(state!['lock_timeout']),
@@ -74,7 +35,7 @@ export function inspectionOperations(ctx: Omit<AdminContext, 'onLowered'>) {
       };
       const applied = state!['migrated_table'] === true ? Number((await ctx.session.query({ text: `SELECT coalesce(max(id), 0) AS id FROM ${ctx.names.migrations}`, values: [] }))[0]!['id']) : 0;
       const migrations = { applied, known: LATEST_MIGRATION };
-      if (state!['applied_table'] !== true) return { migrations, fences: [], appliedFires: { rows: 0, bytes: 0, oldest: null }, server };
+      if (state!['applied_table'] !== true) return { store: 'postgres', migrations, fences: [], appliedFires: { rows: 0, bytes: 0, oldest: null }, server };
       // Per resource: the fence, and the record of applied fires (count, oldest, latest) in one pass.
       const fenceRows = await ctx.session.query({
         text: `SELECT f.resource, f.token::text AS token, a.n, a.oldest, last.fire_id, last.token::text AS last_token, last.applied_at
@@ -89,6 +50,7 @@ export function inspectionOperations(ctx: Omit<AdminContext, 'onLowered'>) {
         values: [ctx.names.applied],
       });
       return {
+        store: 'postgres',
         migrations,
         server,
         appliedFires: { rows: Number(table!['n']), bytes: Number(table!['bytes']), oldest: asDate(table!['oldest']) },

@@ -1,6 +1,6 @@
 import { z } from 'zod';
-import { isFunction, isObject, meterProviderSchema } from '@fenced/shared/internal';
-import { resourceSchema } from '../resource-schema.js';
+import { isFunction, isObject } from '@fenced/shared/internal';
+import { fenceGuardOptionsSchema } from '../fence-guard-options.js';
 import { sqlIdentifierSchema } from './sql-identifier.js';
 
 /** A lease name, as the coordinator accepts it. */
@@ -9,8 +9,8 @@ const leaseNameSchema = z.string().regex(/^[A-Za-z0-9_.-]{1,64}$/, 'must be 1-64
 /** The `takeover` option's default (`fenced doctor` checks the server's timeouts against it). */
 export const DEFAULT_TAKEOVER = Object.freeze({ graceMs: 250, timeoutMs: 10_000 });
 
-/** Options of `createPostgresGuard`, with their defaults. */
-export const postgresGuardOptionsSchema = z.object({
+/** The PostgreSQL fence store's own options (`postgresFences`, and `createGuard` given `db`), with their defaults. */
+export const postgresStoreOptionsShape = {
   /** A `Kysely<DB>` over PostgresDialect, or a `pg.Pool` (anything with `connect()`). */
   db: z.custom<object>(isObject, { message: 'must be a Kysely instance or a pg.Pool' }),
   /**
@@ -29,8 +29,6 @@ export const postgresGuardOptionsSchema = z.object({
   pool: z
     .custom<object>((v) => isObject(v) && isFunction((v as { on?: unknown }).on), { message: 'must be the pg.Pool behind db (an EventEmitter with on())' })
     .optional(),
-  /** The default resource this guard fences; `guardedWrite(token, fn, { resource })` overrides it. */
-  resource: resourceSchema,
   /**
    * Schema holding the fence table and its functions.
    * @defaultValue `'public'`
@@ -93,20 +91,15 @@ export const postgresGuardOptionsSchema = z.object({
    * ```
    */
   checkLease: z.union([leaseNameSchema, z.custom<(resource: string) => string>(isFunction, { message: 'must be a lease name or a function (resource) => lease name' })]).optional(),
-  /** Receives structured events; the guard never logs to the console. */
-  logger: z.custom<(event: never) => void>(isFunction, { message: 'must be a function' }).optional(),
-  /**
-   * The OpenTelemetry meter provider the guard's instruments come from (docs/operating.md, "Metrics").
-   * @defaultValue the global provider of `@opentelemetry/api` when the guard is created
-   */
-  meterProvider: meterProviderSchema.optional(),
-  /**
-   * Label the instruments with the resource. Off by default: resources named per customer or per
-   * tenant would make the series unbounded.
-   * @defaultValue `false`
-   */
-  metricResourceAttribute: z.boolean().default(false),
-});
+};
+
+/** Options of `createPostgresGuard`, with their defaults. */
+export const postgresGuardOptionsSchema = fenceGuardOptionsSchema.extend(postgresStoreOptionsShape);
+
+/** Options of `postgresFences`: the store's alone (the guard that opens it brings the resource, logger and metrics). */
+export const postgresStoreOptionsSchema = z.object(postgresStoreOptionsShape);
+export type PostgresStoreOptionsInput = z.input<typeof postgresStoreOptionsSchema>;
+export type PostgresStoreOptions = z.output<typeof postgresStoreOptionsSchema>;
 
 export type PostgresGuardOptionsInput = z.input<typeof postgresGuardOptionsSchema>;
 export type PostgresGuardOptions = z.output<typeof postgresGuardOptionsSchema>;

@@ -1,10 +1,10 @@
-import { ConfigError, DuplicateFireError, FenceAheadError, isFencedError, NotLeaderError, parseResource, StaleTokenError, type Fence, type FencedLogger, type Token } from '@fenced/shared';
+import { ConfigError, DuplicateFireError, FenceAheadError, isFencedError, NotLeaderError, parseResource, StaleTokenError, type Fence, type Token } from '@fenced/shared';
 import { emit, storedToken } from '@fenced/shared/internal';
-import type { PostgresGuardOptions } from './postgres-guard-options.js';
-import type { GuardMetrics } from '../metrics/guard-metrics.js';
+import type { PostgresStoreOptions } from './postgres-guard-options.js';
+import type { FenceStore, FenceStoreContext } from '../fence-store.js';
 import { isKyselyLike, kyselySession } from './kysely-session.js';
-import { adminOperations, type ParsedLowerFenceRequest } from './admin.js';
-import { inspectionOperations, type AuditEntry, type GuardInspection } from './inspection.js';
+import { adminOperations } from './admin.js';
+import { inspectionOperations } from './inspection.js';
 import { guardUnavailable } from './guard-errors.js';
 import { migrate } from './migrator.js';
 import { BoundedMap } from '../internal/bounded-map.js';
@@ -15,43 +15,21 @@ import { postgresTakeoverStore } from './postgres-takeover.js';
 import { advanceWithTakeover } from '../takeover/advance-with-takeover.js';
 import { PhaseError, toParams, type GuardSession } from './session.js';
 import { detailOf, DUPLICATE_FIRE, FENCE_AHEAD, isRetryable, LEASE_NOT_HELD, sqlStateOf, STALE_TOKEN } from './sql-state.js';
-import type { AppliedFire } from './guard-records.js';
 import type { WriteArguments } from '../write-arguments.js';
 import type { GuardedWriteContext, TransactionExecutor } from '../write-context.js';
 
-/**
- * The PostgreSQL fence store: the guard's operations on arguments already validated, tokens already
- * parsed (the public guards parse them once, at their edge, and call this). The combined guard and
- * the PostgreSQL guard are both built on it.
- */
-export interface PostgresFenceStore {
-  /** The default resource. */
-  readonly resource: string;
-  migrate(): Promise<void>;
-  /** `fn` in a transaction of its own that first checks (and raises) the fence, retried on 40001/40P01. */
-  write<T>(args: WriteArguments, fn: (trx: unknown, ctx: GuardedWriteContext) => Promise<T>): Promise<T>;
-  /** The same check under a savepoint of `tx`, a transaction the caller holds and commits. */
-  writeIn<T>(tx: TransactionExecutor, args: WriteArguments, fn: (tx: TransactionExecutor, ctx: GuardedWriteContext) => Promise<T>): Promise<T>;
-  highest(resource: string): Promise<Token | null>;
-  advance(resource: string, token: Token): Promise<void>;
-  /** The {@link Fence} of `resource` (validated here: the name comes from the caller). */
-  fence(resource: string): Fence;
-  lowerFence(request: ParsedLowerFenceRequest): Promise<Token | null>;
-  inspect(): Promise<GuardInspection>;
-  auditLog(resource?: string, limit?: number): Promise<AuditEntry[]>;
-  pruneAppliedFires(olderThanMs: number): Promise<number>;
-  lastAppliedFire(): Promise<AppliedFire | null>;
-  lastAppliedFires(resource: string, since: Date): Promise<ReadonlyMap<string, number>>;
-}
+/** The PostgreSQL store as the seam sees it: it also writes inside a caller's transaction. */
+export type PostgresFenceStore = FenceStore & Required<Pick<FenceStore, 'writeIn'>>;
 
 /**
- * The PostgreSQL fence store on parsed options, recording into `metrics`: the combined guard builds
- * its PostgreSQL side with its own instruments, so nothing is counted twice.
+ * The PostgreSQL fence store (fence-store.ts) on parsed options, recording into the guard's metrics:
+ * the combined guard builds it with its own instruments, so nothing is counted twice.
  */
-export function postgresFenceStore(options: PostgresGuardOptions, metrics: GuardMetrics): PostgresFenceStore {
-  const logger = metrics.observing(options.logger as FencedLogger | undefined);
+export function postgresFenceStore(options: PostgresStoreOptions, context: FenceStoreContext): PostgresFenceStore {
+  const { metrics } = context;
+  const logger = metrics.observing(context.logger);
   const names = guardObjectNames(options.schema, options.table);
-  const session = openSession(options.db, options.pool, (error) => emit(logger, { type: 'guard.connection-lost', resource: options.resource, error }));
+  const session = openSession(options.db, options.pool, (error) => emit(logger, { type: 'guard.connection-lost', resource: context.resource, error }));
 
   const unavailable = (resource: string, phase: string, cause: unknown, outcomeUnknown = false) => guardUnavailable(logger, resource, phase, cause, outcomeUnknown);
   const leaseOf = leaseResolver(options.checkLease);
@@ -188,7 +166,7 @@ export function postgresFenceStore(options: PostgresGuardOptions, metrics: Guard
   const { lowerFence, pruneAppliedFires, lastAppliedFire, lastAppliedFires } = adminOperations({
     session,
     names,
-    defaultResource: options.resource,
+    defaultResource: context.resource,
     fail: unavailable,
     logger,
     onLowered: (resource, token) => lastSeen.set(resource, token),
@@ -197,7 +175,7 @@ export function postgresFenceStore(options: PostgresGuardOptions, metrics: Guard
   const { inspect, auditLog } = inspectionOperations({
     session,
     names,
-    defaultResource: options.resource,
+    defaultResource: context.resource,
     fail: unavailable,
     logger,
   });
@@ -213,7 +191,8 @@ export function postgresFenceStore(options: PostgresGuardOptions, metrics: Guard
   };
 
   return Object.freeze({
-    resource: options.resource,
+    kind: 'postgres' as const,
+    resource: context.resource,
     migrate: () => migrate(session, names, logger),
     write,
     writeIn,
@@ -243,7 +222,7 @@ function openSession(db: object, pool: object | undefined, onConnectionError: (e
 }
 
 /** The lease of each write's resource, when writes are lease-checked. */
-function leaseResolver(checkLease: PostgresGuardOptions['checkLease']): ((resource: string) => string) | undefined {
+function leaseResolver(checkLease: PostgresStoreOptions['checkLease']): ((resource: string) => string) | undefined {
   if (checkLease === undefined) return undefined;
   if (typeof checkLease === 'string') return () => checkLease;
   return (resource) => {

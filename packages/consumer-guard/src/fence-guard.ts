@@ -1,0 +1,89 @@
+import { parseToken, type Fence, type Token, type TokenInput } from '@fenced/shared';
+import { parseLowerFenceRequest, type AppliedFire, type AuditEntry, type GuardInspection, type LowerFenceRequest } from './fence-records.js';
+import type { FenceStore } from './fence-store.js';
+import { parseWriteArguments } from './write-arguments.js';
+import type { GuardedWriteContext, GuardedWriteOptions } from './write-context.js';
+
+/**
+ * A guard over one fence store, without the fast path: refuses every mutation whose token is below
+ * the highest committed for its resource, checked and raised in the mutation's own transaction.
+ * `createPostgresGuard` and `createMysqlGuard` return one (the PostgreSQL guard adds
+ * `guardedWriteIn`); the combined guard exposes its store's as `guard.store`.
+ */
+export interface FenceGuard<Trx> extends Fence {
+  /** The default resource. */
+  readonly resource: string;
+  /** Creates or upgrades the fence tables (and, on PostgreSQL, functions). Idempotent; safe to run concurrently. */
+  migrate(): Promise<void>;
+  /**
+   * Runs `fn` in a transaction that first checks `token` against the resource's fence and raises the
+   * fence when `token` is higher. A lower token throws `StaleTokenError` and `fn` never runs; an
+   * equal token is accepted. If `fn` throws, everything rolls back and the fence is not raised.
+   * When the database aborts the transaction (deadlock, serialization failure) the whole transaction,
+   * `fn` included, runs again, up to `maxRetries` times: keep side effects outside the database out
+   * of `fn` (use the fire's idempotency key for those).
+   *
+   * @returns what `fn` returns.
+   * @throws {InvalidTokenError} before any database call when `token` is malformed.
+   * @throws {StaleTokenError} when `token` is below the fence.
+   * @throws {GuardUnavailableError} when the database fails or cannot be reached; nothing was applied
+   * (or, when the COMMIT itself was lost, the outcome is unknown and says so).
+   * @example
+   * ```ts
+   * const invoice = await guard.guardedWrite(token, (trx) =>
+   *   trx.insertInto('invoices').values(row).returningAll().executeTakeFirstOrThrow());
+   * ```
+   */
+  guardedWrite<T>(token: TokenInput, fn: (trx: Trx, ctx: GuardedWriteContext) => Promise<T>, options?: GuardedWriteOptions): Promise<T>;
+  /** The highest committed token of the default resource, or `null`. */
+  highest(): Promise<Token | null>;
+  /** Strictly raises the default resource's fence to `token` (see {@link Fence.advance}). */
+  advance(token: TokenInput): Promise<void>;
+  /** A {@link Fence} on another resource of the same installation (for the coordinator's list). */
+  fence(resource: string): Fence;
+  /**
+   * Sets a fence to a lower token on purpose, writing who and why to the audit table in the same
+   * transaction. For recovery from a poisoned fence (a forged or mistaken huge token); the library
+   * itself never lowers a fence. Returns the previous token.
+   */
+  lowerFence(request: LowerFenceRequest): Promise<Token | null>;
+  /**
+   * Reads the installation for operators: migrations applied against known, every fence with its
+   * applied-fire record, the applied-fires table's size, the server's transaction defaults.
+   * Before `migrate()` it reports no fences rather than failing.
+   */
+  inspect(): Promise<GuardInspection>;
+  /** The latest deliberate lowerings of fences (of `resource`, or all), newest first. */
+  auditLog(resource?: string, limit?: number): Promise<AuditEntry[]>;
+  /** Deletes applied-fire records older than `olderThanMs` (all resources); returns how many. */
+  pruneAppliedFires(olderThanMs: number): Promise<number>;
+  /** The fire most recently applied to the default resource (or null). */
+  lastAppliedFire(): Promise<AppliedFire | null>;
+  /** See {@link Fence.lastAppliedFires}: where a scheduler that lost its Redis record resumes, per job. */
+  lastAppliedFires(since: Date): Promise<ReadonlyMap<string, number>>;
+}
+
+/**
+ * The public guard over a store: every entry point validates its arguments (the token parsed once)
+ * and hands the store what it takes.
+ */
+export function fenceGuardOver(store: FenceStore): FenceGuard<unknown> {
+  const resource = store.resource;
+  // Async throughout: bad input rejects the returned promise, as a failed write does, rather than
+  // throwing where the call is made.
+  return Object.freeze({
+    resource,
+    migrate: () => store.migrate(),
+    guardedWrite: async <T>(token: TokenInput, fn: (trx: unknown, ctx: GuardedWriteContext) => Promise<T>, options?: GuardedWriteOptions) =>
+      store.write(parseWriteArguments('guardedWrite', token, fn, options, resource), fn),
+    highest: () => store.highest(resource),
+    advance: async (token: TokenInput) => store.advance(resource, parseToken(token)),
+    fence: (name: string) => store.fence(name),
+    lowerFence: async (request: LowerFenceRequest) => store.lowerFence(parseLowerFenceRequest(request, resource)),
+    inspect: () => store.inspect(),
+    auditLog: (name?: string, limit?: number) => store.auditLog(name, limit),
+    pruneAppliedFires: (olderThanMs: number) => store.pruneAppliedFires(olderThanMs),
+    lastAppliedFire: () => store.lastAppliedFire(),
+    lastAppliedFires: (since: Date) => store.lastAppliedFires(resource, since),
+  });
+}
