@@ -4,3 +4,4 @@ export { createRedis, deleteKeys, testRedisUrl, uniquePrefix, waitFor } from './
 export { isStopped, spawnNode, spawnTs, type ChildHandle } from './child.js';
 export { inMemoryMetrics } from './metrics.js';
 export { runCli, serveCli, type CliRun } from './cli.js';
+export { createMysqlPool, createTestMysqlDatabase, testMysqlUrl } from './mysql.js';

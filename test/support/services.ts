@@ -1,7 +1,9 @@
 import { Redis } from 'ioredis';
+import mysql from 'mysql2/promise';
 import pg from 'pg';
 // By path rather than by package name: the globalSetup runs before the `@fenced/source` condition applies.
 import { tcpAnswers as answers } from '../../packages/chaos/src/postgres-url.js';
+import { startMariadbServer } from '../../packages/chaos/src/mysql/mariadb-server.js';
 
 /**
  * Finds the services tests run against, in this order:
@@ -15,6 +17,11 @@ import { tcpAnswers as answers } from '../../packages/chaos/src/postgres-url.js'
 export interface ServiceUrls {
   readonly databaseUrl: string;
   readonly redisUrl: string;
+  /**
+   * MariaDB/MySQL: `MYSQL_URL`, else a private MariaDB started for this run on a free loopback port
+   * with its own data directory (removed at the end); empty when not asked for.
+   */
+  readonly mysqlUrl: string;
   /** Stops containers started for this run (no-op for external services). */
   readonly stop: () => Promise<void>;
 }
@@ -82,7 +89,42 @@ export async function checkRedis(url: string, source: string): Promise<void> {
   }
 }
 
-export async function resolveServices(): Promise<ServiceUrls> {
+/** Connects to MySQL/MariaDB and runs one query; throws a one-line ServiceSetupError naming the fix. */
+export async function checkMysql(url: string, source: string): Promise<void> {
+  const fix = 'set MYSQL_URL to a MySQL 8 or MariaDB 10.6+ database you can connect to, or unset it so the tests start their own MariaDB (apt-get install mariadb-server)';
+  try {
+    new URL(url);
+  } catch {
+    throw new ServiceSetupError(`${source} is not a valid URL (${JSON.stringify(url)}): ${fix}`);
+  }
+  let connection: mysql.Connection | undefined;
+  try {
+    connection = await mysql.createConnection({ uri: url, connectTimeout: CHECK_TIMEOUT_MS });
+    await connection.query('SELECT 1');
+  } catch (err) {
+    throw new ServiceSetupError(`MySQL at ${source} cannot be used: ${reason(err)}; ${fix}`);
+  } finally {
+    await connection?.end().catch(() => undefined);
+  }
+}
+
+/** The MySQL/MariaDB of the run: `MYSQL_URL`, or a private MariaDB started now. */
+async function resolveMysql(stops: Array<() => Promise<unknown>>): Promise<string> {
+  const named = process.env['MYSQL_URL'] || undefined;
+  if (named !== undefined) {
+    await checkMysql(named, 'MYSQL_URL');
+    return named;
+  }
+  try {
+    const server = await startMariadbServer();
+    stops.push(() => server.stop());
+    return server.url;
+  } catch (err) {
+    throw new ServiceSetupError(`no MySQL/MariaDB for the tests: ${reason(err)}; set MYSQL_URL, or install mariadb-server so the tests start their own`);
+  }
+}
+
+export async function resolveServices(options: { readonly mysql?: boolean } = {}): Promise<ServiceUrls> {
   const stops: Array<() => Promise<unknown>> = [];
   let databaseUrl = process.env['DATABASE_URL'] || undefined;
   let redisUrl = process.env['REDIS_URL'] || undefined;
@@ -120,9 +162,11 @@ export async function resolveServices(): Promise<ServiceUrls> {
   if (missing.length > 0) {
     throw new ServiceSetupError(`fenced tests need ${missing.join(' and ')}; no Docker engine was reachable for testcontainers either`);
   }
+  const mysqlUrl = options.mysql === true ? await resolveMysql(stops) : '';
   return {
     databaseUrl: databaseUrl!,
     redisUrl: redisUrl!,
+    mysqlUrl,
     stop: async () => {
       await Promise.all(stops.map((s) => s()));
     },

@@ -39,3 +39,4 @@ export { resolvePostgres, tcpAnswers, ServiceUnavailableError, DEFAULT_DATABASE_
 export { startPostgresServer, postgresBinDir, type PostgresServerProcess, type PostgresServerOptions } from './postgres/postgres-server.js';
 export { startPostgresCluster, type PostgresCluster } from './postgres/postgres-cluster.js';
 export { startPgBouncer, hasPgBouncer, type PgBouncerProcess, type PgBouncerOptions } from './postgres/pgbouncer.js';
+export { startMariadbServer, mariadbBinary, type MariadbServerProcess, type MariadbServerOptions } from './mysql/mariadb-server.js';

@@ -26,7 +26,7 @@ const NOT_IN_GUARDED_WRITE = ['transaction', 'startTransaction', 'connection', '
  * a `Transaction` refuses (nested `transaction()`, `connection()`, `destroy()`) throw here too. A
  * nested BEGIN/COMMIT would otherwise commit the guarded transaction half way through.
  */
-function asTransaction<DB>(conn: Kysely<DB>): Transaction<DB> {
+export function asTransaction<DB>(conn: Kysely<DB>): Transaction<DB> {
   return new Proxy(conn, {
     get(target, property, receiver) {
       if (property === 'isTransaction') return true;

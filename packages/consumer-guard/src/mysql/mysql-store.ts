@@ -1,0 +1,168 @@
+import { ConfigError, DuplicateFireError, FenceAheadError, GuardUnavailableError, isFencedError, parseResource, StaleTokenError, type Fence, type FencedLogger, type Token } from '@fenced/shared';
+import { emit, storedToken } from '@fenced/shared/internal';
+import type { FenceStore, FenceStoreContext } from '../fence-store.js';
+import { advanceWithTakeover } from '../takeover/advance-with-takeover.js';
+import type { WriteArguments } from '../write-arguments.js';
+import type { GuardedWriteContext } from '../write-context.js';
+import { isKyselyLike } from '../postgres/kysely-session.js';
+import { kyselyMysqlSession } from './kysely-session.js';
+import { mysqlAdminOperations } from './mysql-admin.js';
+import { DUPLICATE_ENTRY, DUPLICATE_FIRE, errnoOf, FENCE_AHEAD, fenceInRefusal, isNotMigrated, isRetryable, STALE_TOKEN } from './mysql-errors.js';
+import type { MysqlStoreOptions } from './mysql-store-options.js';
+import { mysqlTakeoverStore } from './mysql-takeover.js';
+import { isMysql2PoolLike, mysql2Session } from './mysql2-session.js';
+import { migrateMysql } from './migrator.js';
+import { mysqlObjectNames } from './names.js';
+import { PhaseError, runGuardedTransaction, type MysqlSession } from './session.js';
+
+/**
+ * The MySQL/MariaDB fence store (fence-store.ts): the same design as PostgreSQL's. A fence row per
+ * resource, checked and raised by one procedure call (migrations/000001.sql) as the first statement
+ * of the write's own InnoDB transaction, under the row's exclusive lock, which the write holds until
+ * it commits; the fire claim in the same call. Refusals and retries are told apart by error number.
+ */
+export function mysqlFenceStore(options: MysqlStoreOptions, context: FenceStoreContext): FenceStore {
+  const { metrics } = context;
+  const logger = metrics.observing(context.logger);
+  const names = mysqlObjectNames(options.database ?? null, options.table);
+  const session = openSession(options.db, options.pool, (error) => emit(logger, { type: 'guard.connection-lost', resource: context.resource, error }));
+  const checkSql = `CALL ${names.checkProc}(?, ?, ?)`;
+
+  const unavailable = (resource: string, phase: string, cause: unknown, outcomeUnknown = false) => mysqlUnavailable(logger, resource, phase, cause, outcomeUnknown);
+
+  /** The procedure's refusal as its typed error (reported), or undefined. */
+  function refusalOf(cause: unknown, resource: string, token: Token, fireId: string | null): StaleTokenError | DuplicateFireError | undefined {
+    const errno = errnoOf(cause);
+    if (errno === STALE_TOKEN) {
+      const highest = storedToken(fenceInRefusal(cause) ?? '');
+      emit(logger, { type: 'token.rejected', resource, token, highest, via: 'mysql' });
+      return new StaleTokenError(resource, token, highest);
+    }
+    if (errno === DUPLICATE_FIRE && fireId !== null) {
+      emit(logger, { type: 'guard.duplicate', resource, token, fireId });
+      return new DuplicateFireError(resource, fireId);
+    }
+    return undefined;
+  }
+
+  function write<T>(args: WriteArguments, fn: (trx: unknown, ctx: GuardedWriteContext) => Promise<T>): Promise<T> {
+    return metrics.timeWrite(args.resource, () => writeWithRetries(args, fn));
+  }
+
+  async function writeWithRetries<T>({ token, resource, fireId }: WriteArguments, fn: (trx: unknown, ctx: GuardedWriteContext) => Promise<T>): Promise<T> {
+    const check = { sql: checkSql, values: [resource, token.toString(), fireId] };
+    for (let attempt = 1; ; attempt++) {
+      try {
+        const result = await session.withConnection((connection, trx) =>
+          runGuardedTransaction(connection, trx, options.isolationLevel, check, (t) => fn(t, { token, resource, attempt })),
+        );
+        emit(logger, { type: 'token.accepted', resource, token });
+        return result;
+      } catch (err) {
+        const phase = err instanceof PhaseError ? err.phase : 'open';
+        const cause = err instanceof PhaseError ? err.cause : err;
+        if (isRetryable(cause) && attempt <= options.maxRetries) {
+          emit(logger, { type: 'guard.retry', resource, token, sqlstate: String(errnoOf(cause)), attempt });
+          await backoff(attempt);
+          continue;
+        }
+        const refused = refusalOf(cause, resource, token, fireId);
+        if (refused !== undefined) throw refused;
+        const broken = err instanceof PhaseError && err.connectionBroken;
+        // The caller's own errors pass through untouched; an error fn met because the connection
+        // died under it is the guard's to report.
+        if (phase === 'body' && !broken) throw cause;
+        if (isRetryable(cause) || (isFencedError(cause) && !broken)) throw cause;
+        throw unavailable(resource, phase, cause, err instanceof PhaseError && err.outcomeUnknown);
+      }
+    }
+  }
+
+  async function highest(resource: string): Promise<Token | null> {
+    try {
+      const rows = await session.query(`SELECT CAST(token AS CHAR) AS token FROM ${names.fences} WHERE resource = ?`, [resource]);
+      const token = rows[0]?.['token'];
+      return typeof token === 'string' ? storedToken(token) : null;
+    } catch (err) {
+      throw unavailable(resource, 'query', err);
+    }
+  }
+
+  const takeoverStore = mysqlTakeoverStore(session as MysqlSession<unknown>, names);
+
+  /** The strict advance, retried when two first advances of a resource meet, taking over from frozen writers. */
+  async function advance(resource: string, token: Token): Promise<void> {
+    for (let attempt = 1; ; attempt++) {
+      try {
+        await advanceWithTakeover(takeoverStore, resource, token, options.takeover, (blocker) =>
+          emit(logger, { type: 'guard.takeover', resource, token, blockingToken: blocker.token, session: blocker.session, ended: blocker.ended }),
+        );
+        break;
+      } catch (err) {
+        if (errnoOf(err) === FENCE_AHEAD) throw new FenceAheadError(resource, token, storedToken(fenceInRefusal(err) ?? ''));
+        if ((errnoOf(err) === DUPLICATE_ENTRY || isRetryable(err)) && attempt <= options.maxRetries) {
+          await backoff(attempt);
+          continue;
+        }
+        throw unavailable(resource, 'advance', err);
+      }
+    }
+    emit(logger, { type: 'fence.advanced', resource, token });
+  }
+
+  const admin = mysqlAdminOperations({ session: session as MysqlSession<unknown>, names, defaultResource: context.resource, logger, fail: unavailable, onLowered: () => {} });
+
+  const fence = (resource: string): Fence => {
+    const name = parseResource(resource);
+    return Object.freeze({
+      resource: name,
+      highest: () => highest(name),
+      advance: (token: Token) => advance(name, token),
+      lastAppliedFires: (since: Date) => admin.lastAppliedFires(name, since),
+    });
+  };
+
+  return Object.freeze({
+    kind: 'mysql' as const,
+    resource: context.resource,
+    migrate: () => migrateMysql(session as MysqlSession<unknown>, names, logger),
+    write,
+    highest,
+    advance,
+    fence,
+    lowerFence: admin.lowerFence,
+    inspect: admin.inspect,
+    auditLog: admin.auditLog,
+    pruneAppliedFires: admin.pruneAppliedFires,
+    lastAppliedFire: admin.lastAppliedFire,
+    lastAppliedFires: admin.lastAppliedFires,
+  });
+}
+
+function openSession(db: object, pool: object | undefined, onConnectionError: (err: Error) => void): MysqlSession<unknown> {
+  if (isKyselyLike(db)) {
+    if (pool === undefined) {
+      throw new ConfigError('mysql fences', [
+        { path: 'pool', message: "required when db is a Kysely instance: pass the mysql2 pool given to its MysqlDialect, so the store can hear a killed connection's error" },
+      ]);
+    }
+    return kyselyMysqlSession(db, pool, onConnectionError) as MysqlSession<unknown>;
+  }
+  if (isMysql2PoolLike(db)) return mysql2Session(db, onConnectionError) as MysqlSession<unknown>;
+  throw new ConfigError('mysql fences', [{ path: 'db', message: "must be a mysql2 promise pool (require('mysql2/promise').createPool) or a Kysely instance over MysqlDialect" }]);
+}
+
+/** The typed error for a database the store could not use, with a hint when it was never migrated. */
+function mysqlUnavailable(logger: FencedLogger | undefined, resource: string, phase: string, cause: unknown, outcomeUnknown: boolean): GuardUnavailableError {
+  emit(logger, { type: 'guard.unavailable', resource, error: cause });
+  const hint = isNotMigrated(cause) ? ' (was guard.migrate() run?)' : '';
+  const outcome = outcomeUnknown ? '; the commit outcome is unknown' : '; nothing was applied';
+  const message = cause instanceof Error ? cause.message : String(cause);
+  return new GuardUnavailableError(`MySQL guard failed during ${phase}${outcome}: ${message}${hint}`, { cause });
+}
+
+/** Jittered exponential backoff between attempts of a transaction the database aborted. */
+function backoff(attempt: number): Promise<void> {
+  const ceiling = Math.min(100, 2 ** attempt);
+  return new Promise((resolve) => setTimeout(resolve, Math.random() * ceiling));
+}

@@ -1,0 +1,112 @@
+import { storedToken } from '@fenced/shared/internal';
+import type { Token } from '@fenced/shared';
+import type { BlockingWrite, TakeoverStore } from '../takeover/advance-with-takeover.js';
+import { errnoOf } from './mysql-errors.js';
+import type { MysqlObjectNames } from './names.js';
+import type { MysqlSession } from './session.js';
+
+/** ER_KILL_DENIED_ERROR: this user may not end that session. */
+const KILL_DENIED = 1095;
+/** ER_NO_SUCH_THREAD: the session ended on its own meanwhile. */
+const NO_SUCH_THREAD = 1094;
+
+/**
+ * The election-time advance on MySQL/MariaDB, as a {@link TakeoverStore}: the waiter is the advance's
+ * session (its thread id); the blockers are the sessions holding the fence row it waits for.
+ *
+ * Which token a blocker carries is read from the row it holds, with a dirty read: the fence row's
+ * uncommitted value is the blocker's token when its write raised the fence, else the committed fence
+ * (which its token cannot be above). So a value below the advancing token proves the blocker's token
+ * is lower, and a blocker of the same or a higher token is never ended. Only guarded writes, the
+ * advance and the audited lowering ever lock a fence row.
+ */
+/** The advance that waits: its session and the resource whose fence row it wants. */
+interface AdvanceSession {
+  readonly threadId: number;
+  readonly resource: string;
+}
+
+export function mysqlTakeoverStore(session: MysqlSession<unknown>, names: MysqlObjectNames): TakeoverStore<AdvanceSession> {
+  return {
+    startAdvance(resource, token, timeoutMs) {
+      let announce!: (waiter: AdvanceSession) => void;
+      let fail!: (err: unknown) => void;
+      const waiter = new Promise<AdvanceSession>((resolve, reject) => {
+        announce = resolve;
+        fail = reject;
+      });
+      const done = session.withConnection(async (connection) => {
+        const [row] = await connection.run('SELECT CONNECTION_ID() AS id');
+        announce({ threadId: Number(row?.['id']), resource });
+        // innodb_lock_wait_timeout counts whole seconds; the session's own is put back after.
+        if (timeoutMs > 0) await connection.run('SET SESSION innodb_lock_wait_timeout = ?', [Math.max(1, Math.ceil(timeoutMs / 1000))]);
+        try {
+          await connection.run('START TRANSACTION');
+          await connection.run(`CALL ${names.advanceProc}(?, ?)`, [resource, token.toString()]);
+          await connection.run('COMMIT');
+        } catch (err) {
+          await connection.run('ROLLBACK').catch(() => undefined);
+          throw err;
+        } finally {
+          if (timeoutMs > 0) await connection.run('SET SESSION innodb_lock_wait_timeout = DEFAULT').catch(() => undefined);
+        }
+      });
+      done.catch(fail);
+      return { waiter, done };
+    },
+
+    async endBlockers(waiter, token) {
+      const blockers = await blockingSessions(session, waiter.threadId);
+      if (blockers.length === 0) return [];
+      const held = await dirtyFence(session, names, waiter.resource);
+      // The blocker's token is at most `held`: end it only when that is below ours.
+      if (held === null || held >= token) return [];
+      const found: BlockingWrite[] = [];
+      for (const blocker of blockers) {
+        try {
+          await session.query(`KILL CONNECTION ${blocker}`);
+          found.push({ session: String(blocker), token: held, ended: true });
+        } catch (err) {
+          if (errnoOf(err) === NO_SUCH_THREAD) continue;
+          if (errnoOf(err) === KILL_DENIED) found.push({ session: String(blocker), token: held, ended: false });
+          else throw err;
+        }
+      }
+      return found;
+    },
+  };
+}
+
+/** The thread ids of the sessions whose locks `waiter` waits for (MariaDB's tables, else MySQL 8's). */
+async function blockingSessions(session: MysqlSession<unknown>, waiter: number): Promise<number[]> {
+  let rows;
+  try {
+    rows = await session.query(
+      `SELECT b.trx_mysql_thread_id AS blocker FROM information_schema.INNODB_LOCK_WAITS w
+         JOIN information_schema.INNODB_TRX r ON r.trx_id = w.requesting_trx_id
+         JOIN information_schema.INNODB_TRX b ON b.trx_id = w.blocking_trx_id
+        WHERE r.trx_mysql_thread_id = ?`,
+      [waiter],
+    );
+  } catch {
+    // MySQL 8 moved lock waits to performance_schema.
+    rows = await session.query(
+      `SELECT b.trx_mysql_thread_id AS blocker FROM performance_schema.data_lock_waits w
+         JOIN information_schema.INNODB_TRX r ON r.trx_id = w.REQUESTING_ENGINE_TRANSACTION_ID
+         JOIN information_schema.INNODB_TRX b ON b.trx_id = w.BLOCKING_ENGINE_TRANSACTION_ID
+        WHERE r.trx_mysql_thread_id = ?`,
+      [waiter],
+    );
+  }
+  return [...new Set(rows.map((row) => Number(row['blocker'])).filter((id) => Number.isInteger(id) && id > 0))];
+}
+
+/** The fence row's value as its holder left it, committed or not (READ UNCOMMITTED, one statement). */
+async function dirtyFence(session: MysqlSession<unknown>, names: MysqlObjectNames, resource: string): Promise<Token | null> {
+  return session.withConnection(async (connection) => {
+    // Applies to the next transaction only: the SELECT's own, in autocommit.
+    await connection.run('SET TRANSACTION ISOLATION LEVEL READ UNCOMMITTED');
+    const [row] = await connection.run(`SELECT CAST(token AS CHAR) AS token FROM ${names.fences} WHERE resource = ?`, [resource]);
+    return row === undefined ? null : storedToken(String(row['token']));
+  });
+}

@@ -1,0 +1,36 @@
+/** The quoted names of the MySQL store's objects, qualified by the database when one is given. */
+export interface MysqlObjectNames {
+  /** The database the objects live in, or null: the connection's current one. */
+  readonly database: string | null;
+  readonly fences: string;
+  readonly applied: string;
+  readonly audit: string;
+  readonly migrations: string;
+  readonly checkProc: string;
+  readonly advanceProc: string;
+  readonly lowerProc: string;
+  /** The fence table's own name, unquoted (information_schema lookups). */
+  readonly table: string;
+  /** `database.table` (or `table`), unquoted: the key that serializes migrators of one installation. */
+  readonly installation: string;
+}
+
+/** A backtick-quoted identifier; the names are validated identifiers, so no backtick can occur. */
+const quote = (name: string) => '`' + name + '`';
+
+/** Derives the object names from validated database and table identifiers. */
+export function mysqlObjectNames(database: string | null, table: string): MysqlObjectNames {
+  const qualify = (name: string) => (database === null ? quote(name) : `${quote(database)}.${quote(name)}`);
+  return {
+    database,
+    fences: qualify(table),
+    applied: qualify(`${table}_applied`),
+    audit: qualify(`${table}_audit`),
+    migrations: qualify(`${table}_migrations`),
+    checkProc: qualify(`${table}_check`),
+    advanceProc: qualify(`${table}_advance`),
+    lowerProc: qualify(`${table}_lower`),
+    table,
+    installation: database === null ? table : `${database}.${table}`,
+  };
+}

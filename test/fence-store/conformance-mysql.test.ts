@@ -1,0 +1,50 @@
+import { createMysqlGuard } from '@fenced/consumer-guard/mysql';
+import { createTestMysqlDatabase, waitFor } from '#test-support';
+import type { PoolConnection } from 'mysql2/promise';
+import { describeFenceStoreConformance } from './conformance.js';
+
+let db: Awaited<ReturnType<typeof createTestMysqlDatabase>>;
+
+describeFenceStoreConformance({
+  name: 'mysql',
+  async setup() {
+    db = await createTestMysqlDatabase('fence_conf');
+    await db.pool.query('CREATE TABLE effects (id BIGINT AUTO_INCREMENT PRIMARY KEY, resource VARCHAR(255) NOT NULL, token BIGINT NOT NULL) ENGINE = InnoDB');
+  },
+  teardown: () => db.drop(),
+  guard: (resource, settings = {}) => createMysqlGuard({ db: db.pool, resource, ...settings }),
+  async insertEffect(trx, resource, token) {
+    await (trx as PoolConnection).query('INSERT INTO effects (resource, token) VALUES (?, ?)', [resource, token.toString()]);
+  },
+  async countEffectsIn(trx, resource) {
+    const [rows] = await (trx as PoolConnection).query('SELECT COUNT(*) AS n FROM effects WHERE resource = ?', [resource]);
+    return Number((rows as Array<{ n: number }>)[0]!.n);
+  },
+  async effects(resource) {
+    const [rows] = await db.pool.query('SELECT CAST(token AS CHAR) AS token FROM effects WHERE resource = ? ORDER BY id', [resource]);
+    return (rows as Array<{ token: string }>).map((row) => BigInt(row.token));
+  },
+  async sessionOf(trx) {
+    const [rows] = await (trx as PoolConnection).query('SELECT CONNECTION_ID() AS id');
+    return String((rows as Array<{ id: number }>)[0]!.id);
+  },
+  async kill(session) {
+    await db.pool.query(`KILL CONNECTION ${Number(session)}`);
+  },
+  async waitForLockWait() {
+    // A statement on the fences that has run for 100 ms on loopback waits on a lock. (MariaDB's
+    // INNODB_TRX does not always list a transaction that waits inside a procedure; its PROCESSLIST,
+    // with TIME_MS, does.)
+    await waitFor(async () => {
+      const [rows] = await db.pool.query(
+        `SELECT COUNT(*) AS n FROM information_schema.PROCESSLIST WHERE DB = ? AND COMMAND = 'Query' AND INFO LIKE '%fenced_fences%' AND TIME_MS > 100`,
+        [db.name],
+      );
+      return Number((rows as Array<{ n: number }>)[0]!.n) > 0;
+    }, 20_000);
+  },
+  async recordNewerMigration() {
+    await db.pool.query('INSERT INTO fenced_fences_migrations (id) VALUES (999999)');
+    return { undo: async () => void (await db.pool.query('DELETE FROM fenced_fences_migrations WHERE id = 999999')) };
+  },
+});

@@ -1,0 +1,39 @@
+import { createPostgresGuard } from '@fenced/consumer-guard/postgres';
+import { createTestSchema, waitForLockWait } from '#test-support';
+import type pg from 'pg';
+import { describeFenceStoreConformance } from './conformance.js';
+
+let schema: Awaited<ReturnType<typeof createTestSchema>>;
+
+describeFenceStoreConformance({
+  name: 'postgres',
+  async setup() {
+    schema = await createTestSchema('fence_conf');
+    await schema.pool.query('CREATE TABLE effects (id bigserial PRIMARY KEY, resource text NOT NULL, token bigint NOT NULL)');
+  },
+  teardown: () => schema.drop(),
+  guard: (resource, settings = {}) => createPostgresGuard({ db: schema.pool, schema: schema.name, resource, ...settings }),
+  async insertEffect(trx, resource, token) {
+    await (trx as pg.PoolClient).query('INSERT INTO effects (resource, token) VALUES ($1, $2)', [resource, token.toString()]);
+  },
+  async countEffectsIn(trx, resource) {
+    const { rows } = await (trx as pg.PoolClient).query('SELECT count(*)::int AS n FROM effects WHERE resource = $1', [resource]);
+    return (rows[0] as { n: number }).n;
+  },
+  async effects(resource) {
+    const { rows } = await schema.pool.query('SELECT token::text AS token FROM effects WHERE resource = $1 ORDER BY id', [resource]);
+    return rows.map((row: { token: string }) => BigInt(row.token));
+  },
+  async sessionOf(trx) {
+    const { rows } = await (trx as pg.PoolClient).query('SELECT pg_backend_pid() AS pid');
+    return String((rows[0] as { pid: number }).pid);
+  },
+  async kill(session) {
+    await schema.pool.query('SELECT pg_terminate_backend($1)', [Number(session)]);
+  },
+  waitForLockWait: () => waitForLockWait(schema.pool, ''),
+  async recordNewerMigration() {
+    await schema.pool.query(`INSERT INTO "${schema.name}".fenced_fences_migrations (id) VALUES (999999)`);
+    return { undo: async () => void (await schema.pool.query(`DELETE FROM "${schema.name}".fenced_fences_migrations WHERE id = 999999`)) };
+  },
+});

@@ -1,0 +1,311 @@
+// The fence-store conformance suite: what every fence store promises (packages/consumer-guard/src/
+// fence-store.ts), written once and run against each store (conformance-postgres.test.ts,
+// conformance-mysql.test.ts), as kysely runs one test suite over every dialect. Each test goes
+// through the store's own public guard (createPostgresGuard, createMysqlGuard): no fast path, no
+// handler, nothing above the seam that could absorb a store's bug.
+import { isFencedError } from '@fenced/shared';
+import type { FenceGuard } from '@fenced/consumer-guard';
+import { waitFor } from '#test-support';
+import { randomBytes } from 'node:crypto';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+
+export interface GuardSettings {
+  readonly takeover?: false | { readonly graceMs: number; readonly timeoutMs: number };
+  readonly isolationLevel?: 'read committed' | 'repeatable read' | 'serializable';
+}
+
+export interface FenceStoreHarness {
+  readonly name: string;
+  /** Creates the store's database (and an `effects` table beside the store's tables). */
+  setup(): Promise<void>;
+  teardown(): Promise<void>;
+  /** The store's own guard on the harness's database. */
+  guard(resource: string, settings?: GuardSettings): FenceGuard<unknown>;
+  /** The mutation every test writes: a row of `effects` (id in commit order), with the transaction `fn` got. */
+  insertEffect(trx: unknown, resource: string, token: bigint): Promise<void>;
+  /** The effects of `resource` this transaction sees with a plain (non-locking) read. */
+  countEffectsIn(trx: unknown, resource: string): Promise<number>;
+  /** The tokens of the committed effects of `resource`, in commit order. */
+  effects(resource: string): Promise<bigint[]>;
+  /** The server's id of the session `trx` runs on. */
+  sessionOf(trx: unknown): Promise<string>;
+  /** Ends a session from outside, as an operator or a failover would. */
+  kill(session: string): Promise<void>;
+  /** Resolves once some session of the harness's database waits on a lock. */
+  waitForLockWait(): Promise<void>;
+  /** Records a migration newer than this version knows (`undo` removes it). */
+  recordNewerMigration(): Promise<{ undo(): Promise<void> }>;
+}
+
+const name = () => `r-${randomBytes(4).toString('hex')}`;
+const MAX_TOKEN = 2n ** 63n - 1n;
+
+/** A promise and its resolver: a gate a test opens when it is ready. */
+function gate(): { promise: Promise<void>; open: () => void } {
+  let open!: () => void;
+  const promise = new Promise<void>((resolve) => (open = resolve));
+  return { promise, open };
+}
+
+export function describeFenceStoreConformance(harness: FenceStoreHarness): void {
+  describe(`fence store conformance: ${harness.name}`, () => {
+    beforeAll(async () => {
+      await harness.setup();
+      await harness.guard('setup').migrate();
+    });
+    afterAll(async () => {
+      await harness.teardown();
+    });
+
+    it('accepts a first token, an equal one and a higher one, and refuses a lower one with the fence, fn never run', async () => {
+      const resource = name();
+      const guard = harness.guard(resource);
+      await guard.guardedWrite(5n, (trx) => harness.insertEffect(trx, resource, 5n));
+      await guard.guardedWrite(5n, (trx) => harness.insertEffect(trx, resource, 5n));
+      await guard.guardedWrite(7n, (trx) => harness.insertEffect(trx, resource, 7n));
+      let ran = false;
+      const refused = await guard
+        .guardedWrite(6n, async (trx) => {
+          ran = true;
+          await harness.insertEffect(trx, resource, 6n);
+        })
+        .catch((err: unknown) => err);
+      expect(isFencedError(refused, 'STALE_TOKEN')).toBe(true);
+      expect(refused).toMatchObject({ resource, token: 6n, highest: 7n });
+      expect(ran).toBe(false);
+      expect(await guard.highest()).toBe(7n);
+      expect(await harness.effects(resource)).toEqual([5n, 5n, 7n]);
+    });
+
+    it("fn's error rolls everything back, the fence included, and reaches the caller untouched", async () => {
+      const resource = name();
+      const guard = harness.guard(resource);
+      await guard.guardedWrite(3n, async () => undefined);
+      const mine = new Error('the handler failed');
+      const thrown = await guard
+        .guardedWrite(9n, async (trx) => {
+          await harness.insertEffect(trx, resource, 9n);
+          throw mine;
+        })
+        .catch((err: unknown) => err);
+      expect(thrown).toBe(mine);
+      expect(await guard.highest()).toBe(3n);
+      expect(await harness.effects(resource)).toEqual([]);
+    });
+
+    it('under concurrency, effects commit in token order: none of a lower token after a higher one, and the fence ends at the highest', async () => {
+      const resource = name();
+      const guard = harness.guard(resource);
+      const tokens = Array.from({ length: 40 }, (_, i) => BigInt(1 + ((i * 37) % 23)));
+      const outcomes = await Promise.allSettled(tokens.map((token) => guard.guardedWrite(token, (trx) => harness.insertEffect(trx, resource, token))));
+      for (const outcome of outcomes) if (outcome.status === 'rejected') expect(isFencedError(outcome.reason, 'STALE_TOKEN')).toBe(true);
+      const committed = await harness.effects(resource);
+      expect(committed.length).toBe(outcomes.filter((o) => o.status === 'fulfilled').length);
+      for (let i = 1; i < committed.length; i++) expect(committed[i]!).toBeGreaterThanOrEqual(committed[i - 1]!);
+      expect(await guard.highest()).toBe(tokens.reduce((a, b) => (a > b ? a : b)));
+    });
+
+    it('the check and the mutation are one transaction: a higher write waits for a checked write still in fn, then the lower one is refused', async () => {
+      const resource = name();
+      const guard = harness.guard(resource);
+      await guard.guardedWrite(5n, async () => undefined);
+      const inFn = gate();
+      const release = gate();
+      const first = guard.guardedWrite(5n, async (trx) => {
+        inFn.open();
+        await release.promise;
+        await harness.insertEffect(trx, resource, 5n);
+      });
+      await inFn.promise;
+      let higherDone = false;
+      const higher = guard.guardedWrite(6n, (trx) => harness.insertEffect(trx, resource, 6n)).finally(() => (higherDone = true));
+      // The higher write must be waiting on the checked write's lock, not committing past it: a
+      // check made outside the write's transaction (a read, then the write) lets it through here.
+      await harness.waitForLockWait();
+      expect(higherDone).toBe(false);
+      release.open();
+      await Promise.all([first, higher]);
+      expect(await harness.effects(resource)).toEqual([5n, 6n]);
+      const late = await guard.guardedWrite(5n, (trx) => harness.insertEffect(trx, resource, 5n)).catch((err: unknown) => err);
+      expect(isFencedError(late, 'STALE_TOKEN')).toBe(true);
+    });
+
+    it('a write that waited for the lock reads, in fn, what committed before its check (whatever the isolation level)', async () => {
+      for (const isolationLevel of ['read committed', 'repeatable read'] as const) {
+        const resource = name();
+        const guard = harness.guard(resource, { isolationLevel });
+        const inFn = gate();
+        const release = gate();
+        const first = guard.guardedWrite(1n, async (trx) => {
+          inFn.open();
+          await release.promise;
+          await harness.insertEffect(trx, resource, 1n);
+        });
+        await inFn.promise;
+        let seen = -1;
+        const lower = guard.guardedWrite(1n, async (trx) => {
+          seen = await harness.countEffectsIn(trx, resource);
+        });
+        await harness.waitForLockWait();
+        release.open();
+        await Promise.all([first, lower]);
+        // The equal write waited behind the first one: its plain read sees the first one's row.
+        expect(seen, isolationLevel).toBe(1);
+      }
+    });
+
+    it('claims a fire once: of many concurrent writes of one fire, exactly one applies and the others are refused as duplicates', async () => {
+      const resource = name();
+      const guard = harness.guard(resource);
+      const outcomes = await Promise.allSettled(
+        Array.from({ length: 12 }, () => guard.guardedWrite(4n, (trx) => harness.insertEffect(trx, resource, 4n), { fireId: 'job@20261202T100000.000Z' })),
+      );
+      expect(outcomes.filter((o) => o.status === 'fulfilled')).toHaveLength(1);
+      for (const o of outcomes) if (o.status === 'rejected') expect(isFencedError(o.reason, 'DUPLICATE_FIRE')).toBe(true);
+      expect(await harness.effects(resource)).toEqual([4n]);
+      // A stale dispatch of the same fire is reported as stale, not as a duplicate.
+      await guard.guardedWrite(8n, async () => undefined);
+      const stale = await guard.guardedWrite(4n, async () => undefined, { fireId: 'job@20261202T100000.000Z' }).catch((err: unknown) => err);
+      expect(isFencedError(stale, 'STALE_TOKEN')).toBe(true);
+      // Another resource claims the same fire id on its own.
+      await harness.guard(name()).guardedWrite(4n, async () => undefined, { fireId: 'job@20261202T100000.000Z' });
+    });
+
+    it('keeps tokens exact up to 2^63 - 1', async () => {
+      const resource = name();
+      const guard = harness.guard(resource);
+      await guard.guardedWrite(MAX_TOKEN - 1n, async () => undefined);
+      expect(await guard.highest()).toBe(MAX_TOKEN - 1n);
+      const stale = await guard.guardedWrite(MAX_TOKEN - 2n, async () => undefined).catch((err: unknown) => err);
+      expect(stale).toMatchObject({ code: 'STALE_TOKEN', highest: MAX_TOKEN - 1n });
+      await guard.guardedWrite(MAX_TOKEN, (trx) => harness.insertEffect(trx, resource, MAX_TOKEN));
+      expect(await guard.highest()).toBe(MAX_TOKEN);
+      expect(await harness.effects(resource)).toEqual([MAX_TOKEN]);
+      await expect(guard.advance(MAX_TOKEN)).rejects.toMatchObject({ code: 'FENCE_AHEAD' });
+    });
+
+    it('refuses bad input with a typed error before anything is sent, and changes nothing', async () => {
+      const resource = name();
+      const guard = harness.guard(resource);
+      await guard.guardedWrite(10n, async () => undefined);
+      let ran = 0;
+      const fn = async () => void ran++;
+      const bad: Array<[string, () => Promise<unknown>, string]> = [
+        ['a word', () => guard.guardedWrite('ten' as never, fn), 'INVALID_TOKEN'],
+        ['zero', () => guard.guardedWrite(0n, fn), 'INVALID_TOKEN'],
+        ['negative', () => guard.guardedWrite(-11n, fn), 'INVALID_TOKEN'],
+        ['a fraction', () => guard.guardedWrite(11.5 as never, fn), 'INVALID_TOKEN'],
+        ['2^63', () => guard.guardedWrite(2n ** 63n, fn), 'INVALID_TOKEN'],
+        ['an unsafe number', () => guard.guardedWrite(2 ** 60 as never, fn), 'INVALID_TOKEN'],
+        ['a bad resource', () => guard.guardedWrite(11n, fn, { resource: '' }), 'INVALID_RESOURCE'],
+        ['a bad fire id', () => guard.guardedWrite(11n, fn, { fireId: '' }), ''],
+        ['fn not a function', () => guard.guardedWrite(11n, 'not a function' as never), ''],
+        ['lowering without a reason', () => guard.lowerFence({ token: 1n, actor: 'ops', reason: ' ' }), 'INVALID_CONFIG'],
+      ];
+      for (const [what, call, code] of bad) {
+        const err = await call().catch((e: unknown) => e);
+        expect(err, what).toBeInstanceOf(Error);
+        if (code !== '') expect((err as { code?: string }).code, what).toBe(code);
+      }
+      expect(ran).toBe(0);
+      expect(await guard.highest()).toBe(10n);
+    });
+
+    it('advances strictly, and an election does not wait forever for a frozen writer of a lower token', async () => {
+      const resource = name();
+      const guard = harness.guard(resource, { takeover: { graceMs: 100, timeoutMs: 5000 } });
+      await guard.advance(3n);
+      await expect(guard.advance(3n)).rejects.toMatchObject({ code: 'FENCE_AHEAD', highest: 3n });
+      await expect(guard.advance(2n)).rejects.toMatchObject({ code: 'FENCE_AHEAD' });
+      // A leader frozen inside its guarded transaction: fn never returns on its own.
+      const inFn = gate();
+      const never = gate();
+      const frozen = guard
+        .guardedWrite(3n, async (trx) => {
+          await harness.insertEffect(trx, resource, 3n);
+          inFn.open();
+          await never.promise;
+        })
+        .catch((err: unknown) => err);
+      await inFn.promise;
+      await guard.advance(4n);
+      expect(await guard.highest()).toBe(4n);
+      never.open();
+      // Its session was ended: nothing of the old term was applied.
+      const outcome = await frozen;
+      expect(isFencedError(outcome, 'GUARD_UNAVAILABLE') || isFencedError(outcome, 'STALE_TOKEN')).toBe(true);
+      expect(await harness.effects(resource)).toEqual([]);
+    });
+
+    it('never ends a writer of the same or a higher token: the advance waits, then is refused by the fence it committed', async () => {
+      const resource = name();
+      const guard = harness.guard(resource, { takeover: { graceMs: 50, timeoutMs: 5000 } });
+      await guard.advance(5n);
+      const inFn = gate();
+      const release = gate();
+      const newer = guard.guardedWrite(7n, async (trx) => {
+        await harness.insertEffect(trx, resource, 7n);
+        inFn.open();
+        await release.promise;
+      });
+      await inFn.promise;
+      const advance = guard.advance(6n).catch((err: unknown) => err);
+      await harness.waitForLockWait();
+      // Several grace periods pass with the advance waiting and the newer write alive.
+      await waitFor(async () => (await harness.effects(resource)).length === 0, 1000);
+      release.open();
+      await newer;
+      expect(await advance).toMatchObject({ code: 'FENCE_AHEAD', highest: 7n });
+      expect(await harness.effects(resource)).toEqual([7n]);
+    });
+
+    it('a session killed under fn fails the write closed (nothing applied, typed error), and the guard goes on', async () => {
+      const resource = name();
+      const guard = harness.guard(resource);
+      const thrown = await guard
+        .guardedWrite(2n, async (trx) => {
+          await harness.insertEffect(trx, resource, 2n);
+          await harness.kill(await harness.sessionOf(trx));
+          await harness.insertEffect(trx, resource, 2n);
+        })
+        .catch((err: unknown) => err);
+      expect(isFencedError(thrown, 'GUARD_UNAVAILABLE')).toBe(true);
+      expect(await harness.effects(resource)).toEqual([]);
+      expect(await guard.highest()).toBe(null);
+      await guard.guardedWrite(2n, (trx) => harness.insertEffect(trx, resource, 2n));
+      expect(await harness.effects(resource)).toEqual([2n]);
+    });
+
+    it('lowers a fence only as an audited act, and reads back fences, applied fires and the audit', async () => {
+      const resource = name();
+      const guard = harness.guard(resource);
+      const since = new Date(Date.now() - 60_000);
+      await guard.guardedWrite(50n, async () => undefined, { fireId: 'invoices@20261202T100000.000Z' });
+      await guard.guardedWrite(50n, async () => undefined, { fireId: 'invoices@20261202T110000.000Z' });
+      expect((await guard.lastAppliedFire())?.fireId).toBe('invoices@20261202T110000.000Z');
+      expect(await guard.lastAppliedFires(since)).toEqual(new Map([['invoices', Date.parse('2026-12-02T11:00:00.000Z')]]));
+      expect(await guard.lowerFence({ token: 20n, actor: 'ops@example', reason: 'a forged token poisoned the fence' })).toBe(50n);
+      expect(await guard.highest()).toBe(20n);
+      const [entry] = await guard.auditLog(resource, 1);
+      expect(entry).toMatchObject({ resource, from: 50n, to: 20n, actor: 'ops@example', reason: 'a forged token poisoned the fence' });
+      const inspection = await guard.inspect();
+      expect(inspection.migrations.applied).toBe(inspection.migrations.known);
+      const report = inspection.fences.find((f) => f.resource === resource);
+      expect(report).toMatchObject({ token: 20n, appliedFires: 2 });
+      expect(await guard.pruneAppliedFires(0)).toBeGreaterThanOrEqual(2);
+      expect(await guard.lastAppliedFire()).toBe(null);
+    });
+
+    it('migrates idempotently, concurrently, and refuses an installation a newer version migrated', async () => {
+      const guard = harness.guard(name());
+      await Promise.all([guard.migrate(), guard.migrate(), harness.guard(name()).migrate()]);
+      const newer = await harness.recordNewerMigration();
+      try {
+        await expect(guard.migrate()).rejects.toMatchObject({ code: 'SCHEMA_TOO_NEW' });
+      } finally {
+        await newer.undo();
+      }
+      await guard.migrate();
+    });
+  });
+}

@@ -1,0 +1,37 @@
+import { randomBytes } from 'node:crypto';
+import mysql from 'mysql2/promise';
+import { inject } from 'vitest';
+
+/**
+ * The MariaDB (or MySQL) server of this run: `MYSQL_URL`, or the private MariaDB the global setup
+ * started for the unit project (test/support/services.ts).
+ */
+export function testMysqlUrl(): string {
+  const url = inject('mysqlUrl');
+  if (url === '') throw new Error('no MySQL/MariaDB for this project: set MYSQL_URL, or install mariadb-server so the unit project can start one');
+  return url;
+}
+
+/** A mysql2 promise pool on `database` of the run's server. */
+export function createMysqlPool(options: { database?: string; connectionLimit?: number } = {}): mysql.Pool {
+  const url = new URL(testMysqlUrl());
+  if (options.database !== undefined) url.pathname = `/${options.database}`;
+  return mysql.createPool({ uri: url.toString(), connectionLimit: options.connectionLimit ?? 10 });
+}
+
+/** A database of its own for one test file: created now, dropped (with everything in it) by `drop()`. */
+export async function createTestMysqlDatabase(prefix = 't'): Promise<{ name: string; pool: mysql.Pool; drop: () => Promise<void> }> {
+  const name = `${prefix}_${process.pid}_${randomBytes(4).toString('hex')}`;
+  const admin = createMysqlPool({ connectionLimit: 1 });
+  await admin.query(`CREATE DATABASE \`${name}\``);
+  const pool = createMysqlPool({ database: name });
+  return {
+    name,
+    pool,
+    drop: async () => {
+      await pool.end();
+      await admin.query(`DROP DATABASE IF EXISTS \`${name}\``);
+      await admin.end();
+    },
+  };
+}
