@@ -27,6 +27,7 @@ export interface PlantedBug {
 const MIGRATIONS = 'packages/consumer-guard/src/postgres/migrations';
 const LEASE_SQL = 'packages/coordinator/src/lease/postgres/migrations/000001.sql';
 const PG_LEASE_TESTS = ['test/lease-store/conformance-postgres.test.ts'];
+const MYSQL_FENCE_TESTS = ['test/fence-store/conformance-mysql.test.ts'];
 
 export const PLANTED_BUGS: readonly PlantedBug[] = [
   {
@@ -597,5 +598,41 @@ export const PLANTED_BUGS: readonly PlantedBug[] = [
     find: '     OR (p_issuer IS NOT NULL AND cur.holder IS DISTINCT FROM p_issuer) THEN',
     replace: '     THEN',
     tests: ['test/lease-checked-writes.test.ts'],
+  },
+  {
+    id: 'mysql-check-outside-transaction',
+    layer: 'guard',
+    bug: "the MySQL store calls its check before START TRANSACTION: the check commits on its own and its lock goes with it, so a write checked under an old term commits after a higher one (a read, then the write)",
+    file: 'packages/consumer-guard/src/mysql/session.ts',
+    find: "    await connection.run('START TRANSACTION');\n    open = true;\n    await connection.run(check.sql, check.values);",
+    replace: "    await connection.run(check.sql, check.values);\n    await connection.run('START TRANSACTION');\n    open = true;",
+    tests: MYSQL_FENCE_TESTS,
+  },
+  {
+    id: 'mysql-equal-token-refused',
+    layer: 'guard',
+    bug: "the MySQL check refuses a token equal to the fence: every write after the first of a term is refused as stale",
+    file: 'packages/consumer-guard/src/mysql/migrations/000001.sql',
+    find: '  IF p_token < v_highest THEN',
+    replace: '  IF p_token <= v_highest THEN',
+    tests: MYSQL_FENCE_TESTS,
+  },
+  {
+    id: 'mysql-fire-claim-unchecked',
+    layer: 'dedupe',
+    bug: "the MySQL check inserts the fire claim but never looks whether it was there already: a fire dispatched twice applies twice",
+    file: 'packages/consumer-guard/src/mysql/migrations/000001.sql',
+    find: '    IF ROW_COUNT() = 0 THEN',
+    replace: '    IF ROW_COUNT() < 0 THEN',
+    tests: MYSQL_FENCE_TESTS,
+  },
+  {
+    id: 'mysql-takeover-ends-any-token',
+    layer: 'guard',
+    bug: "the MySQL election's takeover ends whoever holds the fence row, without reading the token it holds: a live leader of a newer term loses its write to a late advance",
+    file: 'packages/consumer-guard/src/mysql/mysql-takeover.ts',
+    find: '      if (held === null || held >= token) return [];',
+    replace: '      if (held === null) return [];',
+    tests: MYSQL_FENCE_TESTS,
   },
 ];

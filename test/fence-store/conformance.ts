@@ -119,11 +119,15 @@ export function describeFenceStoreConformance(harness: FenceStoreHarness): void 
       await inFn.promise;
       let higherDone = false;
       const higher = guard.guardedWrite(6n, (trx) => harness.insertEffect(trx, resource, 6n)).finally(() => (higherDone = true));
-      // The higher write must be waiting on the checked write's lock, not committing past it: a
-      // check made outside the write's transaction (a read, then the write) lets it through here.
-      await harness.waitForLockWait();
-      expect(higherDone).toBe(false);
-      release.open();
+      try {
+        // The higher write must be waiting on the checked write's lock, not committing past it: a
+        // check made outside the write's transaction (a read, then the write) lets it through here.
+        await harness.waitForLockWait();
+        expect(higherDone).toBe(false);
+      } finally {
+        // Whatever failed above, the first write ends: a bug fails this test, it never hangs it.
+        release.open();
+      }
       await Promise.all([first, higher]);
       expect(await harness.effects(resource)).toEqual([5n, 6n]);
       const late = await guard.guardedWrite(5n, (trx) => harness.insertEffect(trx, resource, 5n)).catch((err: unknown) => err);
@@ -146,8 +150,11 @@ export function describeFenceStoreConformance(harness: FenceStoreHarness): void 
         const lower = guard.guardedWrite(1n, async (trx) => {
           seen = await harness.countEffectsIn(trx, resource);
         });
-        await harness.waitForLockWait();
-        release.open();
+        try {
+          await harness.waitForLockWait();
+        } finally {
+          release.open();
+        }
         await Promise.all([first, lower]);
         // The equal write waited behind the first one: its plain read sees the first one's row.
         expect(seen, isolationLevel).toBe(1);
@@ -228,9 +235,12 @@ export function describeFenceStoreConformance(harness: FenceStoreHarness): void 
         })
         .catch((err: unknown) => err);
       await inFn.promise;
-      await guard.advance(4n);
+      try {
+        await guard.advance(4n);
+      } finally {
+        never.open();
+      }
       expect(await guard.highest()).toBe(4n);
-      never.open();
       // Its session was ended: nothing of the old term was applied.
       const outcome = await frozen;
       expect(isFencedError(outcome, 'GUARD_UNAVAILABLE') || isFencedError(outcome, 'STALE_TOKEN')).toBe(true);
@@ -250,10 +260,15 @@ export function describeFenceStoreConformance(harness: FenceStoreHarness): void 
       });
       await inFn.promise;
       const advance = guard.advance(6n).catch((err: unknown) => err);
-      await harness.waitForLockWait();
-      // Several grace periods pass with the advance waiting and the newer write alive.
-      await waitFor(async () => (await harness.effects(resource)).length === 0, 1000);
-      release.open();
+      try {
+        await harness.waitForLockWait();
+        // A claim that something does not happen needs a window: four grace periods of the waiting
+        // advance, each a chance for its takeover to end the newer write (which then fails below).
+        const seen = performance.now();
+        await waitFor(() => performance.now() - seen > 4 * 50, 5000);
+      } finally {
+        release.open();
+      }
       await newer;
       expect(await advance).toMatchObject({ code: 'FENCE_AHEAD', highest: 7n });
       expect(await harness.effects(resource)).toEqual([7n]);
