@@ -635,4 +635,22 @@ export const PLANTED_BUGS: readonly PlantedBug[] = [
     replace: '      if (held === null) return [];',
     tests: MYSQL_FENCE_TESTS,
   },
+  {
+    id: 'mysql-shared-read-without-lock',
+    layer: 'guard',
+    bug: "the MySQL check's shared path reads the fence without LOCK IN SHARE MODE: a raise commits while a write of the old term is between its check and its commit",
+    file: 'packages/consumer-guard/src/mysql/statements/read-fence-shared.sql',
+    find: 'WHERE resource = ? LOCK IN SHARE MODE',
+    replace: 'WHERE resource = ?',
+    tests: MYSQL_FENCE_TESTS,
+  },
+  {
+    id: 'mysql-shared-equal-refused',
+    layer: 'guard',
+    bug: "the MySQL check's shared path compares with <=: every write of a term after its first is refused as stale",
+    file: 'packages/consumer-guard/src/mysql/mysql-store.ts',
+    find: '        if (token < highest) throw new CheckRefusal(STALE_TOKEN, highest.toString());',
+    replace: '        if (token <= highest) throw new CheckRefusal(STALE_TOKEN, highest.toString());',
+    tests: MYSQL_FENCE_TESTS,
+  },
 ];

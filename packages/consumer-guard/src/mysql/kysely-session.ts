@@ -41,16 +41,18 @@ export function kyselyMysqlSession<DB>(db: Kysely<DB>, pool: object, onConnectio
       const { CompiledQuery } = await loadKysely();
       return db.connection().execute(async (conn) => {
         let lost: Error | undefined;
+        const send = async (sql: string, values: readonly unknown[] = []) => {
+          try {
+            return await conn.executeQuery<Row>(CompiledQuery.raw(sql, [...values]));
+          } catch (err) {
+            if ((err as { fatal?: unknown }).fatal === true) lost ??= err as Error;
+            throw err;
+          }
+        };
         return body(
           {
-            run: async (sql, values = []) => {
-              try {
-                return (await conn.executeQuery<Row>(CompiledQuery.raw(sql, [...values]))).rows as Row[];
-              } catch (err) {
-                if ((err as { fatal?: unknown }).fatal === true) lost ??= err as Error;
-                throw err;
-              }
-            },
+            run: async (sql, values) => (await send(sql, values)).rows as Row[],
+            affected: async (sql, values) => Number((await send(sql, values)).numAffectedRows ?? 0n),
             lost: () => lost,
           },
           asTransaction(conn),

@@ -55,3 +55,18 @@ export function isNotMigrated(err: unknown): boolean {
   const errno = errnoOf(err);
   return errno === NO_SUCH_TABLE || errno === NO_SUCH_PROCEDURE;
 }
+
+/**
+ * A refusal the guard decided itself, on the check's shared path (statements/read-fence-shared.sql),
+ * shaped as the procedure's SIGNAL is (`errno`, `sqlMessage`), so that one mapper turns both into
+ * the typed errors.
+ */
+export class CheckRefusal extends Error {
+  override readonly name = 'CheckRefusal';
+  constructor(
+    readonly errno: number,
+    readonly sqlMessage: string,
+  ) {
+    super(`fence check refused the write (${errno})`);
+  }
+}

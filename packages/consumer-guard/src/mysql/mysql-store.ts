@@ -4,16 +4,18 @@ import type { FenceStore, FenceStoreContext } from '../fence-store.js';
 import { advanceWithTakeover } from '../takeover/advance-with-takeover.js';
 import type { WriteArguments } from '../write-arguments.js';
 import type { GuardedWriteContext } from '../write-context.js';
+import { BoundedMap } from '../internal/bounded-map.js';
 import { isKyselyLike } from '../postgres/kysely-session.js';
 import { kyselyMysqlSession } from './kysely-session.js';
 import { mysqlAdminOperations } from './mysql-admin.js';
-import { DUPLICATE_ENTRY, DUPLICATE_FIRE, errnoOf, FENCE_AHEAD, fenceInRefusal, isNotMigrated, isRetryable, STALE_TOKEN } from './mysql-errors.js';
+import { CheckRefusal, DUPLICATE_ENTRY, DUPLICATE_FIRE, errnoOf, FENCE_AHEAD, fenceInRefusal, isNotMigrated, isRetryable, STALE_TOKEN } from './mysql-errors.js';
 import type { MysqlStoreOptions } from './mysql-store-options.js';
 import { mysqlTakeoverStore } from './mysql-takeover.js';
 import { isMysql2PoolLike, mysql2Session } from './mysql2-session.js';
 import { migrateMysql } from './migrator.js';
 import { mysqlObjectNames } from './names.js';
-import { PhaseError, runGuardedTransaction, type MysqlSession } from './session.js';
+import { PhaseError, runGuardedTransaction, type MysqlConnection, type MysqlSession } from './session.js';
+import { mysqlStatements } from './statements.js';
 
 /**
  * The MySQL/MariaDB fence store (fence-store.ts): the same design as PostgreSQL's. A fence row per
@@ -26,7 +28,15 @@ export function mysqlFenceStore(options: MysqlStoreOptions, context: FenceStoreC
   const logger = metrics.observing(context.logger);
   const names = mysqlObjectNames(options.database ?? null, options.table);
   const session = openSession(options.db, options.pool, (error) => emit(logger, { type: 'guard.connection-lost', resource: context.resource, error }));
-  const checkSql = `CALL ${names.checkProc}(?, ?, ?)`;
+  const checkSql = `CALL ${names.checkProc}(?, ?, ?, ?)`;
+  const statements = mysqlStatements(names);
+  // The last fence this process saw per resource: only the check's hint (share the row, or take it
+  // to raise); a stale or missing entry costs a lock upgrade at worst, never correctness.
+  const lastSeen = new BoundedMap<string, Token>(10_000);
+  const raises = (token: Token, resource: string) => {
+    const seen = lastSeen.get(resource);
+    return seen === undefined || token > seen;
+  };
 
   const unavailable = (resource: string, phase: string, cause: unknown, outcomeUnknown = false) => mysqlUnavailable(logger, resource, phase, cause, outcomeUnknown);
 
@@ -35,10 +45,12 @@ export function mysqlFenceStore(options: MysqlStoreOptions, context: FenceStoreC
     const errno = errnoOf(cause);
     if (errno === STALE_TOKEN) {
       const highest = storedToken(fenceInRefusal(cause) ?? '');
+      lastSeen.set(resource, highest);
       emit(logger, { type: 'token.rejected', resource, token, highest, via: 'mysql' });
       return new StaleTokenError(resource, token, highest);
     }
     if (errno === DUPLICATE_FIRE && fireId !== null) {
+      lastSeen.set(resource, token);
       emit(logger, { type: 'guard.duplicate', resource, token, fireId });
       return new DuplicateFireError(resource, fireId);
     }
@@ -50,12 +62,13 @@ export function mysqlFenceStore(options: MysqlStoreOptions, context: FenceStoreC
   }
 
   async function writeWithRetries<T>({ token, resource, fireId }: WriteArguments, fn: (trx: unknown, ctx: GuardedWriteContext) => Promise<T>): Promise<T> {
-    const check = { sql: checkSql, values: [resource, token.toString(), fireId] };
+    const check = (connection: MysqlConnection) => checkFence(connection, token, resource, fireId);
     for (let attempt = 1; ; attempt++) {
       try {
         const result = await session.withConnection((connection, trx) =>
           runGuardedTransaction(connection, trx, options.isolationLevel, check, (t) => fn(t, { token, resource, attempt })),
         );
+        lastSeen.set(resource, token);
         emit(logger, { type: 'token.accepted', resource, token });
         return result;
       } catch (err) {
@@ -76,6 +89,28 @@ export function mysqlFenceStore(options: MysqlStoreOptions, context: FenceStoreC
         throw unavailable(resource, phase, cause, err instanceof PhaseError && err.outcomeUnknown);
       }
     }
+  }
+
+  /**
+   * The check, first in the write's transaction. A write of the fence's own token takes the shared
+   * path (one locking read, compared here; the fire claimed by one insert); a write that may raise
+   * the fence, or finds none, calls the check procedure, which takes the row exclusively.
+   */
+  async function checkFence(connection: MysqlConnection, token: Token, resource: string, fireId: string | null): Promise<void> {
+    if (!raises(token, resource)) {
+      const [row] = await connection.run(statements.readFenceShared, [resource]);
+      if (row !== undefined) {
+        const highest = storedToken(String(row['token']));
+        if (token < highest) throw new CheckRefusal(STALE_TOKEN, highest.toString());
+        if (token === highest) {
+          if (fireId !== null && (await connection.affected(statements.claimFire, [resource, fireId, fireId, token.toString()])) === 0) {
+            throw new CheckRefusal(DUPLICATE_FIRE, 'fire already applied');
+          }
+          return;
+        }
+      }
+    }
+    await connection.run(checkSql, [resource, token.toString(), true, fireId]);
   }
 
   async function highest(resource: string): Promise<Token | null> {
@@ -107,10 +142,11 @@ export function mysqlFenceStore(options: MysqlStoreOptions, context: FenceStoreC
         throw unavailable(resource, 'advance', err);
       }
     }
+    lastSeen.set(resource, token);
     emit(logger, { type: 'fence.advanced', resource, token });
   }
 
-  const admin = mysqlAdminOperations({ session: session as MysqlSession<unknown>, names, defaultResource: context.resource, logger, fail: unavailable, onLowered: () => {} });
+  const admin = mysqlAdminOperations({ session: session as MysqlSession<unknown>, names, defaultResource: context.resource, logger, fail: unavailable, onLowered: (resource, token) => lastSeen.set(resource, token) });
 
   const fence = (resource: string): Fence => {
     const name = parseResource(resource);

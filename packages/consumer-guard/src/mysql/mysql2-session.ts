@@ -45,15 +45,17 @@ export function mysql2Session<Pool extends Mysql2PoolLike>(pool: Pool, onConnect
         onConnectionError(err);
       };
       conn.connection.on('error', onError);
+      const send = async (sql: string, values?: readonly unknown[]) => {
+        try {
+          return (await conn.query(sql, values))[0];
+        } catch (err) {
+          if ((err as { fatal?: unknown }).fatal === true) lost ??= err as Error;
+          throw err;
+        }
+      };
       const connection: MysqlConnection = {
-        run: async (sql, values) => {
-          try {
-            return rowsOf((await conn.query(sql, values))[0]);
-          } catch (err) {
-            if ((err as { fatal?: unknown }).fatal === true) lost ??= err as Error;
-            throw err;
-          }
-        },
+        run: async (sql, values) => rowsOf(await send(sql, values)),
+        affected: async (sql, values) => Number(((await send(sql, values)) as { affectedRows?: unknown }).affectedRows ?? 0),
         lost: () => lost,
       };
       try {

@@ -11,6 +11,8 @@ export type Row = Record<string, unknown>;
 /** One checked-out connection: statements with `?` placeholders, and what the driver heard on it. */
 export interface MysqlConnection {
   run(sql: string, values?: readonly unknown[]): Promise<Row[]>;
+  /** A data-changing statement: the rows it changed. */
+  affected(sql: string, values?: readonly unknown[]): Promise<number>;
   /** The error the connection reported while checked out, if any (it is then broken). */
   lost(): Error | undefined;
 }
@@ -41,7 +43,7 @@ export async function runGuardedTransaction<Trx, T>(
   connection: MysqlConnection,
   trx: Trx,
   isolation: IsolationLevel | undefined,
-  check: { readonly sql: string; readonly values: readonly unknown[] },
+  check: (connection: MysqlConnection) => Promise<void>,
   body: (trx: Trx) => Promise<T>,
 ): Promise<T> {
   let phase: TransactionPhase = 'open';
@@ -51,7 +53,7 @@ export async function runGuardedTransaction<Trx, T>(
     if (isolation !== undefined) await connection.run(`SET TRANSACTION ISOLATION LEVEL ${isolation.toUpperCase()}`);
     await connection.run('START TRANSACTION');
     open = true;
-    await connection.run(check.sql, check.values);
+    await check(connection);
     phase = 'body';
     const result = await body(trx);
     phase = 'commit';

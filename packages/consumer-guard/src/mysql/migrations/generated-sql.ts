@@ -5,7 +5,8 @@ export const sqlFiles = {
 -- of deliberate lowerings, and the two procedures every guarded write and every election call.
 -- A script in the mysql client's own form: statements end with $$ (the migrator splits on it), so
 -- the procedures' bodies keep their semicolons. :NAMES are replaced by the installation's quoted
--- names. InnoDB only: the check relies on its row locks.
+-- names. InnoDB only: the check relies on its row locks. A migration that stopped half way is run
+-- again whole: tables are created IF NOT EXISTS, each procedure is dropped before it is made.
 DELIMITER $$
 
 -- Resources and fire ids are kept as their UTF-8 bytes (VARBINARY: compared byte for byte, as
@@ -40,30 +41,39 @@ CREATE TABLE IF NOT EXISTS :AUDIT (
 ) ENGINE = InnoDB $$
 
 -- The check of every guarded write, its first statement inside the write's own transaction.
--- Input: the resource, the write's token, the fire id to claim (or NULL).
+-- Input: the resource, the write's token, whether the caller expects this write to raise the fence
+-- (a hint: the token is above the last fence it saw), the fire id to claim (or NULL).
 -- Output: nothing; a refusal is a SIGNAL the guard maps by its error number (never its text):
 --   45001 / FN001 stale token, MESSAGE_TEXT the fence (decimal digits only);
 --   45003 / FN003 the resource already applied this fire.
--- The row is inserted when absent and locked exclusively in the same statement (an insert that meets
--- the row takes its exclusive lock), so the first writes of a new resource serialize on it rather
--- than deadlocking over gap locks. The read after it is a locking read: it sees the latest committed
--- fence whatever the transaction's isolation (a plain SELECT under REPEATABLE READ would read the
--- transaction's snapshot, which can be older than a raise that committed since). The lock is held
--- until the write commits or rolls back, so the writes of one resource are serialized through it,
--- and a concurrent raise waits for this write to end.
--- A migration that stopped half way is run again whole: each procedure is dropped before it is made.
+-- Both paths read the fence with a locking read, which sees the latest committed fence whatever the
+-- transaction's isolation (a plain SELECT under REPEATABLE READ reads the transaction's snapshot),
+-- and hold the lock until the write commits or rolls back:
+-- - a write of the fence's own token shares the row (LOCK IN SHARE MODE, which MySQL 8 and MariaDB
+--   both accept), so the writes of one term run side by side, and a raise waits for all of them;
+-- - a write that raises takes the row exclusively; an absent row is inserted and locked in the same
+--   statement (an insert that meets the row takes its exclusive lock), so the first writes of a new
+--   resource serialize on it rather than deadlocking over gap locks.
+-- A wrong hint costs at most a lock upgrade (two upgraders deadlock; InnoDB aborts one, errno 1213,
+-- and the guard runs it again), never correctness.
 DROP PROCEDURE IF EXISTS :CHECK_PROC $$
 
-CREATE PROCEDURE :CHECK_PROC(IN p_resource VARBINARY(1024), IN p_token BIGINT, IN p_fire_id VARBINARY(2048))
+CREATE PROCEDURE :CHECK_PROC(IN p_resource VARBINARY(1024), IN p_token BIGINT, IN p_raises BOOLEAN, IN p_fire_id VARBINARY(2048))
   MODIFIES SQL DATA
 BEGIN
-  DECLARE v_highest BIGINT;
+  DECLARE v_highest BIGINT DEFAULT NULL;
   DECLARE v_text VARCHAR(32);
+  DECLARE CONTINUE HANDLER FOR NOT FOUND SET v_highest = NULL;
   IF p_token IS NULL OR p_token < 1 THEN
     SIGNAL SQLSTATE '22023' SET MESSAGE_TEXT = 'fencing token must be a positive bigint';
   END IF;
-  INSERT INTO :FENCES (resource, token) VALUES (p_resource, p_token) ON DUPLICATE KEY UPDATE token = token;
-  SELECT token INTO v_highest FROM :FENCES WHERE resource = p_resource FOR UPDATE;
+  IF NOT p_raises THEN
+    SELECT token INTO v_highest FROM :FENCES WHERE resource = p_resource LOCK IN SHARE MODE;
+  END IF;
+  IF v_highest IS NULL THEN
+    INSERT INTO :FENCES (resource, token) VALUES (p_resource, p_token) ON DUPLICATE KEY UPDATE token = token;
+    SELECT token INTO v_highest FROM :FENCES WHERE resource = p_resource FOR UPDATE;
+  END IF;
   IF p_token < v_highest THEN
     SET v_text = CAST(v_highest AS CHAR);
     SIGNAL SQLSTATE 'FN001' SET MYSQL_ERRNO = 45001, MESSAGE_TEXT = v_text;
@@ -72,8 +82,8 @@ BEGIN
     UPDATE :FENCES SET token = p_token WHERE resource = p_resource;
   END IF;
   IF p_fire_id IS NOT NULL THEN
-    -- Claims of one resource are serialized by the fence row's lock: a duplicate claim waits for the
-    -- first one's transaction and then meets its row here.
+    -- Two claims of one fire meet on its primary key: the second waits for the first one's
+    -- transaction, then meets its row here (or claims it, when the first rolled back).
     INSERT IGNORE INTO :APPLIED (resource, fire_key, fire_id, token) VALUES (p_resource, UNHEX(SHA2(p_fire_id, 256)), p_fire_id, p_token);
     IF ROW_COUNT() = 0 THEN
       SIGNAL SQLSTATE 'FN003' SET MYSQL_ERRNO = 45003, MESSAGE_TEXT = 'fire already applied';
