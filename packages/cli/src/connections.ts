@@ -1,4 +1,5 @@
 import { Cluster, Redis } from 'ioredis';
+import type { Pool as MysqlPool } from 'mysql2/promise';
 import pg from 'pg';
 import { CliError, ExitCode } from './exit-codes.js';
 
@@ -13,6 +14,8 @@ export interface ConnectionOptions {
   readonly sentinelName: string;
   /** postgres://… URL (default: DATABASE_URL). Without one, the PostgreSQL parts are skipped. */
   readonly database?: string;
+  /** mysql://… URL of MySQL or MariaDB holding the fences instead (default: MYSQL_URL). */
+  readonly mysql?: string;
 }
 
 /** The Redis deployment the command talks to, with what its checks need to know about it. */
@@ -127,4 +130,34 @@ export async function scanKeys(target: RedisTarget, pattern: string): Promise<st
     } while (cursor !== '0');
   }
   return [...found].sort();
+}
+
+/** The MySQL URL from the options or MYSQL_URL, or null when neither names one. */
+export function mysqlUrl(options: ConnectionOptions): string | null {
+  return options.mysql ?? (process.env['MYSQL_URL'] || null);
+}
+
+// MySQL error numbers that mean the URL itself is wrong, not that the server is down.
+const ER_BAD_DB_ERROR = 1049;
+const ER_ACCESS_DENIED = new Set([1044, 1045, 1698]);
+
+/** Opens a small mysql2 pool and proves it answers; `source` names where the URL came from. */
+export async function openMysql(url: string, source = '--mysql'): Promise<MysqlPool> {
+  if (!/^mysql:\/\//.test(url)) throw new CliError(ExitCode.USAGE, `${source}: expected a mysql:// URL, got ${JSON.stringify(url.replace(/\/\/[^@/]*@/, '//***@'))}`);
+  // mysql2 is an optional peer: loaded only when an operator points the CLI at MySQL.
+  const mysql = await import('mysql2/promise').catch((cause: unknown) => {
+    throw new CliError(ExitCode.USAGE, `${source}: the mysql2 package is not installed beside @fenced/cli (npm install mysql2)`, { cause });
+  });
+  const pool = mysql.createPool({ uri: url, connectionLimit: 2, connectTimeout: 3000 });
+  try {
+    await pool.query('SELECT 1');
+  } catch (cause) {
+    await pool.end().catch(() => {});
+    const errno = (cause as { errno?: unknown }).errno;
+    if (errno === ER_BAD_DB_ERROR || (typeof errno === 'number' && ER_ACCESS_DENIED.has(errno))) {
+      throw new CliError(ExitCode.USAGE, `${source}: MySQL refused it: ${(cause as Error).message}`, { cause });
+    }
+    throw new CliError(ExitCode.UNREACHABLE, `MySQL did not answer (${source}): ${(cause as Error).message}`, { cause });
+  }
+  return pool;
 }

@@ -1,7 +1,9 @@
 import { createServer } from 'node:http';
 import { Command, CommanderError, InvalidArgumentError, Option } from 'commander';
 import type pg from 'pg';
-import { databaseUrl, databaseUrlSource, openDatabase, openRedis, type ConnectionOptions, type RedisTarget } from './connections.js';
+import { databaseUrl, databaseUrlSource, mysqlUrl, openDatabase, openMysql, openRedis, type ConnectionOptions, type RedisTarget } from './connections.js';
+import type { FenceDatabase } from './fence-database.js';
+import type { Pool as MysqlPool } from 'mysql2/promise';
 import { CliError, ExitCode } from './exit-codes.js';
 import { parseDuration } from './duration.js';
 import { formatStatus } from './status/format-status.js';
@@ -75,6 +77,20 @@ export async function main(argv: readonly string[], io: Io = { out: (t) => proce
     resources.push(() => pool.end());
     return pool;
   };
+  /** MySQL/MariaDB holding the fences (`--mysql` or MYSQL_URL), or null when none is named. */
+  const connectMysql = async (o: GlobalOptions): Promise<MysqlPool | null> => {
+    const url = mysqlUrl(o);
+    if (url === null) return null;
+    const pool = await openMysql(url, o.mysql === undefined ? 'MYSQL_URL' : '--mysql');
+    resources.push(() => pool.end());
+    return pool;
+  };
+  /** The fences' database for the fence and fires commands: MySQL when named, else PostgreSQL (required). */
+  const connectFences = async (o: GlobalOptions): Promise<FenceDatabase> => {
+    const mysql = await connectMysql(o);
+    if (mysql !== null) return { kind: 'mysql', pool: mysql };
+    return { kind: 'postgres', pool: (await connectDatabase(o, true))! };
+  };
   const print = (o: GlobalOptions, value: unknown, text: () => string) => io.out(`${o.json ? JSON.stringify(value, null, 2) : text()}\n`);
 
   const program = new Command('fenced')
@@ -84,6 +100,7 @@ export async function main(argv: readonly string[], io: Io = { out: (t) => proce
     .addOption(new Option('--sentinels <nodes>', 'Redis Sentinels, host:port,host:port'))
     .addOption(new Option('--sentinel-name <name>', 'the primary the sentinels watch').default('mymaster'))
     .addOption(new Option('--database <url>', 'PostgreSQL holding the fences (or set DATABASE_URL)'))
+    .addOption(new Option('--mysql <url>', 'MySQL or MariaDB holding the fences instead, mysql://… (or set MYSQL_URL)'))
     .addOption(new Option('--prefix <prefix>', 'the key prefix the coordinators and guards use').default('fenced'))
     .addOption(new Option('--schema <schema>', "the guard's schema").default('public'))
     .addOption(new Option('--table <table>', "the guard's table").default('fenced_fences'))
@@ -108,8 +125,9 @@ export async function main(argv: readonly string[], io: Io = { out: (t) => proce
       const o = command.optsWithGlobals<GlobalOptions>();
       const onPostgres = o.leaseStore === 'postgres';
       const redis = onPostgres && !redisGiven(o) ? null : await connectRedis(o);
-      const pool = await connectDatabase(o, onPostgres);
-      const source = { redis, pool, leaseStore: o.leaseStore, ...installationNames(o), history: local.history, ...(local.lease === undefined ? {} : { leases: local.lease }) };
+      const mysql = await connectMysql(o);
+      const pool = mysql === null || onPostgres ? await connectDatabase(o, onPostgres) : null;
+      const source = { redis, pool, mysql, leaseStore: o.leaseStore, ...installationNames(o), history: local.history, ...(local.lease === undefined ? {} : { leases: local.lease }) };
       if (!local.serve) {
         const status = await readStatus(source);
         print(o, status, () => formatStatus(status));
@@ -146,8 +164,9 @@ export async function main(argv: readonly string[], io: Io = { out: (t) => proce
       const onPostgres = o.leaseStore === 'postgres';
       if (onPostgres && !local.postgres) throw new CliError(ExitCode.USAGE, '--no-postgres cannot go with --lease-store postgres: the leases are in the database');
       const redis = onPostgres && !redisGiven(o) ? null : await connectRedis(o);
-      const pool = local.postgres ? await connectDatabase(o, onPostgres) : null;
-      const report = await runDoctor({ redis, pool, leaseStore: o.leaseStore, postgresSkipped: !local.postgres, ...installationNames(o), retentionMs });
+      const mysql = await connectMysql(o);
+      const pool = local.postgres && (mysql === null || onPostgres) ? await connectDatabase(o, onPostgres) : null;
+      const report = await runDoctor({ redis, pool, mysql, leaseStore: o.leaseStore, postgresSkipped: !local.postgres, ...installationNames(o), retentionMs });
       print(o, report, () => formatDoctor(report));
       if (!report.ok) throw new ExitWith(ExitCode.FAILED);
     });
@@ -162,9 +181,9 @@ export async function main(argv: readonly string[], io: Io = { out: (t) => proce
     .addHelpText('after', EXIT_CODES_HELP)
     .action(async (local: { resource: string; history: number; mark: boolean }, command: Command) => {
       const o = command.optsWithGlobals<GlobalOptions>();
-      const pool = (await connectDatabase(o, true))!;
+      const fences = await connectFences(o);
       const redis = local.mark ? await connectRedis(o) : null;
-      const shown = await showFence({ pool, redis, ...installationNames(o) }, local.resource, local.history);
+      const shown = await showFence({ fences, redis, ...installationNames(o) }, local.resource, local.history);
       print(o, shown, () =>
         [
           `resource ${shown.resource}: fence ${shown.fence ?? '(none)'}, redis mark ${local.mark ? (shown.mark ?? '(none)') : '(not read)'}`,
@@ -188,11 +207,11 @@ export async function main(argv: readonly string[], io: Io = { out: (t) => proce
       if (missing.length > 0) throw new CliError(ExitCode.USAGE, `fence lower needs ${missing.join(', ')}: nothing was changed`);
       const local = given as { resource: string; to: string; actor: string; reason: string; mark: boolean };
       const o = command.optsWithGlobals<GlobalOptions>();
-      const pool = (await connectDatabase(o, true))!;
+      const fences = await connectFences(o);
       // Redis first: if it cannot be reached, nothing is changed (a lowered fence under a mark left
       // above it would keep refusing what the lowering lets through).
       const redis = local.mark ? await connectRedis(o) : null;
-      const result = await lowerFence({ pool, redis, ...installationNames(o) }, local);
+      const result = await lowerFence({ fences, redis, ...installationNames(o) }, local);
       print(o, result, () =>
         [
           `lowered the fence of ${result.resource}`,
@@ -212,8 +231,8 @@ export async function main(argv: readonly string[], io: Io = { out: (t) => proce
     .action(async (local: { olderThan: string }, command: Command) => {
       const o = command.optsWithGlobals<GlobalOptions>();
       const olderThanMs = parseDuration('--older-than', local.olderThan);
-      const pool = (await connectDatabase(o, true))!;
-      const result = await pruneFires({ pool, ...installationNames(o) }, olderThanMs);
+      const fences = await connectFences(o);
+      const result = await pruneFires({ fences, ...installationNames(o) }, olderThanMs);
       print(o, result, () => `pruned ${result.deleted} applied-fire record(s) older than ${local.olderThan}`);
     });
 
@@ -233,7 +252,7 @@ export async function main(argv: readonly string[], io: Io = { out: (t) => proce
     }
     const code = (err as { code?: unknown }).code;
     if (code === 'GUARD_UNAVAILABLE') {
-      io.err(`fenced: PostgreSQL failed: ${(err as Error).message}\n`);
+      io.err(`fenced: the fences' database failed: ${(err as Error).message}\n`);
       return ExitCode.UNREACHABLE;
     }
     io.err(`fenced: ${err instanceof Error ? err.message : String(err)}\n`);

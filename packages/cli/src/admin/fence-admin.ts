@@ -1,13 +1,15 @@
-import { createGuard } from '@fenced/consumer-guard';
-import { createPostgresGuard, type AuditEntry } from '@fenced/consumer-guard/postgres';
+import { createGuard, type FenceStoreFactory } from '@fenced/consumer-guard';
+import { mysqlFences } from '@fenced/consumer-guard/mysql';
+import { postgresFences, type AuditEntry } from '@fenced/consumer-guard/postgres';
 import { createRedisGuard } from '@fenced/consumer-guard/redis';
 import { isFencedError, parseResource, parseToken, type Token } from '@fenced/shared';
-import type pg from 'pg';
 import type { RedisTarget } from '../connections.js';
+import { fenceGuardOn, installationLabel, type FenceDatabase } from '../fence-database.js';
 import { CliError, ExitCode } from '../exit-codes.js';
 
 export interface GuardInstallation {
-  readonly pool: pg.Pool;
+  /** The database holding the fences: PostgreSQL (`--database`) or MySQL/MariaDB (`--mysql`). */
+  readonly fences: FenceDatabase;
   /** The fast path's Redis, or null when the guard runs on PostgreSQL alone (`--no-redis`). */
   readonly redis: RedisTarget | null;
   readonly keyPrefix: string;
@@ -52,23 +54,24 @@ function parsed<T>(what: string, parse: () => T): T {
 }
 
 function guards(installation: GuardInstallation, resource: string) {
-  const { pool: db, schema, table, keyPrefix } = installation;
-  const postgres = createPostgresGuard({ db, resource, schema, table });
+  const { fences, schema, table, keyPrefix } = installation;
+  const store = fenceGuardOn(fences, resource, installation);
   const redis = installation.redis === null ? null : createRedisGuard({ redis: installation.redis.client, resource, keyPrefix });
   // The guard the service runs: its lowerFence also resets the Redis mark, as the admin act must.
-  const admin = installation.redis === null ? postgres : createGuard({ db, redis: installation.redis.client, resource, schema, table, keyPrefix });
-  return { postgres, redis, admin };
+  const storeFactory: FenceStoreFactory<unknown> = fences.kind === 'mysql' ? mysqlFences({ db: fences.pool, table }) : postgresFences({ db: fences.pool, schema, table });
+  const admin = installation.redis === null ? store : createGuard({ store: storeFactory, redis: installation.redis.client, resource, keyPrefix });
+  return { store, redis, admin };
 }
 
 async function stateOf(g: ReturnType<typeof guards>): Promise<FenceState> {
-  const [fence, mark] = await Promise.all([g.postgres.highest(), g.redis?.highest() ?? Promise.resolve(null)]);
+  const [fence, mark] = await Promise.all([g.store.highest(), g.redis?.highest() ?? Promise.resolve(null)]);
   return { fence: fence?.toString() ?? null, mark: mark?.toString() ?? null };
 }
 
 export async function showFence(installation: GuardInstallation, resourceInput: string, history: number): Promise<FenceShow> {
   const resource = parsed('--resource', () => parseResource(resourceInput));
   const g = guards(installation, resource);
-  const [state, audit] = await Promise.all([stateOf(g), g.postgres.auditLog(resource, history)]);
+  const [state, audit] = await Promise.all([stateOf(g), g.store.auditLog(resource, history)]);
   return { resource, ...state, audit: audit.map(auditJson) };
 }
 
@@ -85,7 +88,7 @@ export async function lowerFence(installation: GuardInstallation, request: { res
   }
   const g = guards(installation, resource);
   const before = await stateOf(g);
-  if (before.fence === null) throw new CliError(ExitCode.USAGE, `resource ${JSON.stringify(resource)} has no fence in ${installation.schema}.${installation.table}: nothing to lower`);
+  if (before.fence === null) throw new CliError(ExitCode.USAGE, `resource ${JSON.stringify(resource)} has no fence in ${installationLabel(installation.fences, installation)}: nothing to lower`);
   if (to >= BigInt(before.fence)) throw new CliError(ExitCode.USAGE, `--to ${to} is not below the fence (${before.fence}): a fence only ever goes up by itself, and lowering is the only act this command does`);
   try {
     await g.admin.lowerFence({ resource, token: to, actor: request.actor, reason: request.reason });
@@ -93,12 +96,12 @@ export async function lowerFence(installation: GuardInstallation, request: { res
     if (isFencedError(err, 'INVALID_CONFIG')) throw new CliError(ExitCode.USAGE, (err as Error).message);
     throw err;
   }
-  const [after, [audit]] = await Promise.all([stateOf(g), g.postgres.auditLog(resource, 1)]);
+  const [after, [audit]] = await Promise.all([stateOf(g), g.store.auditLog(resource, 1)]);
   return { resource, before, after, audit: auditJson(audit!) };
 }
 
 /** Deletes applied-fire records older than `olderThanMs`, on every resource of the installation. */
 export async function pruneFires(installation: Omit<GuardInstallation, 'redis'>, olderThanMs: number): Promise<{ deleted: number; olderThanMs: number }> {
-  const guard = createPostgresGuard({ db: installation.pool, resource: 'fenced-cli', schema: installation.schema, table: installation.table });
+  const guard = fenceGuardOn(installation.fences, 'fenced-cli', installation);
   return { deleted: await guard.pruneAppliedFires(olderThanMs), olderThanMs };
 }

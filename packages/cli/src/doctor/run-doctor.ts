@@ -4,6 +4,8 @@ import { collectStatus } from '../status/read-status.js';
 import { fail, skip, type CheckResult } from './check.js';
 import { clusterSlotsCheck, failoverCheck, fencesCheck } from './lease-checks.js';
 import { appliedFiresCheck, isolationCheck, migrationsCheck, timeoutsCheck } from './postgres-checks.js';
+import { mysqlBinlogCheck, mysqlIsolationCheck, mysqlMigrationsCheck, mysqlTimeoutsCheck } from './mysql-checks.js';
+import type { Mysql2PoolLike } from '@fenced/consumer-guard/mysql';
 import { clockCheck, evictionCheck, persistenceCheck, replicationCheck, sentinelCheck } from './redis-checks.js';
 import { leaseClockCheck, leaseDurabilityCheck, leaseIdleTimeoutCheck, leaseListenCheck, leaseMigrationsCheck, leaseReplicationCheck } from './postgres-lease-checks.js';
 
@@ -13,6 +15,8 @@ export interface DoctorOptions {
   /** Where the leases live. @defaultValue `'redis'` */
   readonly leaseStore?: 'redis' | 'postgres';
   readonly pool: pg.Pool | null;
+  /** MySQL/MariaDB holding the fences (`--mysql`): its checks replace PostgreSQL's guard checks. */
+  readonly mysql?: Mysql2PoolLike | null;
   /** `--no-postgres`: the deployment keeps no fences in PostgreSQL, so its checks are skipped, not failed. */
   readonly postgresSkipped?: boolean;
   readonly keyPrefix: string;
@@ -34,6 +38,7 @@ export async function runDoctor(options: DoctorOptions): Promise<DoctorReport> {
     redis: options.redis,
     leaseStore,
     pool: options.pool,
+    mysql: options.mysql ?? null,
     keyPrefix: options.keyPrefix,
     schema: options.schema,
     table: options.table,
@@ -54,7 +59,12 @@ export async function runDoctor(options: DoctorOptions): Promise<DoctorReport> {
     if (redis === null) for (const id of ['redis.eviction', 'redis.persistence', 'redis.replication']) checks.push(skip(id, 'skipped: the leases live in PostgreSQL and no Redis was given.'));
   }
   if (redis !== null) await redisChecks(redis, options, status, checks);
-  postgresChecks(options, status, inspection, checks);
+  if (options.mysql !== undefined && options.mysql !== null && inspection !== null) {
+    checks.push(mysqlMigrationsCheck(inspection, `table ${options.table}`), mysqlIsolationCheck(inspection), mysqlBinlogCheck(inspection), mysqlTimeoutsCheck(inspection));
+    checks.push({ ...appliedFiresCheck(inspection, options.retentionMs, Date.parse(status.at)), id: 'mysql.applied-fires' });
+  } else {
+    postgresChecks(options, status, inspection, checks);
+  }
   return { ok: checks.every((c) => c.verdict !== 'fail'), checks };
 }
 

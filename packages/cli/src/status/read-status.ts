@@ -1,5 +1,7 @@
 import { leaseKeys, parseLeaseValue } from '@fenced/coordinator';
-import { createPostgresGuard, type GuardInspection } from '@fenced/consumer-guard/postgres';
+import type { GuardInspection } from '@fenced/consumer-guard/postgres';
+import type { Mysql2PoolLike } from '@fenced/consumer-guard/mysql';
+import { fenceGuardOn, type FenceDatabase } from '../fence-database.js';
 import { createRedisGuard } from '@fenced/consumer-guard/redis';
 import type pg from 'pg';
 import { scanKeys, type RedisTarget } from '../connections.js';
@@ -47,6 +49,11 @@ export interface StatusSource {
   /** Where the leases live. @defaultValue `'redis'` */
   readonly leaseStore?: 'redis' | 'postgres';
   readonly pool: pg.Pool | null;
+  /**
+   * Where the fences are, when not in `pool`'s PostgreSQL: MySQL/MariaDB (`--mysql`).
+   * @defaultValue the PostgreSQL of `pool`
+   */
+  readonly mysql?: Mysql2PoolLike | null;
   readonly keyPrefix: string;
   readonly schema: string;
   readonly table: string;
@@ -154,7 +161,9 @@ export async function collectStatus(source: StatusSource): Promise<{ status: Sta
     leases = await Promise.all(names.map((lease) => readLease(redis, source.keyPrefix, lease, history)));
   }
 
-  const inspection = source.pool === null ? null : await createPostgresGuard({ db: source.pool, resource: 'fenced-cli', schema: source.schema, table: source.table }).inspect();
+  const fences: FenceDatabase | null =
+    source.mysql !== undefined && source.mysql !== null ? { kind: 'mysql', pool: source.mysql } : source.pool === null ? null : { kind: 'postgres', pool: source.pool };
+  const inspection = fences === null ? null : await fenceGuardOn(fences, 'fenced-cli', source).inspect();
   // The refusals stream and the marks are the Redis fast path's: none without Redis.
   const refusals = source.redis === null ? new Map<string, Refusal[]>() : await refusalsByResource(source.redis, source.keyPrefix, history);
   const resourceNames = new Set([...(inspection?.fences.map((f) => f.resource) ?? []), ...refusals.keys()]);

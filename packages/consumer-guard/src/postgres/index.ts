@@ -9,6 +9,7 @@ export {
   type LowerFenceRequest,
   type AppliedFire,
   type TokenInput,
+  type FenceGuard,
 } from './postgres-guard.js';
 export type { PgClientLike, PgPoolEvents, PgPoolLike, PoolClientOf } from './pg-pool-session.js';
 export type { IsolationLevel } from './session.js';
