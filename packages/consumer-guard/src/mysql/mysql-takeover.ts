@@ -9,6 +9,8 @@ import type { MysqlSession } from './session.js';
 const KILL_DENIED = 1095;
 /** ER_NO_SUCH_THREAD: the session ended on its own meanwhile. */
 const NO_SUCH_THREAD = 1094;
+/** Above InnoDB's 100 ms: how long its lock tables must go unread before the server refreshes them. */
+const LOCK_TABLES_IDLE_MS = 150;
 
 /**
  * The election-time advance on MySQL/MariaDB, as a {@link TakeoverStore}: the waiter is the advance's
@@ -27,6 +29,12 @@ interface AdvanceSession {
 }
 
 export function mysqlTakeoverStore(session: MysqlSession<unknown>, names: MysqlObjectNames): TakeoverStore<AdvanceSession> {
+  // InnoDB's lock tables (information_schema.INNODB_TRX, INNODB_LOCK_WAITS) are served from a cache
+  // that the server refreshes only when nobody read it for 100 ms: a reader that polls faster than
+  // that keeps reading the picture from before the wait began. So lock waits are read at most every
+  // LOCK_TABLES_IDLE_MS, whatever the grace period (readers elsewhere on the server can still delay
+  // the refresh: then the advance waits until its own timeout, and the election fails closed).
+  let lastLockRead = -Infinity;
   return {
     startAdvance(resource, token, timeoutMs) {
       let announce!: (waiter: AdvanceSession) => void;
@@ -56,7 +64,13 @@ export function mysqlTakeoverStore(session: MysqlSession<unknown>, names: MysqlO
     },
 
     async endBlockers(waiter, token) {
-      const blockers = await blockingSessions(session, waiter.threadId);
+      if (performance.now() - lastLockRead < LOCK_TABLES_IDLE_MS) return [];
+      let blockers: number[];
+      try {
+        blockers = await blockingSessions(session, waiter.threadId);
+      } finally {
+        lastLockRead = performance.now();
+      }
       if (blockers.length === 0) return [];
       const held = await dirtyFence(session, names, waiter.resource);
       // The blocker's token is at most `held`: end it only when that is below ours.
