@@ -604,8 +604,8 @@ export const PLANTED_BUGS: readonly PlantedBug[] = [
     layer: 'guard',
     bug: "the MySQL store calls its check before START TRANSACTION: the check commits on its own and its lock goes with it, so a write checked under an old term commits after a higher one (a read, then the write)",
     file: 'packages/consumer-guard/src/mysql/session.ts',
-    find: "    await connection.run('START TRANSACTION');\n    open = true;\n    await connection.run(check.sql, check.values);",
-    replace: "    await connection.run(check.sql, check.values);\n    await connection.run('START TRANSACTION');\n    open = true;",
+    find: "    await connection.run('START TRANSACTION');\n    open = true;\n    await check(connection);",
+    replace: "    await check(connection);\n    await connection.run('START TRANSACTION');\n    open = true;",
     tests: MYSQL_FENCE_TESTS,
   },
   {

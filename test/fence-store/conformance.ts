@@ -262,10 +262,10 @@ export function describeFenceStoreConformance(harness: FenceStoreHarness): void 
       const advance = guard.advance(6n).catch((err: unknown) => err);
       try {
         await harness.waitForLockWait();
-        // A claim that something does not happen needs a window: four grace periods of the waiting
+        // A claim that something does not happen needs a window: ten grace periods of the waiting
         // advance, each a chance for its takeover to end the newer write (which then fails below).
         const seen = performance.now();
-        await waitFor(() => performance.now() - seen > 4 * 50, 5000);
+        await waitFor(() => performance.now() - seen > 10 * 50, 5000);
       } finally {
         release.open();
       }
