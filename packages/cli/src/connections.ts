@@ -1,5 +1,5 @@
 import { Cluster, Redis } from 'ioredis';
-import type { Pool as MysqlPool } from 'mysql2/promise';
+import type { Mysql2PoolLike } from '@fenced/consumer-guard/mysql';
 import pg from 'pg';
 import { CliError, ExitCode } from './exit-codes.js';
 
@@ -137,12 +137,20 @@ export function mysqlUrl(options: ConnectionOptions): string | null {
   return options.mysql ?? (process.env['MYSQL_URL'] || null);
 }
 
+/**
+ * A mysql2 promise pool, as far as the CLI uses one (typed structurally: mysql2 is an optional peer,
+ * and these declarations must type-check in a project without it).
+ */
+export interface MysqlPoolHandle extends Mysql2PoolLike {
+  end(): Promise<void>;
+}
+
 // MySQL error numbers that mean the URL itself is wrong, not that the server is down.
 const ER_BAD_DB_ERROR = 1049;
 const ER_ACCESS_DENIED = new Set([1044, 1045, 1698]);
 
 /** Opens a small mysql2 pool and proves it answers; `source` names where the URL came from. */
-export async function openMysql(url: string, source = '--mysql'): Promise<MysqlPool> {
+export async function openMysql(url: string, source = '--mysql'): Promise<MysqlPoolHandle> {
   if (!/^mysql:\/\//.test(url)) throw new CliError(ExitCode.USAGE, `${source}: expected a mysql:// URL, got ${JSON.stringify(url.replace(/\/\/[^@/]*@/, '//***@'))}`);
   // mysql2 is an optional peer: loaded only when an operator points the CLI at MySQL.
   const mysql = await import('mysql2/promise').catch((cause: unknown) => {

@@ -1,9 +1,8 @@
 import { createServer } from 'node:http';
 import { Command, CommanderError, InvalidArgumentError, Option } from 'commander';
 import type pg from 'pg';
-import { databaseUrl, databaseUrlSource, mysqlUrl, openDatabase, openMysql, openRedis, type ConnectionOptions, type RedisTarget } from './connections.js';
+import { databaseUrl, databaseUrlSource, mysqlUrl, openDatabase, openMysql, openRedis, type ConnectionOptions, type MysqlPoolHandle, type RedisTarget } from './connections.js';
 import type { FenceDatabase } from './fence-database.js';
-import type { Pool as MysqlPool } from 'mysql2/promise';
 import { CliError, ExitCode } from './exit-codes.js';
 import { parseDuration } from './duration.js';
 import { formatStatus } from './status/format-status.js';
@@ -78,7 +77,7 @@ export async function main(argv: readonly string[], io: Io = { out: (t) => proce
     return pool;
   };
   /** MySQL/MariaDB holding the fences (`--mysql` or MYSQL_URL), or null when none is named. */
-  const connectMysql = async (o: GlobalOptions): Promise<MysqlPool | null> => {
+  const connectMysql = async (o: GlobalOptions): Promise<MysqlPoolHandle | null> => {
     const url = mysqlUrl(o);
     if (url === null) return null;
     const pool = await openMysql(url, o.mysql === undefined ? 'MYSQL_URL' : '--mysql');
