@@ -5,6 +5,7 @@ import { advanceWithTakeover } from '../takeover/advance-with-takeover.js';
 import type { WriteArguments } from '../write-arguments.js';
 import type { GuardedWriteContext } from '../write-context.js';
 import { BoundedMap } from '../internal/bounded-map.js';
+import { retryBackoff as backoff } from '../internal/retry-backoff.js';
 import { isKyselyLike } from '../postgres/kysely-session.js';
 import { kyselyMysqlSession } from './kysely-session.js';
 import { mysqlAdminOperations } from './mysql-admin.js';
@@ -197,8 +198,3 @@ function mysqlUnavailable(logger: FencedLogger | undefined, resource: string, ph
   return new GuardUnavailableError(`MySQL guard failed during ${phase}${outcome}: ${message}${hint}`, { cause });
 }
 
-/** Jittered exponential backoff between attempts of a transaction the database aborted. */
-function backoff(attempt: number): Promise<void> {
-  const ceiling = Math.min(100, 2 ** attempt);
-  return new Promise((resolve) => setTimeout(resolve, Math.random() * ceiling));
-}

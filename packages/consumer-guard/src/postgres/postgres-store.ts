@@ -8,6 +8,7 @@ import { inspectionOperations } from './inspection.js';
 import { guardUnavailable } from './guard-errors.js';
 import { migrate } from './migrator.js';
 import { BoundedMap } from '../internal/bounded-map.js';
+import { retryBackoff as backoff } from '../internal/retry-backoff.js';
 import { guardObjectNames } from './names.js';
 import { isPgPoolLike, pgPoolSession } from './pg-pool-session.js';
 import { checkCall, leaseCheckedCall } from './check-call.js';
@@ -234,8 +235,3 @@ function leaseResolver(checkLease: PostgresStoreOptions['checkLease']): ((resour
   };
 }
 
-/** Jittered exponential backoff between attempts of a transaction the database aborted. */
-function backoff(attempt: number): Promise<void> {
-  const ceiling = Math.min(100, 2 ** attempt);
-  return new Promise((resolve) => setTimeout(resolve, Math.random() * ceiling));
-}
