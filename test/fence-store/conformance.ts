@@ -178,6 +178,71 @@ export function describeFenceStoreConformance(harness: FenceStoreHarness): void 
       await harness.guard(name()).guardedWrite(4n, async () => undefined, { fireId: 'job@20261202T100000.000Z' });
     });
 
+    it("records a fire's outcome with its claim in the same transaction, reads it back, and records nothing when the write fails", async () => {
+      const resource = name();
+      const guard = harness.guard(resource);
+      const fireId = 'ledger@20261202T100000.000Z';
+      // fn's error: nothing applied, nothing claimed, nothing recorded.
+      const failed = guard.guardedWrite(
+        3n,
+        async (trx) => {
+          await harness.insertEffect(trx, resource, 3n);
+          throw new Error('route failed');
+        },
+        { fireId, recordOutcome: () => 'never' },
+      );
+      await expect(failed).rejects.toThrow('route failed');
+      // The recorder's own error aborts the write like fn's: the effect is rolled back.
+      const unrecordable = guard.guardedWrite(3n, (trx) => harness.insertEffect(trx, resource, 3n), {
+        fireId,
+        recordOutcome: () => {
+          throw new RangeError('reply too large');
+        },
+      });
+      await expect(unrecordable).rejects.toThrow('reply too large');
+      expect(await harness.effects(resource)).toEqual([]);
+      expect(await guard.appliedOutcome(fireId)).toBeNull();
+
+      // Quotes, backslashes, non-ASCII and 60 kB: kept exactly.
+      const text = JSON.stringify({ status: 201, body: { note: `it's \\ "é✓🙂"`, pad: 'x'.repeat(60_000) } });
+      const result = await guard.guardedWrite(
+        3n,
+        async (trx) => {
+          await harness.insertEffect(trx, resource, 3n);
+          return 42;
+        },
+        { fireId, recordOutcome: (value) => `${text}|${value}` },
+      );
+      expect(result).toBe(42);
+      expect(await guard.appliedOutcome(fireId)).toMatchObject({ token: 3n, outcome: `${text}|42` });
+
+      // Concurrent duplicates: none runs fn, and the first outcome stays.
+      let ran = 0;
+      const again = await Promise.allSettled(
+        Array.from({ length: 4 }, () =>
+          guard.guardedWrite(
+            3n,
+            async () => {
+              ran++;
+            },
+            { fireId, recordOutcome: () => 'second' },
+          ),
+        ),
+      );
+      for (const o of again) expect(o.status === 'rejected' && isFencedError(o.reason, 'DUPLICATE_FIRE')).toBe(true);
+      expect(ran).toBe(0);
+      expect((await guard.appliedOutcome(fireId))?.outcome).toBe(`${text}|42`);
+
+      // A fire applied without an outcome has a claim and no outcome; one never applied has neither.
+      await guard.guardedWrite(3n, async () => undefined, { fireId: 'other@20261202T100000.000Z' });
+      expect(await guard.appliedOutcome('other@20261202T100000.000Z')).toMatchObject({ token: 3n, outcome: null });
+      expect(await guard.appliedOutcome('never@20261202T100000.000Z')).toBeNull();
+      // An outcome without a fire to record it beside is refused before anything is sent.
+      const loose = guard.guardedWrite(3n, (trx) => harness.insertEffect(trx, resource, 3n), { recordOutcome: () => 'x' });
+      await expect(loose).rejects.toThrow(TypeError);
+      expect(await harness.effects(resource)).toEqual([3n]);
+    });
+
     it('keeps tokens exact up to 2^63 - 1', async () => {
       const resource = name();
       const guard = harness.guard(resource);

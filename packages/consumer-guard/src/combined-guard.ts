@@ -1,10 +1,10 @@
 import { failpoints } from '@fenced/shared/failpoints';
-import { ConfigError, isFencedError, parseToken, StaleTokenError, type Fence, type FencedLogger, type Token, type TokenInput } from '@fenced/shared';
+import { ConfigError, isFencedError, parseFireIdText, parseResource, parseToken, StaleTokenError, type Fence, type FencedLogger, type Token, type TokenInput } from '@fenced/shared';
 import { emit } from '@fenced/shared/internal';
 import type { GuardOptions } from './guard-options.js';
 import type { GuardPort } from './guard-port.js';
 import type { GuardMetrics } from './metrics/guard-metrics.js';
-import { parseLowerFenceRequest, type AppliedFire, type AuditEntry, type GuardInspection, type LowerFenceRequest } from './fence-records.js';
+import { parseLowerFenceRequest, type AppliedFire, type AppliedOutcome, type AuditEntry, type GuardInspection, type LowerFenceRequest } from './fence-records.js';
 import { fenceGuardOver, type FenceGuard } from './fence-guard.js';
 import type { FenceStore } from './fence-store.js';
 import type { RedisFastPath } from './redis/fast-path.js';
@@ -38,12 +38,12 @@ export interface CombinedGuard<Trx> extends Fence {
    * Runs `fn` in a transaction that checks and raises the fence first (see
    * {@link FenceGuard.guardedWrite}); a Redis refusal ends the call before any transaction opens.
    */
-  guardedWrite<T>(token: TokenInput, fn: (trx: Trx, ctx: GuardedWriteContext) => Promise<T>, options?: GuardedWriteOptions): Promise<T>;
+  guardedWrite<T>(token: TokenInput, fn: (trx: Trx, ctx: GuardedWriteContext) => Promise<T>, options?: GuardedWriteOptions<T>): Promise<T>;
   /**
    * The same check inside a transaction the caller holds (PostgreSQL: see `PostgresGuard.guardedWriteIn`).
    * @throws {ConfigError} on a store without caller-held transactions (MySQL).
    */
-  guardedWriteIn<T>(tx: TransactionExecutor, token: TokenInput, fn: (tx: TransactionExecutor, ctx: GuardedWriteContext) => Promise<T>, options?: GuardedWriteOptions): Promise<T>;
+  guardedWriteIn<T>(tx: TransactionExecutor, token: TokenInput, fn: (tx: TransactionExecutor, ctx: GuardedWriteContext) => Promise<T>, options?: GuardedWriteOptions<T>): Promise<T>;
   /** The highest committed token of the default resource (the store's), or `null`. */
   highest(): Promise<Token | null>;
   /** Strictly raises the default resource's fence to `token`, then the mark. */
@@ -61,12 +61,19 @@ export interface CombinedGuard<Trx> extends Fence {
   pruneAppliedFires(olderThanMs?: number): Promise<number>;
   lastAppliedFire(): Promise<AppliedFire | null>;
   lastAppliedFires(since: Date): Promise<ReadonlyMap<string, number>>;
+  /** See {@link FenceGuard.appliedOutcome}. */
+  appliedOutcome(fireId: string, resource?: string): Promise<AppliedOutcome | null>;
   /**
    * Records the refusals not yet in Redis (each is recorded a turn of the event loop after it was
    * returned) and waits for them: call it before closing the Redis client, or a refusal made just
    * before `redis.quit()` never reaches `fenced status`. The guard stays usable.
    */
   close(): Promise<void>;
+}
+
+/** `recordOutcome` as a write's argument: typed over the write's result, stored over `unknown`. */
+function outcomeOption<T>(recordOutcome: ((result: T) => string) | undefined): Pick<WriteArguments, 'recordOutcome'> {
+  return recordOutcome === undefined ? {} : { recordOutcome: recordOutcome as (result: unknown) => string };
 }
 
 /** The combined guard, and the port the handler layer is built on. */
@@ -133,7 +140,7 @@ export function combinedGuard(options: GuardOptions, store: FenceStore, fastPath
     }
   }
 
-  async function guardedWrite<T>(token: TokenInput, fn: (trx: unknown, ctx: GuardedWriteContext) => Promise<T>, writeOptions?: GuardedWriteOptions): Promise<T> {
+  async function guardedWrite<T>(token: TokenInput, fn: (trx: unknown, ctx: GuardedWriteContext) => Promise<T>, writeOptions?: GuardedWriteOptions<T>): Promise<T> {
     const args = parseWriteArguments('guardedWrite', token, fn, writeOptions, options.resource);
     // A refusal here is final; an acceptance, or no answer, still goes to the store.
     await fastPath?.check(args.resource, args.token, args.fireId ?? undefined);
@@ -162,18 +169,20 @@ export function combinedGuard(options: GuardOptions, store: FenceStore, fastPath
   const port: GuardPort<unknown> = Object.freeze({
     resource: options.resource,
     precheck: (token: Token, fireId: string) => precheck(options.resource, token, fireId),
-    guardedWrite: async <T>(token: Token, fireId: string, fn: (trx: unknown, ctx: GuardedWriteContext) => Promise<T>, issuer?: string) => {
+    guardedWrite: async <T>(token: Token, fireId: string, fn: (trx: unknown, ctx: GuardedWriteContext) => Promise<T>, issuer?: string, recordOutcome?: (result: T) => string) => {
       checkedFn(fn);
-      return writeInStore({ token, resource: options.resource, fireId, issuer: issuer ?? null }, fn);
+      return writeInStore({ token, resource: options.resource, fireId, issuer: issuer ?? null, ...outcomeOption(recordOutcome) }, fn);
     },
+    appliedOutcome: (fireId: string) => store.appliedOutcome(options.resource, fireId),
   });
   const portIn = (tx: TransactionExecutor): GuardPort<TransactionExecutor> => ({
     resource: options.resource,
     precheck: port.precheck,
-    guardedWrite: async (token, fireId, fn, issuer) => {
+    guardedWrite: async (token, fireId, fn, issuer, recordOutcome) => {
       checkedFn(fn);
-      return writeInTransaction(tx, { token, resource: options.resource, fireId, issuer: issuer ?? null }, fn);
+      return writeInTransaction(tx, { token, resource: options.resource, fireId, issuer: issuer ?? null, ...outcomeOption(recordOutcome) }, fn);
     },
+    appliedOutcome: port.appliedOutcome,
   });
 
   const guard: CombinedGuard<unknown> = Object.freeze({
@@ -182,7 +191,7 @@ export function combinedGuard(options: GuardOptions, store: FenceStore, fastPath
     migrate: () => store.migrate(),
     precheck: async (token: TokenInput) => precheck(options.resource, parseToken(token)),
     guardedWrite,
-    guardedWriteIn: async <T>(tx: TransactionExecutor, token: TokenInput, fn: (tx: TransactionExecutor, ctx: GuardedWriteContext) => Promise<T>, writeOptions?: GuardedWriteOptions) =>
+    guardedWriteIn: async <T>(tx: TransactionExecutor, token: TokenInput, fn: (tx: TransactionExecutor, ctx: GuardedWriteContext) => Promise<T>, writeOptions?: GuardedWriteOptions<T>) =>
       writeInTransaction(tx, parseWriteArguments('guardedWriteIn', token, fn, writeOptions, options.resource), fn),
     highest: () => store.highest(options.resource),
     async advance(tokenInput: TokenInput) {
@@ -203,6 +212,7 @@ export function combinedGuard(options: GuardOptions, store: FenceStore, fastPath
     inspect: () => store.inspect(),
     auditLog: (resource?: string, limit?: number) => store.auditLog(resource, limit),
     lastAppliedFires: (since: Date) => store.lastAppliedFires(options.resource, since),
+    appliedOutcome: async (fireId: string, resource?: string) => store.appliedOutcome(resource === undefined ? options.resource : parseResource(resource), parseFireIdText(fireId)),
     close: async () => {
       await fastPath?.flush();
     },

@@ -8,6 +8,7 @@ import { guardOptionsSchema, storeGuardOptionsSchema, type GuardOptions, type Gu
 import { wrapHandler, type GuardedHandler, type HandlerOptions, type HandlerSettings, type WrappedHandler } from './handler/wrap-handler.js';
 import { wrapTransactionalHandler, type TransactionalHandler } from './handler/wrap-transactional.js';
 import { GuardMetrics } from './metrics/guard-metrics.js';
+import { fencedEndpoint, type FencedEndpoint, type FencedRouteHandler, type RouteOptions } from './http/fenced-endpoint.js';
 import type { KyselyLike, KyselyTransactionOf, PgPoolEvents, PgPoolLike, PoolClientOf } from './postgres/index.js';
 import { postgresFenceStore } from './postgres/postgres-store.js';
 import { createRedisFastPath } from './redis/fast-path.js';
@@ -28,6 +29,13 @@ export interface Guard<Trx> extends CombinedGuard<Trx> {
    * so the queue commits the job as done instead of retrying it.
    */
   wrapTransactionalHandler<T>(handler: GuardedHandler<TransactionExecutor, T>, options?: Omit<HandlerOptions, 'onStale'>): TransactionalHandler<T>;
+  /**
+   * A fenced HTTP route (`@fenced/consumer-guard/http`): `handler` runs inside the guarded write of
+   * the fire the request carries, on this guard's database, and its reply is recorded with the fire's
+   * claim. A stale token is answered 409, a bad fire header 400 or 401, a retried fire with the first
+   * reply. Serve it with `toNodeListener`, `toExpressHandler` or `toFastifyHandler`.
+   */
+  wrapRoute(handler: FencedRouteHandler<Trx>, options?: RouteOptions): FencedEndpoint;
 }
 
 /** What every form of `createGuard` takes beside its store. */
@@ -93,6 +101,7 @@ export function createGuard(input: CreateGuardOptions<object> | CreateStoreGuard
     wrapHandler: <T>(handler: GuardedHandler<unknown, T>, handlerOptions?: HandlerOptions) => wrapHandler<unknown, T>(parts.port, settings, handler, handlerOptions),
     wrapTransactionalHandler: <T>(handler: GuardedHandler<TransactionExecutor, T>, handlerOptions?: Omit<HandlerOptions, 'onStale'>) =>
       wrapTransactionalHandler(parts.portIn, settings, handler, handlerOptions),
+    wrapRoute: (handler: FencedRouteHandler<unknown>, routeOptions?: RouteOptions) => fencedEndpoint(parts.port, { keys: input.keys, logger }, handler, routeOptions),
   });
 }
 

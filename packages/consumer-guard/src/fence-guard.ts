@@ -1,5 +1,5 @@
-import { parseToken, type Fence, type Token, type TokenInput } from '@fenced/shared';
-import { parseLowerFenceRequest, type AppliedFire, type AuditEntry, type GuardInspection, type LowerFenceRequest } from './fence-records.js';
+import { parseFireIdText, parseResource, parseToken, type Fence, type Token, type TokenInput } from '@fenced/shared';
+import { parseLowerFenceRequest, type AppliedFire, type AppliedOutcome, type AuditEntry, type GuardInspection, type LowerFenceRequest } from './fence-records.js';
 import type { FenceStore } from './fence-store.js';
 import { parseWriteArguments } from './write-arguments.js';
 import type { GuardedWriteContext, GuardedWriteOptions } from './write-context.js';
@@ -34,7 +34,7 @@ export interface FenceGuard<Trx> extends Fence {
    *   trx.insertInto('invoices').values(row).returningAll().executeTakeFirstOrThrow());
    * ```
    */
-  guardedWrite<T>(token: TokenInput, fn: (trx: Trx, ctx: GuardedWriteContext) => Promise<T>, options?: GuardedWriteOptions): Promise<T>;
+  guardedWrite<T>(token: TokenInput, fn: (trx: Trx, ctx: GuardedWriteContext) => Promise<T>, options?: GuardedWriteOptions<T>): Promise<T>;
   /** The highest committed token of the default resource, or `null`. */
   highest(): Promise<Token | null>;
   /** Strictly raises the default resource's fence to `token` (see {@link Fence.advance}). */
@@ -61,6 +61,11 @@ export interface FenceGuard<Trx> extends Fence {
   lastAppliedFire(): Promise<AppliedFire | null>;
   /** See {@link Fence.lastAppliedFires}: where a scheduler that lost its Redis record resumes, per job. */
   lastAppliedFires(since: Date): Promise<ReadonlyMap<string, number>>;
+  /**
+   * The claim of `fireId` (on the default resource, or `resource`) and the outcome its write
+   * recorded (`recordOutcome`), or null when the fire was not applied there or was pruned.
+   */
+  appliedOutcome(fireId: string, resource?: string): Promise<AppliedOutcome | null>;
 }
 
 /**
@@ -74,7 +79,7 @@ export function fenceGuardOver(store: FenceStore): FenceGuard<unknown> {
   return Object.freeze({
     resource,
     migrate: () => store.migrate(),
-    guardedWrite: async <T>(token: TokenInput, fn: (trx: unknown, ctx: GuardedWriteContext) => Promise<T>, options?: GuardedWriteOptions) =>
+    guardedWrite: async <T>(token: TokenInput, fn: (trx: unknown, ctx: GuardedWriteContext) => Promise<T>, options?: GuardedWriteOptions<T>) =>
       store.write(parseWriteArguments('guardedWrite', token, fn, options, resource), fn),
     highest: () => store.highest(resource),
     advance: async (token: TokenInput) => store.advance(resource, parseToken(token)),
@@ -85,5 +90,6 @@ export function fenceGuardOver(store: FenceStore): FenceGuard<unknown> {
     pruneAppliedFires: (olderThanMs: number) => store.pruneAppliedFires(olderThanMs),
     lastAppliedFire: () => store.lastAppliedFire(),
     lastAppliedFires: (since: Date) => store.lastAppliedFires(resource, since),
+    appliedOutcome: async (fireId: string, name?: string) => store.appliedOutcome(name === undefined ? resource : parseResource(name), parseFireIdText(fireId)),
   });
 }

@@ -11,6 +11,19 @@ export interface AppliedFire {
   readonly appliedAt: Date;
 }
 
+/**
+ * What a fire's first write recorded beside its claim, for callers that repeat a request and must get
+ * the first answer back (an HTTP service's reply to a retried call): written in the write's own
+ * transaction, so a fire that was applied has its outcome, and one that was not has neither.
+ */
+export interface AppliedOutcome {
+  /** The token the fire was applied with. */
+  readonly token: Token;
+  /** The text the write recorded, or null when the fire was applied by a write that recorded none. */
+  readonly outcome: string | null;
+  readonly appliedAt: Date;
+}
+
 /** An explicit, audited lowering of a fence: recovery from a poisoned fence, never automatic. */
 export interface LowerFenceRequest {
   readonly resource?: string;

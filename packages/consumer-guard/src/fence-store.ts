@@ -1,5 +1,5 @@
 import type { Fence, FencedLogger, Token } from '@fenced/shared';
-import type { AppliedFire, AuditEntry, GuardInspection, ParsedLowerFenceRequest } from './fence-records.js';
+import type { AppliedFire, AppliedOutcome, AuditEntry, GuardInspection, ParsedLowerFenceRequest } from './fence-records.js';
 import type { GuardMetrics } from './metrics/guard-metrics.js';
 import type { WriteArguments } from './write-arguments.js';
 import type { GuardedWriteContext, TransactionExecutor } from './write-context.js';
@@ -16,7 +16,9 @@ import type { GuardedWriteContext, TransactionExecutor } from './write-context.j
  *   (`StaleTokenError`) and `fn` never runs; an equal token is accepted; a higher one raises the
  *   fence, committed with `fn`'s changes or not at all;
  * - the fire claim (`fireId`) is recorded in the same transaction, so a second write of one fire
- *   is refused (`DuplicateFireError`) even when both run at once;
+ *   is refused (`DuplicateFireError`) even when both run at once; with `recordOutcome`, the text it
+ *   makes of `fn`'s result is recorded with the claim, in the same transaction, and
+ *   `appliedOutcome` reads it back;
  * - transactions the database aborted (deadlock, lock wait timeout, serialization failure) run
  *   again, `fn` included, up to the store's retry bound; told apart by error codes, never by text;
  * - a database that fails or goes away yields `GuardUnavailableError` saying whether anything can
@@ -49,6 +51,8 @@ export interface FenceStore {
   pruneAppliedFires(olderThanMs: number): Promise<number>;
   lastAppliedFire(): Promise<AppliedFire | null>;
   lastAppliedFires(resource: string, since: Date): Promise<ReadonlyMap<string, number>>;
+  /** The claim of `fireId` on `resource` and the outcome its write recorded, or null if it was never applied (or was pruned). */
+  appliedOutcome(resource: string, fireId: string): Promise<AppliedOutcome | null>;
 }
 
 /** The databases that hold fences. */

@@ -1,4 +1,5 @@
 import type { Token } from '@fenced/shared';
+import type { AppliedOutcome } from './fence-records.js';
 import type { GuardedWriteContext } from './write-context.js';
 
 /**
@@ -18,7 +19,10 @@ export interface GuardPort<Trx> {
   /**
    * The authoritative write, claiming `fireId` in the same transaction. `fn` is the caller's and is
    * checked to be a function here. `issuer`: the node the token was issued to (a lease check then
-   * compares the holder too).
+   * compares the holder too). `recordOutcome`: the text made of `fn`'s result, recorded with the
+   * claim in the same transaction (read back by {@link appliedOutcome}).
    */
-  guardedWrite<T>(token: Token, fireId: string, fn: (trx: Trx, ctx: GuardedWriteContext) => Promise<T>, issuer?: string): Promise<T>;
+  guardedWrite<T>(token: Token, fireId: string, fn: (trx: Trx, ctx: GuardedWriteContext) => Promise<T>, issuer?: string, recordOutcome?: (result: T) => string): Promise<T>;
+  /** The claim of `fireId` on the port's resource and the outcome its write recorded, or null. */
+  appliedOutcome(fireId: string): Promise<AppliedOutcome | null>;
 }

@@ -9,6 +9,12 @@ export interface WriteArguments {
   readonly fireId: string | null;
   /** The node the token was issued to, for a lease check that compares the holder too; or null. */
   readonly issuer: string | null;
+  /**
+   * With a fire id: the text to record beside the fire's claim, from what `fn` returned, written in
+   * the same transaction before it commits (read back by `appliedOutcome`). Its error aborts the
+   * write like one of `fn`'s own.
+   */
+  readonly recordOutcome?: (result: unknown) => string;
 }
 
 /**
@@ -16,11 +22,15 @@ export interface WriteArguments {
  * the resource and fire id checked by their rules, `fn` checked to be a function, all before any
  * database call, so bad input changes nothing.
  */
-export function parseWriteArguments(caller: string, tokenInput: TokenInput, fn: unknown, options: GuardedWriteOptions | undefined, defaultResource: string): WriteArguments {
+export function parseWriteArguments<T>(caller: string, tokenInput: TokenInput, fn: unknown, options: GuardedWriteOptions<T> | undefined, defaultResource: string): WriteArguments {
   const token = parseToken(tokenInput);
   const resource = options?.resource === undefined ? defaultResource : parseResource(options.resource);
   if (typeof fn !== 'function') throw new TypeError(`${caller}: fn must be a function`);
   const fireId = options?.fireId === undefined ? null : parseFireIdText(options.fireId);
   const issuer = options?.issuer === undefined ? null : parseIssuerText(options.issuer);
-  return { token, resource, fireId, issuer };
+  const recordOutcome = options?.recordOutcome;
+  if (recordOutcome === undefined) return { token, resource, fireId, issuer };
+  if (typeof recordOutcome !== 'function') throw new TypeError(`${caller}: recordOutcome must be a function`);
+  if (fireId === null) throw new TypeError(`${caller}: recordOutcome records beside a fire's claim: give fireId too`);
+  return { token, resource, fireId, issuer, recordOutcome: recordOutcome as (result: unknown) => string };
 }

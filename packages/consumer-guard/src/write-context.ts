@@ -17,7 +17,7 @@ export interface GuardedWriteContext {
 }
 
 /** Per-call options of `guardedWrite`. */
-export interface GuardedWriteOptions {
+export interface GuardedWriteOptions<T = unknown> {
   /** Fence this resource instead of the guard's default one. */
   readonly resource?: string;
   /**
@@ -32,6 +32,13 @@ export interface GuardedWriteOptions {
    * another node. The handler wrapper passes the envelope's own.
    */
   readonly issuer?: string;
+  /**
+   * With `fireId`: the text to record beside the fire's claim, made from what `fn` returned, in the
+   * same transaction before it commits; `appliedOutcome(fireId)` reads it back. For a service that
+   * answers a repeated request with its first answer (what `wrapRoute` records). An error it throws
+   * aborts the write as one of `fn`'s.
+   */
+  readonly recordOutcome?: (result: T) => string;
 }
 
 

@@ -28,4 +28,5 @@ export { fireId, parseFireId } from './fire-id.js';
 export { dispatchKey } from './dispatch-key.js';
 export { type FencedEvent, type FencedLogger, type LeaseLossReason } from './events.js';
 export { ENVELOPE_VERSION, DEFAULT_MAX_PAYLOAD_BYTES, createEnvelope, parseEnvelope, parseFireIdText, parseIssuerText, type Envelope, type EnvelopeFields, type ReceivedEnvelope } from './envelope.js';
-export { canonicalEnvelope, signEnvelope, verifyEnvelope, type SigningKey, type VerificationKeys } from './signing.js';
+export { canonicalEnvelope, canonicalSignedFields, payloadDigest, signEnvelope, verifyEnvelope, verifySignedFields, type SignedFields, type SigningKey, type VerificationKeys } from './signing.js';
+export { FIRE_HEADER, MAX_FIRE_HEADER_LENGTH, encodeFireHeader, parseFireHeader, verifyFire, type FireHeaderFields, type ReceivedFire } from './fire-header.js';

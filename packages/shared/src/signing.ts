@@ -26,12 +26,48 @@ const CANONICAL_PREFIX = 'fenced-envelope-v1';
  * (object keys sorted), so that tampering with the payload breaks the signature too.
  */
 export function canonicalEnvelope(envelope: Envelope | ReceivedEnvelope, kid: string): string {
-  const payloadDigest = createHash('sha256').update(canonicalJson(envelope.payload)).digest('base64url');
+  return canonicalSignedFields({ ...envelope, payloadDigest: payloadDigest(envelope.payload) }, kid);
+}
+
+/** The SHA-256 of a payload's canonical JSON, base64url: what a signature covers of the payload. */
+export function payloadDigest(payload: unknown): string {
+  return createHash('sha256').update(canonicalJson(payload)).digest('base64url');
+}
+
+/** The fields a signature covers, the payload given by its digest (an HTTP fire header carries no payload). */
+export interface SignedFields {
+  readonly v: number;
+  readonly job: string;
+  readonly fireId: string;
+  readonly token: string | bigint;
+  readonly issuer: string;
+  readonly scheduledAt: string;
+  readonly payloadDigest: string;
+}
+
+/** The canonical form of {@link SignedFields}: the bytes an envelope's signature is computed over. */
+export function canonicalSignedFields(fields: SignedFields, kid: string): string {
   // The token as the wire's decimal string: a parsed token's decimal form is that string exactly
   // (only canonical decimals parse), so a received envelope verifies as the one that was signed.
-  return [CANONICAL_PREFIX, envelope.v, kid, envelope.job, envelope.fireId, String(envelope.token), envelope.issuer, envelope.scheduledAt, payloadDigest]
+  return [CANONICAL_PREFIX, fields.v, kid, fields.job, fields.fireId, String(fields.token), fields.issuer, fields.scheduledAt, fields.payloadDigest]
     .map((field) => JSON.stringify(field))
     .join('\n');
+}
+
+/**
+ * Verifies a signature over {@link SignedFields} in constant time (`verifyEnvelope` for an envelope
+ * that carries its payload; this for one that carries the payload's digest, such as a fire header).
+ *
+ * @throws {EnvelopeSignatureError} when it is unsigned, names an unknown key, or does not match.
+ */
+export function verifySignedFields(fields: SignedFields & { readonly kid?: string | undefined; readonly sig?: string | undefined }, keys: VerificationKeys): void {
+  if (fields.sig === undefined || fields.kid === undefined) throw new EnvelopeSignatureError('unsigned', fields.kid);
+  if (!Object.hasOwn(keys, fields.kid)) throw new EnvelopeSignatureError('unknown-key', fields.kid);
+  const expected = createHmac('sha256', keys[fields.kid]!).update(canonicalSignedFields(fields, fields.kid)).digest();
+  const given = Buffer.from(fields.sig, 'base64url');
+  if (given.length !== expected.length || !timingSafeEqual(given, expected)) {
+    throw new EnvelopeSignatureError('mismatch', fields.kid);
+  }
 }
 
 /**
@@ -56,12 +92,7 @@ export function signEnvelope(envelope: Envelope, key: SigningKey): Envelope {
  */
 export function verifyEnvelope(envelope: Envelope | ReceivedEnvelope, keys: VerificationKeys): void {
   if (envelope.sig === undefined || envelope.kid === undefined) throw new EnvelopeSignatureError('unsigned', envelope.kid);
-  if (!Object.hasOwn(keys, envelope.kid)) throw new EnvelopeSignatureError('unknown-key', envelope.kid);
-  const expected = createHmac('sha256', keys[envelope.kid]!).update(canonicalEnvelope(envelope, envelope.kid)).digest();
-  const given = Buffer.from(envelope.sig, 'base64url');
-  if (given.length !== expected.length || !timingSafeEqual(given, expected)) {
-    throw new EnvelopeSignatureError('mismatch', envelope.kid);
-  }
+  verifySignedFields({ ...envelope, payloadDigest: payloadDigest(envelope.payload) }, keys);
 }
 
 /** JSON with object keys sorted at every level: one byte string per value. */

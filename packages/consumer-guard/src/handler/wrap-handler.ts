@@ -15,8 +15,8 @@ import { emit } from '@fenced/shared/internal';
 import type { GuardPort } from '../guard-port.js';
 import type { GuardedWriteContext } from '../write-context.js';
 
-/** What a wrapped handler is given besides the payload. */
-export interface HandlerContext<Trx> {
+/** The fire a handler or a fenced route runs for, as the envelope named it. */
+export interface FireFields {
   /** The envelope's token: every write of this handler is fenced with it. */
   readonly token: Token;
   readonly fireId: string;
@@ -29,6 +29,10 @@ export interface HandlerContext<Trx> {
    * of this fire to this resource. Pass it as the receiving API's idempotency key.
    */
   readonly idempotencyKey: string;
+}
+
+/** What a wrapped handler is given besides the payload. */
+export interface HandlerContext<Trx> extends FireFields {
   /** Aborts when the caller's signal aborts or `timeoutMs` passes. */
   readonly signal: AbortSignal;
   /**

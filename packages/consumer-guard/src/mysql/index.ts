@@ -5,5 +5,5 @@ export { LATEST_MYSQL_MIGRATION } from './migrator.js';
 export { DEFAULT_MYSQL_TAKEOVER } from './mysql-store-options.js';
 export type { Mysql2ConnectionOf, Mysql2PoolLike, Mysql2PoolConnectionLike } from './mysql2-session.js';
 export type { FenceGuard } from '../fence-guard.js';
-export type { AppliedFire, AuditEntry, FenceReport, GuardInspection, LowerFenceRequest } from '../fence-records.js';
+export type { AppliedFire, AppliedOutcome, AuditEntry, FenceReport, GuardInspection, LowerFenceRequest } from '../fence-records.js';
 export type { GuardedWriteContext, GuardedWriteOptions } from '../write-context.js';

@@ -3,6 +3,7 @@ import { SchemaTooNewError, type FencedLogger } from '@fenced/shared';
 import { emit, fillPlaceholders, numberedMigrations } from '@fenced/shared/internal';
 import { sqlFiles } from './migrations/generated-sql.js';
 import type { MysqlObjectNames } from './names.js';
+import { DUPLICATE_COLUMN, errnoOf } from './mysql-errors.js';
 import type { MysqlConnection, MysqlSession } from './session.js';
 
 /** The migrations in order, with their numeric ids (`000001.sql` → 1). */
@@ -58,6 +59,19 @@ export async function migrateMysql(session: MysqlSession<unknown>, names: MysqlO
   for (const id of applied) emit(logger, { type: 'migration.applied', schema: database, table, id });
 }
 
+/**
+ * One statement of a migration that may be running again whole: a column it adds may be there from
+ * the run that stopped (MySQL 8 has no `ADD COLUMN IF NOT EXISTS`), which is what the statement wanted.
+ */
+async function runAgainSafely(connection: MysqlConnection, statement: string): Promise<void> {
+  try {
+    await connection.run(statement);
+  } catch (err) {
+    if (errnoOf(err) === DUPLICATE_COLUMN && /^ALTER TABLE\b/i.test(statement)) return;
+    throw err;
+  }
+}
+
 async function applyPending(connection: MysqlConnection, names: MysqlObjectNames): Promise<number[]> {
   await connection.run(`CREATE TABLE IF NOT EXISTS ${names.migrations} (id INT NOT NULL PRIMARY KEY, applied_at TIMESTAMP(6) NOT NULL DEFAULT CURRENT_TIMESTAMP(6)) ENGINE = InnoDB`);
   const [row] = await connection.run(`SELECT COALESCE(MAX(id), 0) AS id FROM ${names.migrations}`);
@@ -66,7 +80,7 @@ async function applyPending(connection: MysqlConnection, names: MysqlObjectNames
   const applied: number[] = [];
   for (const migration of migrations) {
     if (migration.id <= latest) continue;
-    for (const statement of migrationStatements(migration.text, names)) await connection.run(statement);
+    for (const statement of migrationStatements(migration.text, names)) await runAgainSafely(connection, statement);
     await connection.run(`INSERT INTO ${names.migrations} (id) VALUES (?)`, [migration.id]);
     applied.push(migration.id);
   }

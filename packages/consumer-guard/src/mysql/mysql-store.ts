@@ -3,6 +3,7 @@ import { emit, storedToken } from '@fenced/shared/internal';
 import type { FenceStore, FenceStoreContext } from '../fence-store.js';
 import { advanceWithTakeover } from '../takeover/advance-with-takeover.js';
 import type { WriteArguments } from '../write-arguments.js';
+import type { AppliedOutcome } from '../fence-records.js';
 import type { GuardedWriteContext } from '../write-context.js';
 import { BoundedMap } from '../internal/bounded-map.js';
 import { retryBackoff as backoff } from '../internal/retry-backoff.js';
@@ -62,12 +63,18 @@ export function mysqlFenceStore(options: MysqlStoreOptions, context: FenceStoreC
     return metrics.timeWrite(args.resource, () => writeWithRetries(args, fn));
   }
 
-  async function writeWithRetries<T>({ token, resource, fireId }: WriteArguments, fn: (trx: unknown, ctx: GuardedWriteContext) => Promise<T>): Promise<T> {
+  async function writeWithRetries<T>({ token, resource, fireId, recordOutcome }: WriteArguments, fn: (trx: unknown, ctx: GuardedWriteContext) => Promise<T>): Promise<T> {
     const check = (connection: MysqlConnection) => checkFence(connection, token, resource, fireId);
+    const closing =
+      fireId === null || recordOutcome === undefined
+        ? undefined
+        : async (connection: MysqlConnection, result: T) => {
+            await connection.run(statements.recordOutcome, [recordOutcome(result), resource, fireId]);
+          };
     for (let attempt = 1; ; attempt++) {
       try {
         const result = await session.withConnection((connection, trx) =>
-          runGuardedTransaction(connection, trx, options.isolationLevel, check, (t) => fn(t, { token, resource, attempt })),
+          runGuardedTransaction(connection, trx, options.isolationLevel, check, (t) => fn(t, { token, resource, attempt }), closing),
         );
         lastSeen.set(resource, token);
         emit(logger, { type: 'token.accepted', resource, token });
@@ -149,6 +156,23 @@ export function mysqlFenceStore(options: MysqlStoreOptions, context: FenceStoreC
 
   const admin = mysqlAdminOperations({ session: session as MysqlSession<unknown>, names, defaultResource: context.resource, logger, fail: unavailable, onLowered: (resource, token) => lastSeen.set(resource, token) });
 
+  async function appliedOutcome(resource: string, fireId: string): Promise<AppliedOutcome | null> {
+    let rows: Record<string, unknown>[];
+    try {
+      rows = await session.query(statements.readOutcome, [resource, fireId]);
+    } catch (err) {
+      throw unavailable(resource, 'read applied fires', err);
+    }
+    const row = rows[0];
+    if (row === undefined) return null;
+    const outcome = row['outcome'];
+    return {
+      token: storedToken(String(row['token'])),
+      outcome: outcome === null || outcome === undefined ? null : Buffer.isBuffer(outcome) ? outcome.toString('utf8') : String(outcome),
+      appliedAt: new Date(row['applied_at'] as string | Date),
+    };
+  }
+
   const fence = (resource: string): Fence => {
     const name = parseResource(resource);
     return Object.freeze({
@@ -173,6 +197,7 @@ export function mysqlFenceStore(options: MysqlStoreOptions, context: FenceStoreC
     pruneAppliedFires: admin.pruneAppliedFires,
     lastAppliedFire: admin.lastAppliedFire,
     lastAppliedFires: admin.lastAppliedFires,
+    appliedOutcome,
   });
 }
 

@@ -45,6 +45,7 @@ export async function runGuardedTransaction<Trx, T>(
   isolation: IsolationLevel | undefined,
   check: (connection: MysqlConnection) => Promise<void>,
   body: (trx: Trx) => Promise<T>,
+  closing?: (connection: MysqlConnection, result: T) => Promise<void>,
 ): Promise<T> {
   let phase: TransactionPhase = 'open';
   let commitSent = false;
@@ -56,6 +57,8 @@ export async function runGuardedTransaction<Trx, T>(
     await check(connection);
     phase = 'body';
     const result = await body(trx);
+    // What records the body's result (a fire's outcome): the last statement inside the transaction.
+    if (closing !== undefined) await closing(connection, result);
     phase = 'commit';
     if (failpoints.armed) await failpoints.hit('guard.checked-before-commit');
     const lost = connection.lost();

@@ -6,6 +6,8 @@ import type { MysqlObjectNames } from './names.js';
 export interface MysqlStatements {
   readonly readFenceShared: string;
   readonly claimFire: string;
+  readonly recordOutcome: string;
+  readonly readOutcome: string;
 }
 
 /** Strips a statement file's comment lines. */
@@ -17,5 +19,10 @@ const statement = (text: string) =>
 
 export function mysqlStatements(names: MysqlObjectNames): MysqlStatements {
   const fill = (text: string) => statement(fillPlaceholders(text, { FENCES: names.fences, APPLIED: names.applied }));
-  return { readFenceShared: fill(sqlFiles['read-fence-shared']), claimFire: fill(sqlFiles['claim-fire']) };
+  return {
+    readFenceShared: fill(sqlFiles['read-fence-shared']),
+    claimFire: fill(sqlFiles['claim-fire']),
+    recordOutcome: fill(sqlFiles['record-outcome']),
+    readOutcome: fill(sqlFiles['read-outcome']),
+  };
 }

@@ -49,7 +49,7 @@ export function asTransaction<DB>(conn: Kysely<DB>): Transaction<DB> {
 export function kyselySession<DB>(db: Kysely<DB>, pool: object, onConnectionError: (err: Error) => void): GuardSession<Transaction<DB>> {
   watchPool(pool, onConnectionError);
   return {
-    async transaction(isolation, checkSql, body) {
+    async transaction(isolation, checkSql, body, closing) {
       const { CompiledQuery } = await loadKysely();
       try {
         return await db.connection().execute((conn) =>
@@ -65,6 +65,7 @@ export function kyselySession<DB>(db: Kysely<DB>, pool: object, onConnectionErro
             isolation,
             checkSql,
             body,
+            closing,
           ),
         );
       } catch (err) {

@@ -76,10 +76,10 @@ export function pgPoolSession<Client extends PgClientLike>(pool: PgPoolLike<Clie
   }
 
   return {
-    transaction: (isolation, checkSql, body) =>
+    transaction: (isolation, checkSql, body, closing) =>
       withClient(
         (c, watch) =>
-          runGuardedTransaction({ exec: async (text) => ({ command: lastCommand(await c.query(text)) }), lost: watch.lost }, c, isolation, checkSql, body),
+          runGuardedTransaction({ exec: async (text) => ({ command: lastCommand(await c.query(text)) }), lost: watch.lost }, c, isolation, checkSql, body, closing),
         (err) => new PhaseError('open', err),
       ),
 

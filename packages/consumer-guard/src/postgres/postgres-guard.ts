@@ -29,7 +29,7 @@ export interface PostgresGuard<Trx> extends FenceGuard<Trx> {
    * row stays locked until the caller's transaction ends. No retry here: an aborted transaction is
    * the caller's to run again. `tx` must be a transaction on the guard's database.
    */
-  guardedWriteIn<T>(tx: TransactionExecutor, token: TokenInput, fn: (tx: TransactionExecutor, ctx: GuardedWriteContext) => Promise<T>, options?: GuardedWriteOptions): Promise<T>;
+  guardedWriteIn<T>(tx: TransactionExecutor, token: TokenInput, fn: (tx: TransactionExecutor, ctx: GuardedWriteContext) => Promise<T>, options?: GuardedWriteOptions<T>): Promise<T>;
 }
 
 type GuardOptions<Db> = Omit<PostgresGuardOptionsInput, 'db' | 'pool' | 'logger' | 'meterProvider'> & { db: Db; pool?: PgPoolEvents; logger?: FencedLogger; meterProvider?: MeterProvider };
@@ -59,7 +59,7 @@ export function postgresGuardOver(store: FenceStore & Required<Pick<FenceStore, 
   const guard = fenceGuardOver(store);
   return Object.freeze({
     ...guard,
-    guardedWriteIn: async <T>(tx: TransactionExecutor, token: TokenInput, fn: (tx: TransactionExecutor, ctx: GuardedWriteContext) => Promise<T>, options?: GuardedWriteOptions) =>
+    guardedWriteIn: async <T>(tx: TransactionExecutor, token: TokenInput, fn: (tx: TransactionExecutor, ctx: GuardedWriteContext) => Promise<T>, options?: GuardedWriteOptions<T>) =>
       store.writeIn(tx, parseWriteArguments('guardedWriteIn', token, fn, options, store.resource), fn),
   });
 }

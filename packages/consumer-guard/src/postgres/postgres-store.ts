@@ -17,6 +17,8 @@ import { advanceWithTakeover } from '../takeover/advance-with-takeover.js';
 import { PhaseError, toParams, type GuardSession } from './session.js';
 import { detailOf, DUPLICATE_FIRE, FENCE_AHEAD, isRetryable, LEASE_NOT_HELD, sqlStateOf, STALE_TOKEN } from './sql-state.js';
 import type { WriteArguments } from '../write-arguments.js';
+import type { AppliedOutcome } from '../fence-records.js';
+import { quoteLiteral } from './sql-text.js';
 import type { GuardedWriteContext, TransactionExecutor } from '../write-context.js';
 
 /** The PostgreSQL store as the seam sees it: it also writes inside a caller's transaction. */
@@ -71,10 +73,19 @@ export function postgresFenceStore(options: PostgresStoreOptions, context: Fence
     return metrics.timeWrite(args.resource, () => writeWithRetries(args, fn));
   }
 
-  async function writeWithRetries<T>({ token, resource, fireId, issuer }: WriteArguments, fn: (trx: unknown, ctx: GuardedWriteContext) => Promise<T>): Promise<T> {
+  /** The statement that records a fire's outcome beside its claim, values inlined; or undefined. */
+  function outcomeRecorder<T>({ resource, fireId, recordOutcome }: WriteArguments): ((result: T) => string) | undefined {
+    if (fireId === null || recordOutcome === undefined) return undefined;
+    // The outcome is JSON-like text made by our own layer; quoteLiteral refuses what text cannot hold.
+    return (result) => `UPDATE ${names.applied} SET outcome = ${quoteLiteral(recordOutcome(result))} WHERE resource = ${quoteLiteral(resource)} AND fire_id = ${quoteLiteral(fireId)}`;
+  }
+
+  async function writeWithRetries<T>(args: WriteArguments, fn: (trx: unknown, ctx: GuardedWriteContext) => Promise<T>): Promise<T> {
+    const { token, resource, fireId, issuer } = args;
+    const closing = outcomeRecorder<T>(args);
     for (let attempt = 1; ; attempt++) {
       try {
-        const result = await session.transaction(options.isolationLevel, check.inline(token, resource, raises(token, resource), fireId, issuer), (trx) => fn(trx, { token, resource, attempt }));
+        const result = await session.transaction(options.isolationLevel, check.inline(token, resource, raises(token, resource), fireId, issuer), (trx) => fn(trx, { token, resource, attempt }), closing);
         lastSeen.set(resource, token);
         emit(logger, { type: 'token.accepted', resource, token });
         return result;
@@ -106,7 +117,8 @@ export function postgresFenceStore(options: PostgresStoreOptions, context: Fence
     return metrics.timeWrite(args.resource, () => writeInTransaction(tx, args, fn));
   }
 
-  async function writeInTransaction<T>(tx: TransactionExecutor, { token, resource, fireId, issuer }: WriteArguments, fn: (tx: TransactionExecutor, ctx: GuardedWriteContext) => Promise<T>): Promise<T> {
+  async function writeInTransaction<T>(tx: TransactionExecutor, args: WriteArguments, fn: (tx: TransactionExecutor, ctx: GuardedWriteContext) => Promise<T>): Promise<T> {
+    const { token, resource, fireId, issuer, recordOutcome } = args;
     try {
       await tx.executeSql(`SAVEPOINT ${SAVEPOINT}`);
     } catch (err) {
@@ -125,6 +137,9 @@ export function postgresFenceStore(options: PostgresStoreOptions, context: Fence
       throw unavailable(resource, 'open', err);
     }
     const result = await fn(tx, { token, resource, attempt: 1 });
+    if (fireId !== null && recordOutcome !== undefined) {
+      await tx.executeSql(`UPDATE ${names.applied} SET outcome = $3 WHERE resource = $1 AND fire_id = $2`, [resource, fireId, recordOutcome(result)]);
+    }
     try {
       await tx.executeSql(`RELEASE SAVEPOINT ${SAVEPOINT}`);
     } catch (err) {
@@ -181,6 +196,18 @@ export function postgresFenceStore(options: PostgresStoreOptions, context: Fence
     logger,
   });
 
+  async function appliedOutcome(resource: string, fireId: string): Promise<AppliedOutcome | null> {
+    let rows: Record<string, unknown>[];
+    try {
+      rows = await session.query({ text: `SELECT token::text AS token, outcome, applied_at FROM ${names.applied} WHERE resource = $1 AND fire_id = $2`, values: [resource, fireId] });
+    } catch (err) {
+      throw unavailable(resource, 'read applied fires', err);
+    }
+    const row = rows[0];
+    if (row === undefined) return null;
+    return { token: storedToken(String(row['token'])), outcome: typeof row['outcome'] === 'string' ? row['outcome'] : null, appliedAt: new Date(row['applied_at'] as string | Date) };
+  }
+
   const fence = (resource: string): Fence => {
     const name = parseResource(resource);
     return Object.freeze({
@@ -206,6 +233,7 @@ export function postgresFenceStore(options: PostgresStoreOptions, context: Fence
     pruneAppliedFires,
     lastAppliedFire,
     lastAppliedFires,
+    appliedOutcome,
   });
 }
 

@@ -42,10 +42,11 @@ export class PhaseError extends Error {
 export interface GuardSession<Trx> {
   /**
    * Opens a transaction whose first statement is `checkSql` (values inlined as literals), sent in the
-   * same round trip as BEGIN; runs `body`; commits. Rolls back on any failure and throws a {@link PhaseError}. A COMMIT that
+   * same round trip as BEGIN; runs `body`; runs the `closing` statement made of its result, if any;
+   * commits. Rolls back on any failure and throws a {@link PhaseError}. A COMMIT that
    * the server answers with ROLLBACK (the body swallowed an SQL error) fails the commit phase.
    */
-  transaction<T>(isolation: IsolationLevel, checkSql: string, body: (trx: Trx) => Promise<T>): Promise<T>;
+  transaction<T>(isolation: IsolationLevel, checkSql: string, body: (trx: Trx) => Promise<T>, closing?: (result: T) => string | undefined): Promise<T>;
   /** One statement in its own implicit transaction. */
   query(statement: Statement): Promise<Record<string, unknown>[]>;
   /** Runs `body` in a transaction on one connection; `run` executes statements in it. */
@@ -76,6 +77,7 @@ export async function runGuardedTransaction<Trx, T>(
   isolation: IsolationLevel,
   checkSql: string,
   body: (trx: Trx) => Promise<T>,
+  closing?: (result: T) => string | undefined,
 ): Promise<T> {
   let phase: TransactionPhase = 'open';
   let commitSent = false;
@@ -83,6 +85,10 @@ export async function runGuardedTransaction<Trx, T>(
     await connection.exec(`BEGIN ISOLATION LEVEL ${isolation.toUpperCase()}; ${checkSql}`);
     phase = 'body';
     const result = await body(trx);
+    // The statement that records what the body produced (a fire's outcome), values inlined: the
+    // last one inside the transaction. Its failure, or the failure to make it, is the body's.
+    const closingSql = closing?.(result);
+    if (closingSql !== undefined) await connection.exec(closingSql);
     phase = 'commit';
     if (failpoints.armed) await failpoints.hit('guard.checked-before-commit');
     // A connection that died while `fn` ran (or while we stood at the failpoint) took its transaction

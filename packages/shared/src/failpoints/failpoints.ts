@@ -27,6 +27,8 @@ export const FAILPOINT_NAMES = [
   'guard.checked-before-commit',
   /** The write committed; the Redis fast-path mark not yet raised. */
   'guard.committed-before-mark',
+  /** A fenced HTTP call's headers (its fire, its token) are on the wire; its body not yet sent. */
+  'http.headers-sent-before-body',
 ] as const;
 
 export type FailpointName = (typeof FAILPOINT_NAMES)[number];

@@ -15,4 +15,13 @@ INSERT IGNORE INTO :APPLIED (resource, fire_key, fire_id, token) VALUES (?, UNHE
 -- procedure, which takes the row exclusively. Input: the resource. Output: the fence, as text.
 SELECT CAST(token AS CHAR) AS token FROM :FENCES WHERE resource = ? LOCK IN SHARE MODE
 `,
+  "read-outcome": String.raw`-- The claim of one fire and the outcome its write recorded (none when the fire was never applied).
+-- Input: the resource, the fire id (its key is its SHA-256).
+SELECT CAST(token AS CHAR) AS token, outcome, applied_at FROM :APPLIED WHERE resource = ? AND fire_key = UNHEX(SHA2(?, 256))
+`,
+  "record-outcome": String.raw`-- A fire's outcome, recorded beside its claim in the write's own transaction, after the caller's
+-- statements and before COMMIT (what a service answers when the fire's request comes again).
+-- Input: the outcome text, the resource, the fire id (its key is its SHA-256).
+UPDATE :APPLIED SET outcome = ? WHERE resource = ? AND fire_key = UNHEX(SHA2(?, 256))
+`,
 } as const;
