@@ -15,6 +15,18 @@ import { failpoints } from '@fenced/shared/failpoints';
 
 export type Report = (record: Record<string, unknown>) => void;
 
+/** A replica's or a service's required setting: its environment variable, or a clear error. */
+export function env(name: string): string {
+  const value = process.env[name];
+  if (value === undefined || value === '') throw new Error(`${name} is required`);
+  return value;
+}
+
+/** One JSON line on stdout, tokens (bigints) as decimal strings: what the simulation reads. */
+export const line: Report = (record) => {
+  process.stdout.write(`${JSON.stringify(record, (_k, v: unknown) => (typeof v === 'bigint' ? v.toString() : v))}\n`);
+};
+
 /**
  * The control's scheduler, as both example services run it: on the coordinator's lease alone, the
  * last fire kept beside the lease (the same hash tag, so the same Cluster slot) with a plain HSET, due

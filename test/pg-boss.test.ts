@@ -80,17 +80,20 @@ describe('the transactional pg-boss handler', () => {
     const statuses: string[] = [];
     await parentWorker(boss, queue, statuses);
     await waitFor(() => statuses.length >= 1, 30_000, 20);
-    expect(statuses).toEqual(['applied']);
+    // A status is known before pg-boss commits: an attempt whose completion pg-boss then refused (the
+    // job expired under it too) is rolled back and run again, so only the first status is certain.
+    expect(statuses[0]).toBe('applied');
     await allCompleted(boss, queue);
 
     child.kill('SIGCONT'); // the first worker wakes up inside its transaction and writes
     const late = await child.waitForLine((l) => l.kind === 'outcome', 20_000);
-    // Either its check runs first and the claim is refused as a duplicate, or pg-boss, whose own timer
-    // for the expired job fires on waking too, has already ended the transaction, and the write fails
-    // closed. Both leave nothing of it in the database.
-    const refused = late.status === 'duplicate' || (late.status === 'error' && /nothing was applied/.test(String(late.message)));
+    // Its batch was checked and its fire claimed before the handler started, in the transaction it
+    // still holds: pg-boss has ended that transaction by now (its idle-in-transaction timeout, or its
+    // own timer for the expired job, fired on waking too), so the worker's write fails with it. Either
+    // way nothing of it is left in the database, and the parent's run of the fire stands.
+    const refused = late.status === 'duplicate' || (late.status === 'error' && /nothing was applied|terminating connection|Connection terminated/.test(String(late.message)));
     expect(refused, JSON.stringify(late)).toBe(true);
-    expect(await ledgerRows()).toEqual([{ fire_id: envelope.fireId, token: '3', worker: 'parent' }]);
+    expect(await ledgerRows(), JSON.stringify(await ledgerRows())).toEqual([{ fire_id: envelope.fireId, token: "3", worker: "parent" }]);
   });
 
   it('a refused fire (stale) completes the job and writes nothing; an accepted one commits with the completion', async () => {

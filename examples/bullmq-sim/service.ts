@@ -23,21 +23,14 @@ import type { Envelope } from '@fenced/shared';
 import { failpoints } from '@fenced/shared/failpoints';
 import { listenForFailpointCommands } from '../ledger-sim/failpoint-commands.js';
 import { JOB, LEASE, QUEUE, RESOURCE } from './names.js';
-import { reportLeadership, startControlScheduler, writeUnguarded } from '../sim-support.js';
+import { env, line, reportLeadership, startControlScheduler, writeUnguarded } from '../sim-support.js';
 
-const env = (name: string): string => {
-  const value = process.env[name];
-  if (value === undefined || value === '') throw new Error(`${name} is required`);
-  return value;
-};
 const node = env('NODE_NAME');
 const mode = env('MODE');
 const everyMs = Number(env('EVERY_MS'));
 const workMs = Number(env('WORK_MS'));
 const keyPrefix = env('KEY_PREFIX');
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
-const line = (record: Record<string, unknown>) =>
-  process.stdout.write(`${JSON.stringify(record, (_k, v: unknown) => (typeof v === 'bigint' ? v.toString() : v))}\n`);
 listenForFailpointCommands(line);
 
 // Short timeouts on the lease's client: a partitioned replica must notice, not hang. BullMQ blocks

@@ -22,8 +22,15 @@ function actionOf(command: { action?: unknown; ms?: unknown }): FailpointAction 
   }
 }
 
-export function listenForFailpointCommands(report: (record: Record<string, unknown>) => void): void {
-  failpoints.onHit((hit) => report({ kind: 'failpoint', name: hit.name, action: hit.action }));
+/**
+ * `moments`: where this service's code stands at a moment the simulation names by another failpoint
+ * (the HTTP service's callers have no handler pre-check: their moment between the check and the
+ * write is `http.headers-sent-before-body`). An arm command for a key arms its value, and its hits
+ * are reported under the key, the name the simulation waits for.
+ */
+export function listenForFailpointCommands(report: (record: Record<string, unknown>) => void, moments: Partial<Record<FailpointName, FailpointName>> = {}): void {
+  const askedAs = new Map(Object.entries(moments).map(([asked, armed]) => [armed, asked as FailpointName]));
+  failpoints.onHit((hit) => report({ kind: 'failpoint', name: askedAs.get(hit.name) ?? hit.name, action: hit.action }));
   createInterface({ input: process.stdin }).on('line', (text) => {
     let command: { kind?: unknown; failpoint?: unknown; action?: unknown; ms?: unknown };
     try {
@@ -33,9 +40,9 @@ export function listenForFailpointCommands(report: (record: Record<string, unkno
     }
     try {
       if (command.kind === 'arm') {
-        failpoints.arm(command.failpoint as FailpointName, actionOf(command));
+        failpoints.arm(moments[command.failpoint as FailpointName] ?? (command.failpoint as FailpointName), actionOf(command));
       } else if (command.kind === 'disarm') {
-        failpoints.disarm(command.failpoint as FailpointName);
+        failpoints.disarm(moments[command.failpoint as FailpointName] ?? (command.failpoint as FailpointName));
       } else if (command.kind === 'stall') {
         const ms = Number(command.ms);
         if (!(Number.isFinite(ms) && ms >= 0)) throw new TypeError(`a stall is a number of ms >= 0, not ${JSON.stringify(command.ms)}`);

@@ -25,13 +25,8 @@ import { failpoints } from '@fenced/shared/failpoints';
 import { listenForFailpointCommands } from './failpoint-commands.js';
 import { INSERT_SQL, JOB, LEASE, RESOURCE } from './ledger.js';
 import { connectRedis, parseRedisEndpoint } from './redis-endpoint.js';
-import { reportLeadership, startControlScheduler, writeUnguarded } from '../sim-support.js';
+import { env, line, reportLeadership, startControlScheduler, writeUnguarded } from '../sim-support.js';
 
-const env = (name: string): string => {
-  const value = process.env[name];
-  if (value === undefined || value === '') throw new Error(`${name} is required`);
-  return value;
-};
 const node = env('NODE_NAME');
 const mode = env('MODE');
 const schema = env('SIM_SCHEMA');
@@ -44,8 +39,6 @@ const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 const withinMs = <T>(ms: number, promise: Promise<T>): Promise<T> =>
   Promise.race([promise, new Promise<never>((_, reject) => setTimeout(() => reject(new Error(`no answer in ${ms} ms`)), ms).unref())]);
 
-const line = (record: Record<string, unknown>) =>
-  process.stdout.write(`${JSON.stringify(record, (_k, v: unknown) => (typeof v === 'bigint' ? v.toString() : v))}\n`);
 
 const redis = connectRedis(parseRedisEndpoint(env('REDIS_ENDPOINT')));
 redis.on('error', () => {});

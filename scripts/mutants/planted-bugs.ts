@@ -28,6 +28,7 @@ const MIGRATIONS = 'packages/consumer-guard/src/postgres/migrations';
 const LEASE_SQL = 'packages/coordinator/src/lease/postgres/migrations/000001.sql';
 const PG_LEASE_TESTS = ['test/lease-store/conformance-postgres.test.ts'];
 const MYSQL_FENCE_TESTS = ['test/fence-store/conformance-mysql.test.ts'];
+const HTTP_TESTS = ['test/http-fences.test.ts'];
 
 export const PLANTED_BUGS: readonly PlantedBug[] = [
   {
@@ -182,7 +183,7 @@ export const PLANTED_BUGS: readonly PlantedBug[] = [
     layer: 'handler',
     bug: 'the wrapped handler parses a signed envelope without verifying its signature',
     file: 'packages/consumer-guard/src/handler/wrap-handler.ts',
-    find: '      if (settings.keys !== undefined) verifyEnvelope(envelope, settings.keys);',
+    find: '    if (settings.keys !== undefined) verifyEnvelope(envelope, settings.keys);',
     replace: '',
     tests: ['packages/consumer-guard/src/handler/wrap-handler.pg.test.ts'],
   },
@@ -652,5 +653,50 @@ export const PLANTED_BUGS: readonly PlantedBug[] = [
     find: '        if (token < highest) throw new CheckRefusal(STALE_TOKEN, highest.toString());',
     replace: '        if (token <= highest) throw new CheckRefusal(STALE_TOKEN, highest.toString());',
     tests: MYSQL_FENCE_TESTS,
+  },
+  {
+    id: 'http-unsigned-accepted',
+    layer: 'handler',
+    bug: "the fenced HTTP route verifies a fire's signature only when it has one: an unsigned header with token 2^63-1 is accepted, and locks every honest leader out",
+    file: 'packages/consumer-guard/src/http/fenced-endpoint.ts',
+    find: '      if (settings.keys !== undefined) verifyFire(fire, settings.keys);',
+    replace: '      if (settings.keys !== undefined && fire.sig !== undefined) verifyFire(fire, settings.keys);',
+    tests: HTTP_TESTS,
+  },
+  {
+    id: 'http-replay-runs-again',
+    layer: 'dedupe',
+    bug: "the fenced HTTP route claims the request, not the fire: a retried call runs the route again instead of answering its first reply",
+    file: 'packages/consumer-guard/src/http/fenced-endpoint.ts',
+    find: '      const routeReply = await port.guardedWrite(fire.token, fire.fireId, route, fire.issuer, record);',
+    replace: '      const routeReply = await port.guardedWrite(fire.token, `${fire.fireId}/${performance.now()}`, route, fire.issuer, record);',
+    tests: HTTP_TESTS,
+  },
+  {
+    id: 'batch-judged-against-old-fence',
+    layer: 'guard',
+    bug: "the batch check judges every fire against the fence before the batch, not as the fires before it left it: a lower token after a higher one in the same batch is applied",
+    file: `${MIGRATIONS}/000007.sql`,
+    find: '      cur := p_tokens[i];\n',
+    replace: '',
+    tests: ['test/transactional-batch.test.ts'],
+  },
+  {
+    id: 'batch-claim-unchecked',
+    layer: 'dedupe',
+    bug: "the batch check inserts each fire's claim but never looks whether it was there already: a fire redelivered to a batch applies twice",
+    file: `${MIGRATIONS}/000007.sql`,
+    find: "verdict := CASE WHEN FOUND THEN 'claimed' ELSE 'duplicate' END;",
+    replace: "verdict := 'claimed';",
+    tests: ['test/transactional-batch.test.ts'],
+  },
+  {
+    id: 'batch-write-after-abandon',
+    layer: 'handler',
+    bug: "a batched job writes after its queue gave up on it: pg-boss rolled the transaction back under the handler, and the job's statements commit on their own",
+    file: 'packages/consumer-guard/src/handler/wrap-transactional.ts',
+    find: '      if (signal?.aborted) throw abandoned(resource, fireId);\n',
+    replace: '',
+    tests: ['test/pg-boss.test.ts'],
   },
 ];

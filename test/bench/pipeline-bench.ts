@@ -7,6 +7,8 @@
  *   unguarded  the same scheduler with no fence (a lease alone) → the same queue → a bare handler
  *              doing the same INSERT in a plain transaction (for pg-boss, in the batch's transaction
  *              of the same transactional worker): what a team runs with a lease alone
+ * and, for pg-boss, a third: guarded-1by1, the batch's jobs checked one at a time under a savepoint
+ * each (what the adapter did before it checked a whole batch at once),
  * and prints, per pipeline, the fires dispatched and applied per second and each fire's end-to-end
  * lateness (commit time minus due time, by the Redis server's clock) over `--seconds` after a warm-up.
  *
@@ -55,7 +57,8 @@ pool.on('error', () => {});
 const redis = new Redis(redisUrl, { maxRetriesPerRequest: null });
 redis.on('error', () => {});
 
-type Variant = 'guarded' | 'unguarded';
+/** `guarded-1by1`: pg-boss only, its batch's jobs checked one at a time (a savepoint each), as before the batch check. */
+type Variant = 'guarded' | 'unguarded' | 'guarded-1by1';
 
 /** Milliseconds to add to Date.now() to read the Redis server's clock (the one due times come from). */
 async function serverOffset(): Promise<number> {
@@ -121,7 +124,7 @@ async function startConsumer(queue: string, variant: Variant, table: string, res
     (_payload, ctx) => ctx.guardedWrite((client) => client.query(`INSERT INTO ${table} (fire_id, token) VALUES ($1, $2)`, [ctx.fireId, ctx.token.toString()])),
     { onStale: 'return' },
   );
-  const name = `pipe_${variant}`;
+  const name = `pipe_${variant.replace(/-/g, '_')}`;
   if (queue === 'bullmq') {
     const connection = new Redis(redisUrl, { maxRetriesPerRequest: null });
     const prefix = `${keyPrefix}-bull`;
@@ -207,6 +210,13 @@ async function startConsumer(queue: string, variant: Variant, table: string, res
       statuses.forEach((status, j) => status === 'applied' && onApplied(jobs[j]!.data as Envelope));
       return statuses;
     });
+  } else if (variant === 'guarded-1by1') {
+    const oneAtATime = guard.wrapTransactionalHandler((_payload, ctx) =>
+      ctx.guardedWrite((tx) => tx.executeSql(`INSERT INTO ${table} (fire_id, token) VALUES ($1, $2)`, [ctx.fireId, ctx.token.toString()])),
+    );
+    await boss.work(name, { ...polling, transactional: true }, async (jobs, tx) => {
+      for (const job of jobs) if ((await oneAtATime(job.data, tx)).status === 'applied') onApplied(job.data as Envelope);
+    });
   } else {
     // Like for like: the same transactional worker, each job's INSERT in the batch's transaction.
     await boss.work(name, { ...polling, transactional: true }, async (jobs, tx) => {
@@ -226,7 +236,7 @@ async function startConsumer(queue: string, variant: Variant, table: string, res
 }
 
 async function runPipeline(queue: string, variant: Variant, offset: number) {
-  const table = `${schema}.${queue.replace('-', '_')}_${variant}`;
+  const table = `${schema}.${queue.replace("-", "_")}_${variant.replace("-", "_")}`;
   await pool.query(`CREATE TABLE ${table} (fire_id text PRIMARY KEY, token bigint NOT NULL)`);
   const resource = `${queue}-${variant}`;
   const start = Date.now() + offset;
@@ -270,7 +280,7 @@ async function main(): Promise<void> {
     await createGuard({ db: pool, resource: 'setup', schema }).migrate();
     const offset = await serverOffset();
     for (const queue of queues) {
-      for (const variant of ['unguarded', 'guarded'] as const) {
+      for (const variant of queue === 'pg-boss' ? (['unguarded', 'guarded', 'guarded-1by1'] as const) : (['unguarded', 'guarded'] as const)) {
         const result = await runPipeline(queue, variant, offset);
         results.push(result);
         if (!args.json) process.stderr.write(`${queue} ${variant}: ${result.dispatchedPerSecond} fires/s dispatched, ${result.appliedPerSecond} applied, lateness median ${result.latenessMs.median} ms, p99 ${result.latenessMs.p99} ms\n`);
@@ -283,13 +293,21 @@ async function main(): Promise<void> {
     process.stdout.write(`pipeline benchmark: ${jobCount} jobs each every second (${jobCount} fires/s offered), ${CONCURRENCY} workers, ${seconds} s measured after ${WARMUP_MS / 1000} s\n`);
     for (const r of results) {
       process.stdout.write(
-        `  ${r.queue.padEnd(16)} ${r.variant.padEnd(10)} ${String(r.dispatchedPerSecond).padStart(6)} fires/s dispatched ${String(r.appliedPerSecond).padStart(6)} applied   lateness median ${String(r.latenessMs.median).padStart(5)} ms, p99 ${String(r.latenessMs.p99).padStart(5)} ms   this process ${r.processCpu} cores\n`,
+        `  ${r.queue.padEnd(16)} ${r.variant.padEnd(13)} ${String(r.dispatchedPerSecond).padStart(6)} fires/s dispatched ${String(r.appliedPerSecond).padStart(6)} applied   lateness median ${String(r.latenessMs.median).padStart(5)} ms, p99 ${String(r.latenessMs.p99).padStart(5)} ms   this process ${r.processCpu} cores\n`,
       );
     }
     for (const queue of queues) {
       const guarded = results.find((r) => r.queue === queue && r.variant === 'guarded')!;
       const bare = results.find((r) => r.queue === queue && r.variant === 'unguarded')!;
       process.stdout.write(`ratio ${queue} guarded over unguarded, fires/s applied: ${(guarded.appliedPerSecond / bare.appliedPerSecond).toFixed(2)}\n`);
+      const oneByOne = results.find((r) => r.queue === queue && r.variant === 'guarded-1by1');
+      if (oneByOne !== undefined) process.stdout.write(`ratio ${queue} guarded one job at a time (a savepoint each) over unguarded, fires/s applied: ${(oneByOne.appliedPerSecond / bare.appliedPerSecond).toFixed(2)}\n`);
+    }
+    if (queues.includes('pg-boss')) {
+      const guarded = results.find((r) => r.queue === 'pg-boss' && r.variant === 'guarded')!;
+      const bare = results.find((r) => r.queue === 'pg-boss' && r.variant === 'unguarded')!;
+      const ratio = guarded.appliedPerSecond / bare.appliedPerSecond;
+      process.stdout.write(`target pg-boss guarded >= 0.95 of unguarded at ${jobCount} fires/s offered: ${ratio.toFixed(2)}: ${ratio >= 0.95 ? 'met' : 'not met'}\n`);
     }
   } finally {
     await pool.query(`DROP SCHEMA IF EXISTS ${schema} CASCADE`);

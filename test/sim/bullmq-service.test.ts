@@ -4,26 +4,10 @@
  * duration (the whole set is `pnpm sim:bullmq`'s job: about 8 minutes). It keeps the example and the
  * toolkit's contract for other apps (`pendingWork`, `scenarios`) honest.
  */
-import { spawn } from 'node:child_process';
-import { fileURLToPath } from 'node:url';
-import { testDatabaseUrl } from '#test-support';
+import { runScript, testDatabaseUrl } from '#test-support';
 import { describe, expect, it } from 'vitest';
 
-const root = fileURLToPath(new URL('../..', import.meta.url));
-
-function simBullmq(args: string[]): Promise<{ code: number | null; stdout: string; stderr: string }> {
-  return new Promise((resolve) => {
-    const child = spawn(process.execPath, ['--import', 'tsx', '--conditions=@fenced/source', 'examples/bullmq-sim/sim.ts', ...args], {
-      cwd: root,
-      env: { ...process.env, DATABASE_URL: testDatabaseUrl() },
-    });
-    let stdout = '';
-    let stderr = '';
-    child.stdout.on('data', (d: Buffer) => (stdout += d.toString()));
-    child.stderr.on('data', (d: Buffer) => (stderr += d.toString()));
-    child.on('exit', (code) => resolve({ code, stdout, stderr }));
-  });
-}
+const simBullmq = (args: string[]) => runScript('examples/bullmq-sim/sim.ts', args, { DATABASE_URL: testDatabaseUrl() });
 
 describe('pnpm sim:bullmq', () => {
   it('refuses a scenario the service does not run, naming the ones it does', async () => {

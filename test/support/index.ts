@@ -1,7 +1,7 @@
 export { resolveServices, type ServiceUrls } from './services.js';
 export { countingPool, createPool, createTestSchema, kyselyOver, uniqueSchemaName, testDatabaseUrl, waitForLockWait, withPgClient } from './postgres.js';
 export { createRedis, deleteKeys, testRedisUrl, uniquePrefix, waitFor } from './redis.js';
-export { isStopped, spawnNode, spawnTs, type ChildHandle } from './child.js';
+export { isStopped, runScript, spawnNode, spawnTs, type ChildHandle } from './child.js';
 export { inMemoryMetrics } from './metrics.js';
 export { runCli, serveCli, type CliRun } from './cli.js';
 export { createMysqlPool, createTestMysqlDatabase, testMysqlUrl } from './mysql.js';

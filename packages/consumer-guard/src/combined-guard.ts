@@ -6,7 +6,7 @@ import type { GuardPort } from './guard-port.js';
 import type { GuardMetrics } from './metrics/guard-metrics.js';
 import { parseLowerFenceRequest, type AppliedFire, type AppliedOutcome, type AuditEntry, type GuardInspection, type LowerFenceRequest } from './fence-records.js';
 import { fenceGuardOver, type FenceGuard } from './fence-guard.js';
-import type { FenceStore } from './fence-store.js';
+import type { BatchFire, FenceStore } from './fence-store.js';
 import type { RedisFastPath } from './redis/fast-path.js';
 import { parseWriteArguments, type WriteArguments } from './write-arguments.js';
 import type { GuardedWriteContext, GuardedWriteOptions, TransactionExecutor } from './write-context.js';
@@ -183,6 +183,17 @@ export function combinedGuard(options: GuardOptions, store: FenceStore, fastPath
       return writeInTransaction(tx, { token, resource: options.resource, fireId, issuer: issuer ?? null, ...outcomeOption(recordOutcome) }, fn);
     },
     appliedOutcome: port.appliedOutcome,
+    ...(store.checkBatchIn === undefined
+      ? {}
+      : {
+          async checkBatch(fires: readonly BatchFire[]) {
+            const verdicts = await store.checkBatchIn!(tx, options.resource, fires);
+            // Each refusal goes on the record operators read. The mark is not raised: the fence a
+            // stale fire was judged against may be the batch's own raise, not committed yet.
+            verdicts.forEach((v, i) => v.verdict === 'stale' && fastPath?.recordRefusal(options.resource, fires[i]!.token, v.fence, fires[i]!.fireId));
+            return verdicts;
+          },
+        }),
   });
 
   const guard: CombinedGuard<unknown> = Object.freeze({

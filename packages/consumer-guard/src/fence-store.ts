@@ -41,6 +41,16 @@ export interface FenceStore {
    * `transactional` worker). Absent where the store has no such executor.
    */
   writeIn?<T>(tx: TransactionExecutor, args: WriteArguments, fn: (tx: TransactionExecutor, ctx: GuardedWriteContext) => Promise<T>): Promise<T>;
+  /**
+   * The check of a batch of fires inside a transaction the caller holds (a queue's batch, such as
+   * pg-boss's), in one call and without raising: a verdict per fire, judged in order as one write
+   * after another in the transaction would be (stale below the fence the fires before it left;
+   * otherwise the fence raised to its token and its fire claimed, or found claimed already). The
+   * lock is the one `writeIn` takes, held until the caller's transaction ends; nothing is left to do
+   * but run the claimed fires' statements in `tx`. Absent where the store has no such check (or
+   * when its writes are lease-checked: the batch path does not check leases).
+   */
+  checkBatchIn?(tx: TransactionExecutor, resource: string, fires: readonly BatchFire[]): Promise<BatchVerdict[]>;
   highest(resource: string): Promise<Token | null>;
   advance(resource: string, token: Token): Promise<void>;
   /** The {@link Fence} of `resource` (validated here: the name comes from the caller). */
@@ -53,6 +63,18 @@ export interface FenceStore {
   lastAppliedFires(resource: string, since: Date): Promise<ReadonlyMap<string, number>>;
   /** The claim of `fireId` on `resource` and the outcome its write recorded, or null if it was never applied (or was pruned). */
   appliedOutcome(resource: string, fireId: string): Promise<AppliedOutcome | null>;
+}
+
+/** One fire of a batch: its token and its fire id, validated. */
+export interface BatchFire {
+  readonly token: Token;
+  readonly fireId: string;
+}
+
+/** What a batch check said of one fire, and the fence it was judged against (for a stale one). */
+export interface BatchVerdict {
+  readonly verdict: 'claimed' | 'duplicate' | 'stale';
+  readonly fence: Token;
 }
 
 /** The databases that hold fences. */

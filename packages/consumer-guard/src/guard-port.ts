@@ -1,5 +1,6 @@
 import type { Token } from '@fenced/shared';
 import type { AppliedOutcome } from './fence-records.js';
+import type { BatchFire, BatchVerdict } from './fence-store.js';
 import type { GuardedWriteContext } from './write-context.js';
 
 /**
@@ -25,4 +26,10 @@ export interface GuardPort<Trx> {
   guardedWrite<T>(token: Token, fireId: string, fn: (trx: Trx, ctx: GuardedWriteContext) => Promise<T>, issuer?: string, recordOutcome?: (result: T) => string): Promise<T>;
   /** The claim of `fireId` on the port's resource and the outcome its write recorded, or null. */
   appliedOutcome(fireId: string): Promise<AppliedOutcome | null>;
+  /**
+   * On a port bound to a caller's transaction whose store checks batches: the check of a whole batch
+   * of fires in that transaction, a verdict per fire (see `FenceStore.checkBatchIn`). A claimed
+   * fire's statements then run in the transaction with nothing more to check.
+   */
+  checkBatch?(fires: readonly BatchFire[]): Promise<BatchVerdict[]>;
 }

@@ -97,15 +97,7 @@ export function wrapHandler<Trx, T>(
   const metrics = settings.metrics;
 
   const run: WrappedHandler<T> = async (input, call = {}) => {
-    let envelope: ReceivedEnvelope;
-    try {
-      envelope = parseEnvelope(input, settings.maxPayloadBytes);
-      if (settings.keys !== undefined) verifyEnvelope(envelope, settings.keys);
-    } catch (err) {
-      const fireId = typeof (input as { fireId?: unknown } | null)?.fireId === 'string' ? (input as { fireId: string }).fireId : undefined;
-      emit(settings.logger, { type: 'envelope.refused', resource: guard.resource, code: (err as { code?: string }).code ?? 'UNKNOWN', ...(fireId ? { fireId } : {}) });
-      throw err;
-    }
+    const envelope = receiveEnvelope(input, settings, guard.resource);
     const started = performance.now();
     // Parsed with the envelope: a Token from here down, never parsed again.
     const token = envelope.token;
@@ -124,30 +116,7 @@ export function wrapHandler<Trx, T>(
     }
     if (failpoints.armed) await failpoints.hit('handler.prechecked-before-write');
 
-    let wrote = false;
-    // The signal and the key are built on first use: most handlers never touch them, and on the
-    // hot path an AbortController costs more than the envelope's validation.
-    let signal: AbortSignal | undefined;
-    let key: string | undefined;
-    const ctx: HandlerContext<Trx> = {
-      token,
-      fireId,
-      job: envelope.job,
-      scheduledAt: new Date(envelope.scheduledAt),
-      issuer: envelope.issuer,
-      get idempotencyKey() {
-        return (key ??= idempotencyKey(guard.resource, fireId));
-      },
-      get signal() {
-        return (signal ??= combineSignals(call.signal, options.timeoutMs, started));
-      },
-      guardedWrite(fn) {
-        if (wrote) throw new Error('ctx.guardedWrite may be called once per handler run: put all of the fire\'s writes in one transaction');
-        wrote = true;
-        return guard.guardedWrite(token, fireId, fn, envelope.issuer);
-      },
-    };
-
+    const ctx = handlerContext<Trx>(envelope, guard.resource, call.signal, options.timeoutMs, started, (fn) => guard.guardedWrite(token, fireId, fn, envelope.issuer));
     try {
       const result = await handler(envelope.payload, ctx);
       return { status: 'applied', fireId, token, result };
@@ -171,8 +140,61 @@ export function wrapHandler<Trx, T>(
   };
 }
 
+/**
+ * The one edge of an envelope on the receiving side: validated (shared schema, payload size; its
+ * token parsed there, the only parse of the call), its signature verified when the guard has keys
+ * (before the token is even looked at); a refusal is reported and thrown.
+ */
+export function receiveEnvelope(input: unknown, settings: HandlerSettings, resource: string): ReceivedEnvelope {
+  try {
+    const envelope = parseEnvelope(input, settings.maxPayloadBytes);
+    if (settings.keys !== undefined) verifyEnvelope(envelope, settings.keys);
+    return envelope;
+  } catch (err) {
+    const fireId = typeof (input as { fireId?: unknown } | null)?.fireId === 'string' ? (input as { fireId: string }).fireId : undefined;
+    emit(settings.logger, { type: 'envelope.refused', resource, code: (err as { code?: string }).code ?? 'UNKNOWN', ...(fireId ? { fireId } : {}) });
+    throw err;
+  }
+}
+
+/**
+ * The context a handler gets for one fire; `write` is its one guarded write (called at most once).
+ * The signal and the key are built on first use: most handlers never touch them, and on the hot path
+ * an AbortController costs more than the envelope's validation.
+ */
+export function handlerContext<Trx>(
+  envelope: ReceivedEnvelope,
+  resource: string,
+  callSignal: AbortSignal | undefined,
+  timeoutMs: number | undefined,
+  started: number,
+  write: <R>(fn: (trx: Trx, ctx: GuardedWriteContext) => Promise<R>) => Promise<R>,
+): HandlerContext<Trx> {
+  let wrote = false;
+  let signal: AbortSignal | undefined;
+  let key: string | undefined;
+  return {
+    token: envelope.token,
+    fireId: envelope.fireId,
+    job: envelope.job,
+    scheduledAt: new Date(envelope.scheduledAt),
+    issuer: envelope.issuer,
+    get idempotencyKey() {
+      return (key ??= idempotencyKey(resource, envelope.fireId));
+    },
+    get signal() {
+      return (signal ??= combineSignals(callSignal, timeoutMs, started));
+    },
+    guardedWrite(fn) {
+      if (wrote) throw new Error("ctx.guardedWrite may be called once per handler run: put all of the fire's writes in one transaction");
+      wrote = true;
+      return write(fn);
+    },
+  };
+}
+
 /** How a run that threw reads as an outcome: refused before it started, stale, or failed. */
-function handlerFailureOf(err: unknown): HandlerRunOutcome {
+export function handlerFailureOf(err: unknown): HandlerRunOutcome {
   if (isFencedError(err, 'STALE_TOKEN')) return 'stale';
   if (isFencedError(err, 'INVALID_ENVELOPE') || isFencedError(err, 'BAD_SIGNATURE') || isFencedError(err, 'INVALID_TOKEN')) return 'refused';
   return 'failed';

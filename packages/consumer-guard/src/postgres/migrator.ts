@@ -21,6 +21,7 @@ function render(text: string, names: GuardObjectNames): string {
     LOWER_FN: names.lowerFn,
     TAKEOVER_FN: names.takeoverFn,
     CHECKED_FN: names.checkedFn,
+    CHECK_BATCH_FN: names.checkBatchFn,
     LEASES: names.leases,
   });
 }

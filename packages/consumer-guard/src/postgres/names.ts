@@ -13,6 +13,8 @@ export interface GuardObjectNames {
   readonly takeoverFn: string;
   /** The fence check and the lease check in one call (migrations/000004.sql). */
   readonly checkedFn: string;
+  /** The check of a batch of fires, a verdict per fire (migrations/000007.sql). */
+  readonly checkBatchFn: string;
   /** The lease rows the lease check reads: @fenced/coordinator/postgres keeps them beside the fences. */
   readonly leases: string;
   /** `schema.table`, unquoted: the key that serializes migrators of one installation. */
@@ -33,6 +35,7 @@ export function guardObjectNames(schema: string, table: string): GuardObjectName
     lowerFn: qualify(`${table}_lower`),
     takeoverFn: qualify(`${table}_takeover`),
     checkedFn: qualify(`${table}_lease_check`),
+    checkBatchFn: qualify(`${table}_check_batch`),
     leases: qualify(`${table}_leases`),
     installation: `${schema}.${table}`,
   };

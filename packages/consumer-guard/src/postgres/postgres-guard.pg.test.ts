@@ -308,7 +308,7 @@ describe('PostgreSQL unreachable', () => {
     await schema.pool.query(`INSERT INTO "${schema.name}"."${table}_migrations" (id) VALUES (999)`);
     const before = (await schema.pool.query(`SELECT id FROM "${schema.name}"."${table}_migrations" ORDER BY id`)).rows;
     const err = await expectCode(guard.migrate(), 'SCHEMA_TOO_NEW');
-    expect(err).toMatchObject({ databaseRevision: 999, supportedRevision: 6 });
+    expect(err).toMatchObject({ databaseRevision: 999, supportedRevision: 7 });
     expect((await schema.pool.query(`SELECT id FROM "${schema.name}"."${table}_migrations" ORDER BY id`)).rows).toEqual(before);
   });
 });

@@ -1,7 +1,7 @@
 import { ConfigError, DuplicateFireError, FenceAheadError, isFencedError, NotLeaderError, parseResource, StaleTokenError, type Fence, type Token } from '@fenced/shared';
 import { emit, storedToken } from '@fenced/shared/internal';
 import type { PostgresStoreOptions } from './postgres-guard-options.js';
-import type { FenceStore, FenceStoreContext } from '../fence-store.js';
+import type { BatchFire, BatchVerdict, FenceStore, FenceStoreContext } from '../fence-store.js';
 import { isKyselyLike, kyselySession } from './kysely-session.js';
 import { adminOperations } from './admin.js';
 import { inspectionOperations } from './inspection.js';
@@ -150,6 +150,33 @@ export function postgresFenceStore(options: PostgresStoreOptions, context: Fence
     return result;
   }
 
+  const checkBatchText = `SELECT verdict, fence::text AS fence FROM ${names.checkBatchFn}($1::text, $2::bigint[], $3::text[]) ORDER BY ord`;
+
+  /**
+   * The batch check (migrations/000007.sql): one statement, a verdict per fire. A database error
+   * leaves the caller's transaction aborted (there is no savepoint to go back to): it fails the whole
+   * batch, as it would have on its own.
+   */
+  async function checkBatchIn(tx: TransactionExecutor, resource: string, fires: readonly BatchFire[]): Promise<BatchVerdict[]> {
+    if (typeof tx?.executeSql !== 'function') throw new TypeError('checkBatchIn: tx must have executeSql(text, values)');
+    let rows: unknown[];
+    try {
+      ({ rows } = await tx.executeSql(checkBatchText, [resource, fires.map((f) => f.token.toString()), fires.map((f) => f.fireId)]));
+    } catch (err) {
+      throw unavailable(resource, 'open', err);
+    }
+    if (rows.length !== fires.length) throw unavailable(resource, 'open', new Error(`the batch check answered ${rows.length} verdicts for ${fires.length} fires`));
+    return rows.map((row, i) => {
+      const { verdict, fence } = row as { verdict: BatchVerdict['verdict']; fence: string };
+      const { token, fireId } = fires[i]!;
+      const judged = storedToken(fence);
+      if (verdict === 'stale') emit(logger, { type: 'token.rejected', resource, token, highest: judged, via: 'postgres' });
+      else if (verdict === 'duplicate') emit(logger, { type: 'guard.duplicate', resource, token, fireId });
+      else emit(logger, { type: 'token.accepted', resource, token });
+      return { verdict, fence: judged };
+    });
+  }
+
   async function highest(resource: string): Promise<Token | null> {
     try {
       const rows = await session.query({ text: `SELECT token::text AS token FROM ${names.fences} WHERE resource = $1`, values: [resource] });
@@ -224,6 +251,8 @@ export function postgresFenceStore(options: PostgresStoreOptions, context: Fence
     migrate: () => migrate(session, names, logger),
     write,
     writeIn,
+    // The batch path checks no lease: lease-checked writes go one by one.
+    ...(leaseOf === undefined ? { checkBatchIn } : {}),
     highest,
     advance,
     fence,

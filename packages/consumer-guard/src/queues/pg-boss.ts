@@ -15,8 +15,9 @@ export interface PgBossJobLike {
  * await boss.work('invoices', { transactional: true }, toPgBossHandler(guard.wrapTransactionalHandler(fn)));
  * ```
  * pg-boss runs the handler and the batch's completion in one transaction and hands it over as `tx`;
- * each job's fence check, fire claim and writes run in it (under a savepoint each), so a job's effect
- * commits exactly when the job is marked done. A worker paused past the job's expiry, whose job
+ * the batch's fence check and fire claims (one statement for the whole batch, a verdict per job, on
+ * PostgreSQL without `checkLease`; else one check under a savepoint per job) and each job's writes
+ * run in it, so a job's effect commits exactly when the job is marked done. A worker paused past the job's expiry, whose job
  * another worker has since completed, commits nothing: its claim is refused as a duplicate (or its
  * token as stale), and pg-boss's completion of a job it no longer holds changes nothing either.
  * Stale and duplicate fires resolve (the job completes, it is not retried); any other failure throws,
@@ -24,9 +25,12 @@ export interface PgBossJobLike {
  */
 export function toPgBossHandler<T>(handle: TransactionalHandler<T>): (jobs: readonly PgBossJobLike[], tx: TransactionExecutor) => Promise<Array<HandlerOutcome<T>['status']>> {
   return async (jobs, tx) => {
-    const statuses: Array<HandlerOutcome<T>['status']> = [];
     // One after another: they share one connection and one transaction.
-    for (const job of jobs) statuses.push((await handle(job.data, tx, job.signal === undefined ? {} : { signal: job.signal })).status);
-    return statuses;
+    const outcomes = await handle.batch(
+      jobs.map((job) => job.data),
+      tx,
+      jobs.map((job) => (job.signal === undefined ? undefined : { signal: job.signal })),
+    );
+    return outcomes.map((outcome) => outcome.status);
   };
 }
