@@ -12,6 +12,10 @@
  * and prints, per pipeline, the fires dispatched and applied per second and each fire's end-to-end
  * lateness (commit time minus due time, by the Redis server's clock) over `--seconds` after a warm-up.
  *
+ * Each pipeline runs twice, in mirrored order (A B C C B A), and its figures are the two runs' (rates
+ * averaged, lateness over every fire of both): a variant always measured last would pay for the
+ * others' leftovers in the database.
+ *
  * Flags: --jobs N (default 300), --seconds S (default 8), --queues bullmq,graphile-worker,pg-boss, --json.
  */
 import { randomBytes } from 'node:crypto';
@@ -60,6 +64,9 @@ redis.on('error', () => {});
 /** `guarded-1by1`: pg-boss only, its batch's jobs checked one at a time (a savepoint each), as before the batch check. */
 type Variant = 'guarded' | 'unguarded' | 'guarded-1by1';
 
+/** graphile-worker's schemas, one per run, dropped at the end. */
+const gwSchemas: string[] = [];
+
 /** Milliseconds to add to Date.now() to read the Redis server's clock (the one due times come from). */
 async function serverOffset(): Promise<number> {
   let best = { rtt: Infinity, offset: 0 };
@@ -82,7 +89,10 @@ class Meter {
     readonly from: number,
     readonly until: number,
   ) {}
+  /** Every fire applied over the whole run, warm-up included (what the run's WAL was written for). */
+  appliedInRun = 0;
   note(scheduledAt: string): void {
+    this.appliedInRun++;
     const now = Date.now() + this.offset;
     if (now < this.from || now > this.until) return;
     this.applied++;
@@ -156,7 +166,10 @@ async function startConsumer(queue: string, variant: Variant, table: string, res
     };
   }
   if (queue === 'graphile-worker') {
-    const gwSchema = `${schema}_gw`;
+    // A schema per run, dropped when the benchmark ends: a stopped runner's last queries must not
+    // meet a schema dropped under them (an unheard error there ends the process).
+    const gwSchema = `${schema}_gw_${gwSchemas.length}`;
+    gwSchemas.push(gwSchema);
     const logger = new Logger(() => () => {});
     const utils = await makeWorkerUtils({ connectionString: databaseUrl, schema: gwSchema, logger });
     await utils.migrate();
@@ -186,7 +199,6 @@ async function startConsumer(queue: string, variant: Variant, table: string, res
       target: intoOne(graphileWorkerQueue(utils), name),
       async stop() {
         await runner.stop();
-        await utils.withPgClient((client) => client.query(`DROP SCHEMA ${gwSchema} CASCADE`));
         await utils.release();
       },
     };
@@ -235,15 +247,16 @@ async function startConsumer(queue: string, variant: Variant, table: string, res
   };
 }
 
-async function runPipeline(queue: string, variant: Variant, offset: number) {
-  const table = `${schema}.${queue.replace("-", "_")}_${variant.replace("-", "_")}`;
+/** One run of one pipeline: what it dispatched and applied in the window, each fire's lateness, this process's CPU. */
+async function runPipeline(queue: string, variant: Variant, round: number, offset: number) {
+  const table = `${schema}.${queue.replace('-', '_')}_${variant.replace('-', '_')}_${round}`;
   await pool.query(`CREATE TABLE ${table} (fire_id text PRIMARY KEY, token bigint NOT NULL)`);
-  const resource = `${queue}-${variant}`;
+  const resource = `${queue}-${variant}-${round}`;
   const start = Date.now() + offset;
   const meter = new Meter(offset, start + WARMUP_MS, start + WARMUP_MS + seconds * 1000);
   const consumer = await startConsumer(queue, variant, table, resource, (e) => meter.note(e.scheduledAt));
   const fence = variant === 'guarded' ? [createGuard({ db: pool, redis, resource, schema, keyPrefix })] : [];
-  const coordinator = createCoordinator({ redis, lease: `${queue}-${variant}`, keyPrefix, ttlMs: 10_000, renewIntervalMs: 2_000, fences: fence });
+  const coordinator = createCoordinator({ redis, lease: `${queue}-${variant}-${round}`, keyPrefix, ttlMs: 10_000, renewIntervalMs: 2_000, fences: fence });
   const jobs = Object.fromEntries(Array.from({ length: jobCount }, (_, i) => [`j${i}`, { everyMs: 1000, queue: consumer.target }]));
   // Fires handed to the queue in the measured window: where a pipeline falls behind, this tells the
   // producer's side (the scheduler's adds) from the consumer's (the workers).
@@ -255,45 +268,71 @@ async function runPipeline(queue: string, variant: Variant, offset: number) {
   };
   const scheduler = createScheduler({ coordinator, jobs, misfire: 'skip', logger });
   const cpu0 = process.cpuUsage();
+  const wal0 = await walPosition();
   scheduler.start();
   await coordinator.start();
   await new Promise((resolve) => setTimeout(resolve, WARMUP_MS + seconds * 1000 + 500));
   const cpu = process.cpuUsage(cpu0);
+  const walBytes = Number(await walPosition()) - Number(wal0);
+  const appliedInRun = meter.appliedInRun;
   await scheduler.stop();
   await coordinator.stop();
   await consumer.stop();
+  return { dispatched, applied: meter.applied, lateness: meter.lateness, cpu: (cpu.user + cpu.system) / 1000 / (WARMUP_MS + seconds * 1000 + 500), walBytes, appliedInRun };
+}
+
+/**
+ * The database's write-ahead log position, in bytes: what the server wrote over a run, whoever wrote
+ * it (the queue, the guard, the inserts). Per applied fire, the database's share of a fire's cost.
+ */
+async function walPosition(): Promise<bigint> {
+  const { rows } = await pool.query<{ lsn: string }>(`SELECT (pg_current_wal_lsn() - '0/0'::pg_lsn)::text AS lsn`);
+  return BigInt(rows[0]!.lsn.split('.')[0]!);
+}
+
+/** A variant's two runs as one result: rates averaged, lateness over every fire of both. */
+function summarize(queue: string, variant: Variant, runs: ReadonlyArray<Awaited<ReturnType<typeof runPipeline>>>) {
+  const lateness = runs.flatMap((r) => r.lateness);
+  const mean = (f: (r: (typeof runs)[number]) => number) => runs.reduce((sum, r) => sum + f(r), 0) / runs.length;
   return {
     queue,
     variant,
     offered: jobCount,
-    dispatchedPerSecond: Math.round(dispatched / seconds),
-    appliedPerSecond: Math.round(meter.applied / seconds),
-    latenessMs: { median: Math.round(pct(meter.lateness, 0.5)), p99: Math.round(pct(meter.lateness, 0.99)) },
-    processCpu: Math.round(((cpu.user + cpu.system) / 1000 / (WARMUP_MS + seconds * 1000 + 500)) * 100) / 100,
+    dispatchedPerSecond: Math.round(mean((r) => r.dispatched) / seconds),
+    appliedPerSecond: Math.round(mean((r) => r.applied) / seconds),
+    appliedPerSecondByRun: runs.map((r) => Math.round(r.applied / seconds)),
+    latenessMs: { median: Math.round(pct(lateness, 0.5)), p99: Math.round(pct(lateness, 0.99)) },
+    processCpu: Math.round(mean((r) => r.cpu) * 100) / 100,
+    walBytesPerFire: Math.round(mean((r) => r.walBytes / Math.max(1, r.appliedInRun))),
   };
 }
 
 async function main(): Promise<void> {
   await pool.query(`CREATE SCHEMA ${schema}`);
-  const results: Array<Awaited<ReturnType<typeof runPipeline>>> = [];
+  const results: Array<ReturnType<typeof summarize>> = [];
   try {
     await createGuard({ db: pool, resource: 'setup', schema }).migrate();
     const offset = await serverOffset();
     for (const queue of queues) {
-      for (const variant of queue === 'pg-boss' ? (['unguarded', 'guarded', 'guarded-1by1'] as const) : (['unguarded', 'guarded'] as const)) {
-        const result = await runPipeline(queue, variant, offset);
-        results.push(result);
-        if (!args.json) process.stderr.write(`${queue} ${variant}: ${result.dispatchedPerSecond} fires/s dispatched, ${result.appliedPerSecond} applied, lateness median ${result.latenessMs.median} ms, p99 ${result.latenessMs.p99} ms\n`);
+      const variants: readonly Variant[] = queue === 'pg-boss' ? ['unguarded', 'guarded', 'guarded-1by1'] : ['unguarded', 'guarded'];
+      // Each variant twice, in mirrored order (A B C C B A): the database grows and vacuums over a
+      // run, and a variant always measured after the others would pay for their leftovers.
+      const runs = new Map<Variant, Array<Awaited<ReturnType<typeof runPipeline>>>>(variants.map((v) => [v, []]));
+      for (const [round, variant] of [...variants, ...[...variants].reverse()].entries()) {
+        const run = await runPipeline(queue, variant, round, offset);
+        runs.get(variant)!.push(run);
+        if (!args.json) process.stderr.write(`${queue} ${variant}: ${Math.round(run.dispatched / seconds)} fires/s dispatched, ${Math.round(run.applied / seconds)} applied\n`);
       }
+      for (const variant of variants) results.push(summarize(queue, variant, runs.get(variant)!));
     }
     if (args.json) {
       process.stdout.write(`${JSON.stringify({ jobs: jobCount, seconds, results }, null, 2)}\n`);
       return;
     }
-    process.stdout.write(`pipeline benchmark: ${jobCount} jobs each every second (${jobCount} fires/s offered), ${CONCURRENCY} workers, ${seconds} s measured after ${WARMUP_MS / 1000} s\n`);
+    process.stdout.write(`pipeline benchmark: ${jobCount} jobs each every second (${jobCount} fires/s offered), ${CONCURRENCY} workers, ${seconds} s measured after ${WARMUP_MS / 1000} s, each pipeline twice in mirrored order (applied per run in brackets)\n`);
     for (const r of results) {
       process.stdout.write(
-        `  ${r.queue.padEnd(16)} ${r.variant.padEnd(13)} ${String(r.dispatchedPerSecond).padStart(6)} fires/s dispatched ${String(r.appliedPerSecond).padStart(6)} applied   lateness median ${String(r.latenessMs.median).padStart(5)} ms, p99 ${String(r.latenessMs.p99).padStart(5)} ms   this process ${r.processCpu} cores\n`,
+        `  ${r.queue.padEnd(16)} ${r.variant.padEnd(13)} ${String(r.dispatchedPerSecond).padStart(6)} fires/s dispatched ${String(r.appliedPerSecond).padStart(6)} applied [${r.appliedPerSecondByRun.join(', ')}]   lateness median ${String(r.latenessMs.median).padStart(5)} ms, p99 ${String(r.latenessMs.p99).padStart(5)} ms   this process ${r.processCpu} cores   WAL ${r.walBytesPerFire} B/fire\n`,
       );
     }
     for (const queue of queues) {
@@ -311,7 +350,7 @@ async function main(): Promise<void> {
     }
   } finally {
     await pool.query(`DROP SCHEMA IF EXISTS ${schema} CASCADE`);
-    for (const extra of [`${schema}_gw`, `${schema}_boss`]) await pool.query(`DROP SCHEMA IF EXISTS ${extra} CASCADE`);
+    for (const extra of [...gwSchemas, `${schema}_boss`]) await pool.query(`DROP SCHEMA IF EXISTS ${extra} CASCADE`);
     let cursor = '0';
     do {
       const [next, keys] = await redis.scan(cursor, 'MATCH', `${keyPrefix}*`, 'COUNT', 1000);
