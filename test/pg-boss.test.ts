@@ -89,9 +89,11 @@ describe('the transactional pg-boss handler', () => {
     const late = await child.waitForLine((l) => l.kind === 'outcome', 20_000);
     // Its batch was checked and its fire claimed before the handler started, in the transaction it
     // still holds: pg-boss has ended that transaction by now (its idle-in-transaction timeout, or its
-    // own timer for the expired job, fired on waking too), so the worker's write fails with it. Either
-    // way nothing of it is left in the database, and the parent's run of the fire stands.
-    const refused = late.status === 'duplicate' || (late.status === 'error' && /nothing was applied|terminating connection|Connection terminated/.test(String(late.message)));
+    // own timer for the expired job, fired on waking too, aborting the job's signal), so the worker's
+    // write is refused (GUARD_UNAVAILABLE) or fails with the connection. Either way nothing of it is
+    // left in the database, and the parent's run of the fire stands.
+    const refused =
+      late.status === 'duplicate' || (late.status === 'error' && (late.code === 'GUARD_UNAVAILABLE' || /terminating connection|Connection terminated/.test(String(late.message))));
     expect(refused, JSON.stringify(late)).toBe(true);
     expect(await ledgerRows(), JSON.stringify(await ledgerRows())).toEqual([{ fire_id: envelope.fireId, token: "3", worker: "parent" }]);
   });

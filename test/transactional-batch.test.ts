@@ -162,6 +162,22 @@ describe('a transactional batch', () => {
     expect(await guard.highest()).toBeNull();
   });
 
+  it("a job whose queue gave up on it (its signal aborted) writes nothing, batched or one by one", async () => {
+    const resource = `batch-abandoned-${n++}`;
+    const { guard, handle } = ledgerGuard(resource);
+    const gaveUp = new AbortController();
+    gaveUp.abort(new Error('job expired'));
+    const t = await transaction();
+    const batched = await handle.batch([fire(1n)], t.tx, [{ signal: gaveUp.signal }]).catch((err: unknown) => err);
+    expect(isFencedError(batched, 'GUARD_UNAVAILABLE')).toBe(true);
+    const single = await handle(fire(1n), t.tx, { signal: gaveUp.signal }).catch((err: unknown) => err);
+    expect(isFencedError(single, 'GUARD_UNAVAILABLE')).toBe(true);
+    expect(t.statements.some((s) => /INSERT INTO .*ledger/.test(s))).toBe(false);
+    await t.rollback();
+    expect(await ledger(resource)).toEqual([]);
+    expect(await guard.highest()).toBeNull();
+  });
+
   it('a lease-checked guard runs the batch one job at a time (the batch check checks no lease)', async () => {
     const resource = `batch-lease-${n++}`;
     const { handle } = ledgerGuard(resource, { checkLease: 'no-such-lease' });

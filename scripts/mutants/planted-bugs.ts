@@ -699,4 +699,13 @@ export const PLANTED_BUGS: readonly PlantedBug[] = [
     replace: '',
     tests: ['test/pg-boss.test.ts'],
   },
+  {
+    id: 'single-write-after-abandon',
+    layer: 'handler',
+    bug: "a transactional job run on its own writes after its queue gave up on it: the check passed under its savepoint, the transaction was rolled back under the handler, and the job's statements commit on their own",
+    file: 'packages/consumer-guard/src/handler/wrap-transactional.ts',
+    find: '          if (signal.aborted) throw abandoned(port.resource, fireId);\n',
+    replace: '',
+    tests: ['test/transactional-batch.test.ts'],
+  },
 ];

@@ -47,7 +47,7 @@ export function wrapTransactionalHandler<T>(
 ): TransactionalHandler<T> {
   if (typeof handler !== 'function') throw new TypeError('wrapTransactionalHandler: handler must be a function');
   const one = (envelope: unknown, tx: TransactionExecutor, call?: { signal?: AbortSignal }) =>
-    wrapHandler(portIn(tx), settings, handler, { ...options, onStale: 'return' })(envelope, call);
+    wrapHandler(abandonable(portIn(tx), call?.signal), settings, handler, { ...options, onStale: 'return' })(envelope, call);
 
   async function batch(envelopes: readonly unknown[], tx: TransactionExecutor, calls: ReadonlyArray<{ signal?: AbortSignal } | undefined> = []): Promise<Array<HandlerOutcome<T>>> {
     const port = portIn(tx);
@@ -97,6 +97,29 @@ export function wrapTransactionalHandler<T>(
   }
 
   return Object.assign(one, { batch });
+}
+
+/**
+ * The port with its write refusing to run the caller's statements once the job's signal aborted: the
+ * fence check and the claim ran under their savepoint, and if the queue has since rolled the
+ * transaction back, what follows would commit on its own.
+ */
+function abandonable(port: GuardPort<TransactionExecutor>, signal: AbortSignal | undefined): GuardPort<TransactionExecutor> {
+  if (signal === undefined) return port;
+  return {
+    ...port,
+    guardedWrite: (token, fireId, fn, issuer, recordOutcome) =>
+      port.guardedWrite(
+        token,
+        fireId,
+        async (tx, ctx) => {
+          if (signal.aborted) throw abandoned(port.resource, fireId);
+          return fn(tx, ctx);
+        },
+        issuer,
+        recordOutcome,
+      ),
+  };
 }
 
 function abandoned(resource: string, fireId: string): GuardUnavailableError {

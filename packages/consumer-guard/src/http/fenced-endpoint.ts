@@ -96,12 +96,15 @@ export function fencedEndpoint<Trx>(port: GuardPort<Trx>, settings: EndpointSett
     }
   }
 
-  /** The reply recorded the first time `fire` was applied, if it was applied with its own token. */
+  /**
+   * The reply recorded the first time `fire` was applied, if it was applied with its own token by a
+   * fenced route (another write may have recorded text of its own, or nothing).
+   */
   async function replayOf(fire: ReceivedFire): Promise<FencedReply | undefined> {
     const applied = await port.appliedOutcome(fire.fireId);
     if (applied === null || applied.outcome === null || applied.token !== fire.token) return undefined;
-    const recorded = JSON.parse(applied.outcome) as RouteReply;
-    return reply(recorded.status, recorded.body, 'replayed', recorded.headers);
+    const recorded = recordedReply(applied.outcome);
+    return recorded === undefined ? undefined : reply(recorded.status, recorded.body, 'replayed', recorded.headers);
   }
 
   return async (request) => {
@@ -138,14 +141,30 @@ export function fencedEndpoint<Trx>(port: GuardPort<Trx>, settings: EndpointSett
       if (isFencedError(err, 'STALE_TOKEN') || isFencedError(err, 'DUPLICATE_FIRE')) {
         // A retry of a fire this token applied is answered as the first time, even after a later
         // term raised the fence (the fence is checked first in the write, so it says stale).
-        const replay = await replayOf(fire).catch(() => undefined);
-        if (replay !== undefined) return replay;
-        return refusal(err);
+        let replay: FencedReply | undefined;
+        try {
+          replay = await replayOf(fire);
+        } catch (readError) {
+          // The first reply may exist and could not be read: a retry is safe, a 409 could be taken as final.
+          if (isFencedError(readError, 'GUARD_UNAVAILABLE')) return refusal(readError);
+          throw readError;
+        }
+        return replay ?? refusal(err);
       }
       if (isFencedError(err, 'NOT_LEADER') || isFencedError(err, 'GUARD_UNAVAILABLE')) return refusal(err);
       throw err;
     }
   };
+}
+
+/** A reply as a fenced route recorded it, or undefined when the text is not one. */
+function recordedReply(text: string): RouteReply | undefined {
+  try {
+    const value = JSON.parse(text) as RouteReply;
+    return typeof value === 'object' && value !== null && Number.isInteger(value.status) ? value : undefined;
+  } catch {
+    return undefined;
+  }
 }
 
 /** A route's reply, checked before it is recorded: a bad one fails the route, and its write rolls back. */
