@@ -695,8 +695,8 @@ export const PLANTED_BUGS: readonly PlantedBug[] = [
     layer: 'handler',
     bug: "a batched job writes after its queue gave up on it: pg-boss rolled the transaction back under the handler, and the job's statements commit on their own",
     file: 'packages/consumer-guard/src/handler/wrap-transactional.ts',
-    find: '      if (signal?.aborted) throw abandoned(resource, fireId);\n',
-    replace: '',
+    find: '      whileHeld(signal, resource, fireId, () => fn(tx, { token, resource, attempt: 1 })),',
+    replace: '      fn(tx, { token, resource, attempt: 1 }),',
     tests: ['test/pg-boss.test.ts'],
   },
   {
@@ -704,8 +704,8 @@ export const PLANTED_BUGS: readonly PlantedBug[] = [
     layer: 'handler',
     bug: "a transactional job run on its own writes after its queue gave up on it: the check passed under its savepoint, the transaction was rolled back under the handler, and the job's statements commit on their own",
     file: 'packages/consumer-guard/src/handler/wrap-transactional.ts',
-    find: '          if (signal.aborted) throw abandoned(port.resource, fireId);\n',
-    replace: '',
+    find: 'async (tx, ctx) => whileHeld(signal, port.resource, fireId, () => fn(tx, ctx))',
+    replace: 'async (tx, ctx) => fn(tx, ctx)',
     tests: ['test/transactional-batch.test.ts'],
   },
 ];

@@ -1,5 +1,5 @@
 import { failpoints } from '@fenced/shared/failpoints';
-import { ConfigError, isFencedError, parseFireIdText, parseResource, parseToken, StaleTokenError, type Fence, type FencedLogger, type Token, type TokenInput } from '@fenced/shared';
+import { ConfigError, isFencedError, parseToken, StaleTokenError, type Fence, type FencedLogger, type Token, type TokenInput } from '@fenced/shared';
 import { emit } from '@fenced/shared/internal';
 import type { GuardOptions } from './guard-options.js';
 import type { GuardPort } from './guard-port.js';
@@ -196,9 +196,10 @@ export function combinedGuard(options: GuardOptions, store: FenceStore, fastPath
         }),
   });
 
+  const storeGuard = fenceGuardOver(store);
   const guard: CombinedGuard<unknown> = Object.freeze({
     resource: options.resource,
-    store: fenceGuardOver(store),
+    store: storeGuard,
     migrate: () => store.migrate(),
     precheck: async (token: TokenInput) => precheck(options.resource, parseToken(token)),
     guardedWrite,
@@ -223,7 +224,7 @@ export function combinedGuard(options: GuardOptions, store: FenceStore, fastPath
     inspect: () => store.inspect(),
     auditLog: (resource?: string, limit?: number) => store.auditLog(resource, limit),
     lastAppliedFires: (since: Date) => store.lastAppliedFires(options.resource, since),
-    appliedOutcome: async (fireId: string, resource?: string) => store.appliedOutcome(resource === undefined ? options.resource : parseResource(resource), parseFireIdText(fireId)),
+    appliedOutcome: (fireId: string, resource?: string) => storeGuard.appliedOutcome(fireId, resource),
     close: async () => {
       await fastPath?.flush();
     },

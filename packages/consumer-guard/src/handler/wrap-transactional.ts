@@ -79,13 +79,9 @@ export function wrapTransactionalHandler<T>(
   /** A claimed job's handler: its guarded write is its statements in `tx`, the check already made. */
   async function runClaimed(envelope: ReceivedEnvelope, tx: TransactionExecutor, resource: string, signal: AbortSignal | undefined, startedAt: number): Promise<HandlerOutcome<T>> {
     const { token, fireId } = envelope;
-    const ctx = handlerContext<TransactionExecutor>(envelope, resource, signal, options.timeoutMs, startedAt, async (fn) => {
-      // A queue that gives up on a job (pg-boss past its expiry) aborts its signal and rolls the
-      // transaction back under the handler; the connection then runs the next statements on their
-      // own, each committing by itself. Nothing of the job may be written after that.
-      if (signal?.aborted) throw abandoned(resource, fireId);
-      return fn(tx, { token, resource, attempt: 1 });
-    });
+    const ctx = handlerContext<TransactionExecutor>(envelope, resource, signal, options.timeoutMs, startedAt, async (fn) =>
+      whileHeld(signal, resource, fireId, () => fn(tx, { token, resource, attempt: 1 })),
+    );
     try {
       return { status: 'applied', fireId, token, result: await handler(envelope.payload, ctx) };
     } catch (err) {
@@ -100,28 +96,27 @@ export function wrapTransactionalHandler<T>(
 }
 
 /**
- * The port with its write refusing to run the caller's statements once the job's signal aborted: the
- * fence check and the claim ran under their savepoint, and if the queue has since rolled the
- * transaction back, what follows would commit on its own.
+ * The port with its write refusing to run the caller's statements once the job's signal aborted (the
+ * fence check and the claim ran under their savepoint first; see {@link whileHeld}).
  */
 function abandonable(port: GuardPort<TransactionExecutor>, signal: AbortSignal | undefined): GuardPort<TransactionExecutor> {
   if (signal === undefined) return port;
   return {
     ...port,
     guardedWrite: (token, fireId, fn, issuer, recordOutcome) =>
-      port.guardedWrite(
-        token,
-        fireId,
-        async (tx, ctx) => {
-          if (signal.aborted) throw abandoned(port.resource, fireId);
-          return fn(tx, ctx);
-        },
-        issuer,
-        recordOutcome,
-      ),
+      port.guardedWrite(token, fireId, async (tx, ctx) => whileHeld(signal, port.resource, fireId, () => fn(tx, ctx)), issuer, recordOutcome),
   };
 }
 
-function abandoned(resource: string, fireId: string): GuardUnavailableError {
-  return new GuardUnavailableError(`the queue gave up on fire ${JSON.stringify(fireId)} of ${JSON.stringify(resource)} (its signal aborted) and ended its transaction before the write: nothing of the write was applied`, { cause: undefined });
+/**
+ * Runs a job's statements unless its queue gave up on it. A queue that does (pg-boss past the job's
+ * expiry) aborts the job's signal and rolls the transaction back under the handler; the connection
+ * then runs the next statements on their own, each committing by itself, so nothing of the job may
+ * be written after that.
+ */
+function whileHeld<R>(signal: AbortSignal | undefined, resource: string, fireId: string, write: () => Promise<R>): Promise<R> {
+  if (signal?.aborted) {
+    throw new GuardUnavailableError(`the queue gave up on fire ${JSON.stringify(fireId)} of ${JSON.stringify(resource)} (its signal aborted) and ended its transaction before the write: nothing of the write was applied`, { cause: undefined });
+  }
+  return write();
 }
