@@ -4,6 +4,7 @@ import pg from 'pg';
 // By path rather than by package name: the globalSetup runs before the `@fenced/source` condition applies.
 import { tcpAnswers as answers } from '../../packages/chaos/src/postgres-url.js';
 import { startMariadbServer } from '../../packages/chaos/src/mysql/mariadb-server.js';
+import { startEtcdCluster } from '../../packages/chaos/src/etcd/etcd-cluster.js';
 
 /**
  * Finds the services tests run against, in this order:
@@ -22,6 +23,8 @@ export interface ServiceUrls {
    * with its own data directory (removed at the end); empty when not asked for.
    */
   readonly mysqlUrl: string;
+  /** etcd's client endpoints, comma-separated: `ETCD_ENDPOINTS`, or a private three-member cluster; empty where none is started. */
+  readonly etcdEndpoints: string;
   /** Stops containers started for this run (no-op for external services). */
   readonly stop: () => Promise<void>;
 }
@@ -124,7 +127,20 @@ async function resolveMysql(stops: Array<() => Promise<unknown>>): Promise<strin
   }
 }
 
-export async function resolveServices(options: { readonly mysql?: boolean } = {}): Promise<ServiceUrls> {
+/** The etcd of the run: `ETCD_ENDPOINTS` (comma-separated client URLs), or a private three-member cluster started now. */
+async function resolveEtcd(stops: Array<() => Promise<unknown>>): Promise<string> {
+  const named = process.env['ETCD_ENDPOINTS'] || undefined;
+  if (named !== undefined) return named;
+  try {
+    const cluster = await startEtcdCluster();
+    stops.push(() => cluster.stop());
+    return cluster.endpoints.join(',');
+  } catch (err) {
+    throw new ServiceSetupError(`no etcd for the tests: ${reason(err)}; set ETCD_ENDPOINTS, or install etcd-server so the tests start their own cluster`);
+  }
+}
+
+export async function resolveServices(options: { readonly mysql?: boolean; readonly etcd?: boolean } = {}): Promise<ServiceUrls> {
   const stops: Array<() => Promise<unknown>> = [];
   let databaseUrl = process.env['DATABASE_URL'] || undefined;
   let redisUrl = process.env['REDIS_URL'] || undefined;
@@ -162,11 +178,12 @@ export async function resolveServices(options: { readonly mysql?: boolean } = {}
   if (missing.length > 0) {
     throw new ServiceSetupError(`fenced tests need ${missing.join(' and ')}; no Docker engine was reachable for testcontainers either`);
   }
-  const mysqlUrl = options.mysql === true ? await resolveMysql(stops) : '';
+  const [mysqlUrl, etcdEndpoints] = await Promise.all([options.mysql === true ? resolveMysql(stops) : '', options.etcd === true ? resolveEtcd(stops) : '']);
   return {
     databaseUrl: databaseUrl!,
     redisUrl: redisUrl!,
     mysqlUrl,
+    etcdEndpoints,
     stop: async () => {
       await Promise.all(stops.map((s) => s()));
     },

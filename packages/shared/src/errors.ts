@@ -47,6 +47,12 @@ export const FencedErrorCode = {
    * or (on Redis Cluster) a key outside the slot of the resource's mark.
    */
   INVALID_MUTATION: 'INVALID_MUTATION',
+  /**
+   * The lease store (etcd) could not answer: unreachable, without a quorum, refusing the client's
+   * TLS or credentials, or slower than the request's deadline. `reason` says which; nothing was
+   * half-written, and a leader that cannot renew ends its term by its own deadline.
+   */
+  LEASE_STORE_UNAVAILABLE: 'LEASE_STORE_UNAVAILABLE',
 } as const;
 
 export type FencedErrorCode = (typeof FencedErrorCode)[keyof typeof FencedErrorCode];
@@ -81,6 +87,7 @@ export interface FencedErrorByCode {
   SCHEMA_TOO_NEW: SchemaTooNewError;
   SCHEMA_MISSING: SchemaMissingError;
   INVALID_MUTATION: InvalidMutationError;
+  LEASE_STORE_UNAVAILABLE: LeaseStoreUnavailableError;
 }
 
 // Every code has its class: adding a code without one fails to compile here.
@@ -134,6 +141,22 @@ export class GuardUnavailableError extends FencedError {
   override readonly name = 'GuardUnavailableError';
   constructor(message: string, options: { cause: unknown }) {
     super(FencedErrorCode.GUARD_UNAVAILABLE, message, options);
+  }
+}
+
+/** Why a lease store could not answer (see `LEASE_STORE_UNAVAILABLE`). */
+export type LeaseStoreFailure = 'unreachable' | 'no-quorum' | 'tls' | 'auth' | 'timeout' | 'failed';
+
+/** The lease store could not answer. `cause` holds the driver error. */
+export class LeaseStoreUnavailableError extends FencedError {
+  override readonly name = 'LeaseStoreUnavailableError';
+  constructor(
+    readonly store: string,
+    readonly reason: LeaseStoreFailure,
+    message: string,
+    options: { cause: unknown },
+  ) {
+    super(FencedErrorCode.LEASE_STORE_UNAVAILABLE, `${store}: ${message}`, options);
   }
 }
 

@@ -41,6 +41,10 @@ export type FencedEvent =
   | { type: 'postgres.error'; lease: string; nodeId: string; operation: string; error: unknown }
   /** A setting of the PostgreSQL lease store that makes leases unsafe or slow (see `fenced doctor`). */
   | { type: 'postgres.config'; lease: string; nodeId: string; problem: string }
+  /** A request of a lease on etcd failed; `error` is a `LeaseStoreUnavailableError` saying why. */
+  | { type: 'etcd.error'; lease: string; nodeId: string; operation: string; error: unknown }
+  /** A state of the etcd cluster that makes leases unsafe or unavailable (see `fenced doctor`). */
+  | { type: 'etcd.config'; lease: string; nodeId: string; problem: string }
   /**
    * How a lease's standbys hear releases: `notify` (LISTEN on a connection of their own, a handover
    * in milliseconds) or `polling` (LISTEN does not work here, as behind a pooler in transaction mode:

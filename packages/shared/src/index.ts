@@ -18,6 +18,8 @@ export {
   SchemaTooNewError,
   SchemaMissingError,
   InvalidMutationError,
+  LeaseStoreUnavailableError,
+  type LeaseStoreFailure,
   type FencedErrorByCode,
   type ValidationIssue,
 } from './errors.js';

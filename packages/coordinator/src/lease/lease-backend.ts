@@ -7,7 +7,7 @@ import type { LeaseStore } from './lease-store.js';
 // serves every lease of a process; the state machines above never know which store they run on.
 
 /** Which store a backend keeps its leases in. */
-export type LeaseStoreKind = 'redis' | 'postgres';
+export type LeaseStoreKind = 'redis' | 'postgres' | 'etcd';
 
 /** Where leases live: what `createCoordinator({ store })` and `createLeaseGroup({ store })` take. */
 export interface LeaseBackend {

@@ -4,3 +4,4 @@ export { postgresLeases, type PostgresLeases, type PostgresLeasesOptions } from 
 export type { PgLeasePool, PgLeaseClient } from './pg-pool.js';
 export { LATEST_LEASE_MIGRATION } from './lease-migrator.js';
 export { leaseObjectNames, type LeaseObjectNames } from './lease-names.js';
+export { postgresClock } from './postgres-clock.js';

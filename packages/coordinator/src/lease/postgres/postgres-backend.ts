@@ -3,6 +3,7 @@ import { emit, parseOptions } from '@fenced/shared/internal';
 import { postgresMembership } from '../../lease-group/postgres/postgres-membership.js';
 import { postgresFireLog } from '../../scheduler/postgres/postgres-fire-log.js';
 import type { LeaseBackend, ReleaseHub } from '../lease-backend.js';
+import { releaseHubOver } from '../release-hub.js';
 import { leaseObjectNames, type LeaseObjectNames } from './lease-names.js';
 import { migrateLeases } from './lease-migrator.js';
 import { listenOnPool, queryRows, type PgLeasePool } from './pg-pool.js';
@@ -108,23 +109,7 @@ export function postgresLeases(input: PostgresLeasesOptions): PostgresLeases {
     openLease: (lease: string, nodeId: string, timeoutMs: number) => postgresLeaseStore(pool, names, lease, nodeId, timeoutMs, shared),
     fireLog: (lease: string) => postgresFireLog(pool, names, lease, ADMIN_TIMEOUT_MS),
     membership: (group: string) => postgresMembership(pool, names, group),
-    openReleaseHub: async (timeoutMs: number, onError: (error: unknown) => void): Promise<ReleaseHub> => {
-      const unsubscribes = new Set<() => void>();
-      return {
-        async listen(lease, onRelease) {
-          const unsubscribe = await notifications.subscribe(lease, { onRelease, onError }, timeoutMs);
-          unsubscribes.add(unsubscribe);
-          return () => {
-            unsubscribes.delete(unsubscribe);
-            unsubscribe();
-          };
-        },
-        close() {
-          for (const unsubscribe of unsubscribes) unsubscribe();
-          unsubscribes.clear();
-        },
-      };
-    },
+    openReleaseHub: async (timeoutMs: number, onError: (error: unknown) => void): Promise<ReleaseHub> => releaseHubOver((lease, handlers, ms) => notifications.subscribe(lease, handlers, ms), timeoutMs, onError),
     configProblem: (timeoutMs: number) => postgresConfigProblem(pool, names, timeoutMs),
   });
 }

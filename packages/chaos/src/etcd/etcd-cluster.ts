@@ -1,0 +1,268 @@
+import { spawn, type ChildProcess } from 'node:child_process';
+import { existsSync, mkdirSync, mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { randomBytes } from 'node:crypto';
+import { trackChild } from '../process/child-registry.js';
+import { freePort, waitForPort } from '../redis/redis-server.js';
+import { startFaultProxy, type FaultProxy } from '../fault-proxy.js';
+import { etcdApi, type EtcdMemberStatus } from './etcd-api.js';
+
+/**
+ * A real etcd cluster of supervised members on loopback ports, each a process of Debian's
+ * `etcd-server`, with the faults a lease store must survive: the leader killed (SIGKILL) or frozen
+ * (SIGSTOP), a member cut off behind its fault proxies, quorum lost, members restarted with or
+ * without their data directory.
+ *
+ * Every member is reached through two fault proxies: one in front of its client port (what the
+ * SDK's clients are given) and one in front of its peer port (what the other members are told to
+ * dial). Cutting both isolates the member: no client and no raft message reaches it, and the
+ * connections it dialed to the others carry nothing back either once its own proxies reset them.
+ */
+export interface EtcdMember {
+  readonly name: string;
+  /** Where clients reach it, through its client proxy. */
+  readonly clientUrl: string;
+  /** Its own client port, bypassing the proxy (for the supervisor's status calls). */
+  readonly directClientUrl: string;
+  readonly running: boolean;
+  readonly paused: boolean;
+  /** SIGKILL, waiting for the exit. */
+  kill(): Promise<void>;
+  pause(): void;
+  resume(): void;
+  /** Starts it again on its data directory (a crash and a restart). */
+  start(): Promise<void>;
+}
+
+export interface EtcdCluster {
+  readonly members: readonly EtcdMember[];
+  /** Every member's client URL (through the proxies): what a client is configured with. */
+  readonly endpoints: readonly string[];
+  /** The member that leads now, asked of every running member; null while none does. */
+  leader(timeoutMs?: number): Promise<EtcdMember | null>;
+  /** Waits until a leader is elected and answers, and returns it. */
+  waitForLeader(timeoutMs?: number): Promise<EtcdMember>;
+  /** Each running member's status (member id, leader id, raft term, revision), by name. */
+  statuses(timeoutMs?: number): Promise<Map<string, EtcdMemberStatus>>;
+  /** Cuts the member off from the others and from clients (both its proxies refuse and reset). */
+  partition(member: EtcdMember): void;
+  heal(member: EtcdMember): void;
+  /**
+   * The operator's answer to a lost disk: the member is removed from the cluster, its data
+   * directory wiped, and it joins again as a new member (a new id) with an empty log.
+   */
+  replaceWithEmptyDataDir(member: EtcdMember): Promise<void>;
+  /** Kills every member and removes every data directory. */
+  stop(): Promise<void>;
+}
+
+export interface EtcdClusterOptions {
+  /** How many members (default 3). */
+  readonly size?: number;
+  /** Raft heartbeat and election timeout, ms (etcd's defaults: 100 and 1000). */
+  readonly heartbeatMs?: number;
+  readonly electionTimeoutMs?: number;
+}
+
+/** The etcd binary of Debian's `etcd-server` (or one on the usual paths). */
+export function etcdBinary(): string {
+  for (const dir of ['/usr/bin', '/usr/local/bin', '/usr/sbin']) {
+    const path = join(dir, 'etcd');
+    if (existsSync(path)) return path;
+  }
+  throw new Error('no etcd binary: install etcd-server (Debian: apt-get install etcd-server)');
+}
+
+interface MemberPorts {
+  readonly name: string;
+  readonly clientPort: number;
+  readonly peerPort: number;
+  readonly clientProxy: FaultProxy;
+  readonly peerProxy: FaultProxy;
+}
+
+/** Starts the cluster and resolves once it has a leader. */
+export async function startEtcdCluster(options: EtcdClusterOptions = {}): Promise<EtcdCluster> {
+  const binary = etcdBinary();
+  const size = options.size ?? 3;
+  const heartbeatMs = options.heartbeatMs ?? 100;
+  const electionTimeoutMs = options.electionTimeoutMs ?? 1000;
+  const root = mkdtempSync(join(tmpdir(), 'fenced-etcd-'));
+  const clusterToken = `fenced-${randomBytes(4).toString('hex')}`;
+  const ports: MemberPorts[] = [];
+  for (let i = 0; i < size; i++) {
+    const clientPort = await freePort();
+    const peerPort = await freePort();
+    ports.push({ name: `m${i}`, clientPort, peerPort, clientProxy: await startFaultProxy(clientPort), peerProxy: await startFaultProxy(peerPort) });
+  }
+  const peerUrl = (p: MemberPorts) => `http://127.0.0.1:${p.peerProxy.port}`;
+  // Which members the cluster has now: a replaced member joins with the list of its day.
+  let initialCluster = ports.map((p) => `${p.name}=${peerUrl(p)}`).join(',');
+
+  const members: Array<EtcdMember & { ports: MemberPorts; launch(state: 'new' | 'existing'): Promise<void> }> = ports.map((p) => {
+    const dataDir = join(root, p.name);
+    let child: ChildProcess | undefined;
+    let paused = false;
+    const exited = (c: ChildProcess) => new Promise<void>((resolve) => (c.exitCode !== null || c.signalCode !== null ? resolve() : c.once('exit', () => resolve())));
+    let state: 'new' | 'existing' = 'new';
+    const member = {
+      name: p.name,
+      ports: p,
+      clientUrl: `http://127.0.0.1:${p.clientProxy.port}`,
+      directClientUrl: `http://127.0.0.1:${p.clientPort}`,
+      get running() {
+        return child !== undefined && child.exitCode === null && child.signalCode === null;
+      },
+      get paused() {
+        return paused;
+      },
+      async kill() {
+        const c = child;
+        child = undefined;
+        paused = false;
+        if (c === undefined || c.exitCode !== null || c.signalCode !== null) return;
+        const done = exited(c);
+        c.kill('SIGCONT');
+        c.kill('SIGKILL');
+        await done;
+      },
+      pause() {
+        if (child?.pid === undefined || paused) return;
+        process.kill(child.pid, 'SIGSTOP');
+        paused = true;
+      },
+      resume() {
+        if (child?.pid === undefined || !paused) return;
+        process.kill(child.pid, 'SIGCONT');
+        paused = false;
+      },
+      async start() {
+        await member.launch(state);
+      },
+      async launch(clusterState: 'new' | 'existing') {
+        if (member.running) return;
+        state = clusterState;
+        mkdirSync(dataDir, { recursive: true });
+        const args = [
+          `--name=${p.name}`,
+          `--data-dir=${dataDir}`,
+          `--listen-client-urls=http://127.0.0.1:${p.clientPort}`,
+          `--advertise-client-urls=http://127.0.0.1:${p.clientProxy.port}`,
+          `--listen-peer-urls=http://127.0.0.1:${p.peerPort}`,
+          `--initial-advertise-peer-urls=${peerUrl(p)}`,
+          `--initial-cluster=${initialCluster}`,
+          `--initial-cluster-state=${clusterState}`,
+          `--initial-cluster-token=${clusterToken}`,
+          `--heartbeat-interval=${heartbeatMs}`,
+          `--election-timeout=${electionTimeoutMs}`,
+          '--logger=zap',
+          `--log-outputs=${join(root, `${p.name}.log`)}`,
+        ];
+        const c = spawn(binary, args, { stdio: 'ignore' });
+        child = c;
+        trackChild(c);
+        const failed = new Promise<never>((_, reject) => {
+          c.once('error', (err) => reject(new Error(`cannot start etcd ${p.name}: ${err.message}`)));
+          c.once('exit', (code, signal) => reject(new Error(`etcd ${p.name} exited at start (${signal ?? code}); see ${join(root, `${p.name}.log`)}`)));
+        });
+        failed.catch(() => {});
+        await Promise.race([waitForPort(p.clientPort, 30_000), failed]);
+        state = 'existing';
+      },
+    };
+    return member;
+  });
+
+  const api = (member: EtcdMember) => etcdApi(member.directClientUrl);
+  const statuses = async (timeoutMs = 1000) => {
+    const answers = await Promise.all(
+      members.map(async (m) => {
+        if (!m.running || m.paused) return null;
+        const status = await api(m).status(timeoutMs).catch(() => null);
+        return status === null ? null : ([m.name, status] as const);
+      }),
+    );
+    return new Map(answers.filter((a): a is NonNullable<typeof a> => a !== null));
+  };
+  const leader = async (timeoutMs = 1000) => {
+    const all = await statuses(timeoutMs);
+    for (const m of members) {
+      const s = all.get(m.name);
+      // A member that reports itself as leader, with another member confirming it (a partitioned
+      // old leader may still believe it leads for an election timeout).
+      if (s !== undefined && s.leader === s.memberId) {
+        const confirmed = [...all.values()].filter((o) => o.leader === s.memberId).length;
+        if (confirmed * 2 > members.length) return m;
+      }
+    }
+    return null;
+  };
+
+  const cluster: EtcdCluster = {
+    members,
+    endpoints: members.map((m) => m.clientUrl),
+    leader,
+    statuses,
+    async waitForLeader(timeoutMs = 30_000) {
+      const deadline = Date.now() + timeoutMs;
+      for (;;) {
+        const found = await leader();
+        if (found !== null) return found;
+        if (Date.now() > deadline) throw new Error(`etcd elected no leader within ${timeoutMs} ms`);
+        await new Promise((r) => setTimeout(r, 50));
+      }
+    },
+    partition(member) {
+      const p = members.find((m) => m === member)!.ports;
+      p.clientProxy.setMode({ kind: 'cut' });
+      p.peerProxy.setMode({ kind: 'cut' });
+      // The streams it dialed to the others run through their proxies: reset them, so that it has to
+      // dial again; it then reaches the others, but they answer over streams they dial to it (cut).
+      for (const other of members) if (other !== member) other.ports.peerProxy.resetConnections();
+    },
+    heal(member) {
+      const p = members.find((m) => m === member)!.ports;
+      p.clientProxy.setMode({ kind: 'pass' });
+      p.peerProxy.setMode({ kind: 'pass' });
+    },
+    async replaceWithEmptyDataDir(member) {
+      const m = members.find((x) => x === member)!;
+      await m.kill();
+      const survivor = members.find((x) => x !== m && x.running && !x.paused);
+      if (survivor === undefined) throw new Error('no running member to remove the lost one through');
+      const list = await api(survivor).memberList(5000);
+      const old = list.find((x) => x.name === m.name || x.peerURLs.includes(peerUrl(m.ports)));
+      if (old !== undefined) await api(survivor).memberRemove(old.id, 5000);
+      // etcd refuses to add a member while the add would leave it without a quorum of active members
+      // (a member restarted a moment ago is not active yet): ask again until it accepts.
+      const deadline = Date.now() + 30_000;
+      for (;;) {
+        try {
+          await api(survivor).memberAdd(peerUrl(m.ports), 5000);
+          break;
+        } catch (err) {
+          if (Date.now() > deadline) throw err;
+          await new Promise((r) => setTimeout(r, 200));
+        }
+      }
+      rmSync(join(root, m.name), { recursive: true, force: true });
+      initialCluster = members.map((x) => `${x.name}=${peerUrl(x.ports)}`).join(',');
+      await m.launch('existing');
+    },
+    async stop() {
+      await Promise.all(members.map((m) => m.kill()));
+      await Promise.all(ports.flatMap((p) => [p.clientProxy.close(), p.peerProxy.close()]));
+      rmSync(root, { recursive: true, force: true });
+    },
+  };
+
+  try {
+    await Promise.all(members.map((m) => m.launch('new')));
+    await cluster.waitForLeader(60_000);
+  } catch (err) {
+    await cluster.stop().catch(() => undefined);
+    throw err;
+  }
+  return cluster;
+}

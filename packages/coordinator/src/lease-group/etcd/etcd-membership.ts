@@ -1,0 +1,59 @@
+import { EtcdLeaseInvalidError, type Etcd3 } from 'etcd3';
+import type { GroupMembership } from '../../lease/lease-backend.js';
+import type { EtcdKeys } from '../../lease/etcd/etcd-keys.js';
+import { etcdUnavailable } from '../../lease/etcd/etcd-errors.js';
+import { within, type EtcdSessions } from '../../lease/etcd/etcd-sessions.js';
+
+/**
+ * A lease group's members as keys attached to each member process's etcd lease (the one its won
+ * leases share): a member that dies leaves the list when its etcd lease expires, with its leases.
+ */
+export function etcdMembership(client: Etcd3, keys: EtcdKeys, sessions: EtcdSessions, group: string): GroupMembership {
+  const range = keys.group(group);
+  return {
+    async beat(member, ttlMs, timeoutMs) {
+      for (let attempt = 1; ; attempt++) {
+        const session = await sessions.session(ttlMs, timeoutMs);
+        const key = range.member(member);
+        try {
+          // The keep-alive and, in one transaction, the member key put on the session unless it is
+          // there already, then the list read after it.
+          const [alive, reply] = await Promise.all([
+            sessions.keepAlive(session, timeoutMs),
+            client.kv.txn(
+              {
+                compare: [{ key, target: 'Lease', result: 'Equal', lease: session.id }],
+                success: [{ request_range: { key: range.start, range_end: range.end } }],
+                failure: [{ request_put: { key, value: Buffer.from(member), lease: session.id } }, { request_range: { key: range.start, range_end: range.end } }],
+              },
+              within(timeoutMs),
+            ),
+          ]);
+          if (!alive && attempt < 3) continue;
+          const kvs = reply.responses[reply.responses.length - 1]!.response_range.kvs;
+          const others = kvs.filter((kv) => String(kv.lease) !== session.id);
+          const ttls = await Promise.all(
+            [...new Set(others.map((kv) => String(kv.lease)))].map((id) =>
+              client.leaseClient.leaseTimeToLive({ ID: id, keys: false }, within(timeoutMs)).then(
+                (r) => Math.max(Number(r.TTL), 0) * 1000,
+                () => 0,
+              ),
+            ),
+          );
+          return { members: kvs.map((kv) => range.memberOf(kv.key)).sort(), nextExpiryMs: ttls.length === 0 ? -1 : Math.max(100, Math.min(...ttls)) };
+        } catch (error) {
+          if (attempt < 3 && error instanceof EtcdLeaseInvalidError) {
+            sessions.drop(session);
+            continue;
+          }
+          throw etcdUnavailable('heartbeat', error);
+        }
+      }
+    },
+    async leave(member, timeoutMs) {
+      await client.kv.deleteRange({ key: range.member(member) }, within(timeoutMs)).catch((error: unknown) => {
+        throw etcdUnavailable('leave', error);
+      });
+    },
+  };
+}

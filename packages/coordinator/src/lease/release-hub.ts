@@ -1,0 +1,26 @@
+import type { ReleaseHub } from './lease-backend.js';
+
+/** Subscribes to one lease's releases on a process-wide listener; resolves with the unsubscribe. */
+export type SubscribeReleases = (lease: string, handlers: { readonly onRelease: () => void; readonly onError: (error: unknown) => void }, timeoutMs: number) => Promise<() => void>;
+
+/**
+ * A lease group's hub over a store's process-wide release listener (PostgreSQL's notifications,
+ * etcd's watch): it keeps the group's subscriptions so that `close()` ends them all.
+ */
+export function releaseHubOver(subscribe: SubscribeReleases, timeoutMs: number, onError: (error: unknown) => void): ReleaseHub {
+  const unsubscribes = new Set<() => void>();
+  return {
+    async listen(lease, onRelease) {
+      const unsubscribe = await subscribe(lease, { onRelease, onError }, timeoutMs);
+      unsubscribes.add(unsubscribe);
+      return () => {
+        unsubscribes.delete(unsubscribe);
+        unsubscribe();
+      };
+    },
+    close() {
+      for (const unsubscribe of unsubscribes) unsubscribe();
+      unsubscribes.clear();
+    },
+  };
+}

@@ -1,0 +1,28 @@
+import { randomBytes } from 'node:crypto';
+import { Etcd3 } from 'etcd3';
+import { inject } from 'vitest';
+
+/**
+ * The etcd cluster of this run: `ETCD_ENDPOINTS`, or the private three-member cluster the global
+ * setup started for the unit project (test/support/services.ts).
+ */
+export function testEtcdEndpoints(): string[] {
+  const endpoints = inject('etcdEndpoints');
+  if (endpoints === '') throw new Error('no etcd for this project: set ETCD_ENDPOINTS, or install etcd-server so the unit project can start a cluster');
+  return endpoints.split(',');
+}
+
+/** A client of the run's cluster (or of `hosts`); the caller closes it. */
+export function createEtcdClient(hosts: readonly string[] = testEtcdEndpoints()): Etcd3 {
+  return new Etcd3({ hosts: [...hosts], dialTimeout: 2000 });
+}
+
+/** A key prefix of its own for one test or file: nothing of another run is seen or touched. */
+export function uniqueEtcdPrefix(name = 't'): string {
+  return `fenced-test/${name}-${process.pid}-${randomBytes(4).toString('hex')}/`;
+}
+
+/** Deletes every key under `prefix` (a test's cleanup). */
+export async function deleteEtcdPrefix(client: Etcd3, prefix: string): Promise<void> {
+  await client.delete().prefix(prefix);
+}
