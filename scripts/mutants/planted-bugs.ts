@@ -29,6 +29,7 @@ const LEASE_SQL = 'packages/coordinator/src/lease/postgres/migrations/000001.sql
 const PG_LEASE_TESTS = ['test/lease-store/conformance-postgres.test.ts'];
 const MYSQL_FENCE_TESTS = ['test/fence-store/conformance-mysql.test.ts'];
 const HTTP_TESTS = ['test/http-fences.test.ts'];
+const ETCD_LEASE_TESTS = ['test/lease-store/conformance-etcd.test.ts', 'packages/coordinator/src/lease/etcd/etcd-leases.etcd.test.ts'];
 
 export const PLANTED_BUGS: readonly PlantedBug[] = [
   {
@@ -707,5 +708,41 @@ export const PLANTED_BUGS: readonly PlantedBug[] = [
     find: 'async (tx, ctx) => whileHeld(signal, port.resource, fireId, () => fn(tx, ctx))',
     replace: 'async (tx, ctx) => fn(tx, ctx)',
     tests: ['test/transactional-batch.test.ts'],
+  },
+  {
+    id: 'etcd-token-from-local-counter',
+    layer: 'lease',
+    bug: "the etcd store mints a term's token from a count it keeps in the process, not from etcd's revision of the key's creation: two processes mint the same tokens",
+    file: 'packages/coordinator/src/lease/etcd/etcd-lease-store.ts',
+    find: 'const token = tokenOf(knownBase.base, reply.header.revision);',
+    replace: 'const token = tokenOf(knownBase.base, String(held.size + 1));',
+    tests: ETCD_LEASE_TESTS,
+  },
+  {
+    id: 'etcd-renew-without-owner-check',
+    layer: 'lease',
+    bug: 'the etcd renew trusts the keep-alive alone: a term whose key is gone (deleted, taken over) still counts as renewed while its process lives',
+    file: 'packages/coordinator/src/lease/etcd/etcd-lease-store.ts',
+    find: 'const renewed = kept && owns(current, owner) && current!.etcdLease === session.id;',
+    replace: 'const renewed = kept;',
+    tests: ETCD_LEASE_TESTS,
+  },
+  {
+    id: 'etcd-keepalive-joins-sent',
+    layer: 'lease',
+    bug: "a renew shares a keep-alive already on its way: etcd counts the lease's TTL from before the renew was sent, so the coordinator's deadline outlives the key",
+    file: 'packages/coordinator/src/lease/etcd/etcd-sessions.ts',
+    find: '      this.#pending.delete(session.id);\n      return this.#sendKeepAlive(session, entry.timeoutMs);',
+    replace: '      return this.#sendKeepAlive(session, entry.timeoutMs).finally(() => this.#pending.delete(session.id));',
+    tests: ETCD_LEASE_TESTS,
+  },
+  {
+    id: 'etcd-fires-unchecked',
+    layer: 'scheduler',
+    bug: "the etcd fire log writes its batch without comparing the lease key: a deposed leader's record moves the scheduler's state",
+    file: 'packages/coordinator/src/scheduler/etcd/etcd-fire-log.ts',
+    find: 'const reply = await client.kv.txn({ compare: stillHeld(leaseKey, holder), success: ops }, within(timeoutMs));',
+    replace: 'const reply = await client.kv.txn({ compare: [], success: ops }, within(timeoutMs));',
+    tests: ETCD_LEASE_TESTS,
   },
 ];

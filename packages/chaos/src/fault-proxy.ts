@@ -33,6 +33,12 @@ export interface FaultProxy {
   retarget(upstreamPort: number, options?: { reset?: boolean }): void;
   /** Destroys every live connection (clients reconnect, to the current target). */
   resetConnections(): void;
+  /**
+   * Refuses connections from the clients `refused` picks by their local port (and resets those it
+   * picks among the live ones), whatever the mode; null admits everyone again. One proxy then cuts
+   * one direction of one link, as between two members of a cluster.
+   */
+  refuseFrom(refused: ((clientPort: number) => boolean) | null): void;
   close(): Promise<void>;
 }
 
@@ -46,6 +52,8 @@ interface HeldChunk {
 }
 
 interface Pipe {
+  /** The client's own port: who connected, for `refuseFrom`. */
+  clientPort: number;
   client: net.Socket;
   upstream: net.Socket;
   /** Per direction, chunks not yet delivered, in arrival order: nothing overtakes what is held. */
@@ -58,6 +66,7 @@ export async function startFaultProxy(upstreamPort: number, options: { host?: st
   let target = upstreamPort;
   let mode: ProxyMode = { kind: 'pass' };
   const pipes = new Set<Pipe>();
+  let refused: ((clientPort: number) => boolean) | null = null;
 
   /** Delivers the held chunks that are due, in order; re-arms a timer for the next one. */
   const flush = (pipe: Pipe, to: Direction) => {
@@ -106,14 +115,14 @@ export async function startFaultProxy(upstreamPort: number, options: { host?: st
   };
 
   const server = net.createServer((client) => {
-    if (mode.kind === 'cut') {
+    if (mode.kind === 'cut' || (refused !== null && refused(client.remotePort ?? 0))) {
       client.resetAndDestroy();
       return;
     }
     client.setNoDelay(true);
     const upstream = net.connect({ host, port: target });
     upstream.setNoDelay(true);
-    const pipe: Pipe = { client, upstream, held: { client: [], upstream: [] } };
+    const pipe: Pipe = { clientPort: client.remotePort ?? 0, client, upstream, held: { client: [], upstream: [] } };
     pipes.add(pipe);
     const close = () => {
       pipes.delete(pipe);
@@ -169,6 +178,16 @@ export async function startFaultProxy(upstreamPort: number, options: { host?: st
       if (retargetOptions.reset !== false) resetConnections();
     },
     resetConnections,
+    refuseFrom(next) {
+      refused = next;
+      if (next === null) return;
+      for (const pipe of [...pipes]) {
+        if (!next(pipe.clientPort)) continue;
+        pipe.client.resetAndDestroy();
+        pipe.upstream.destroy();
+        pipes.delete(pipe);
+      }
+    },
     close: () =>
       new Promise<void>((resolve) => {
         resetConnections();

@@ -25,8 +25,8 @@ export function etcdApi(baseUrl: string) {
   }
   return {
     async status(timeoutMs: number): Promise<EtcdMemberStatus> {
-      const s = await call<{ header: { member_id: string; revision?: string }; leader: string; raftTerm: string }>('/v3/maintenance/status', {}, timeoutMs);
-      return { memberId: s.header.member_id, leader: s.leader, raftTerm: BigInt(s.raftTerm), revision: BigInt(s.header.revision ?? '0') };
+      const s = await call<{ header: { member_id: string; revision?: string }; leader?: string; raftTerm?: string }>('/v3/maintenance/status', {}, timeoutMs);
+      return { memberId: s.header.member_id, leader: s.leader ?? '0', raftTerm: BigInt(s.raftTerm ?? '0'), revision: BigInt(s.header.revision ?? '0') };
     },
     async memberList(timeoutMs: number): Promise<EtcdMemberEntry[]> {
       const r = await call<{ members?: Array<{ ID: string; name?: string; peerURLs?: string[] }> }>('/v3/cluster/member/list', {}, timeoutMs);

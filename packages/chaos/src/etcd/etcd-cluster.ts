@@ -7,6 +7,7 @@ import { trackChild } from '../process/child-registry.js';
 import { freePort, waitForPort } from '../redis/redis-server.js';
 import { startFaultProxy, type FaultProxy } from '../fault-proxy.js';
 import { etcdApi, type EtcdMemberStatus } from './etcd-api.js';
+import { ownerOfLocalPort } from '../process/socket-owner.js';
 
 /**
  * A real etcd cluster of supervised members on loopback ports, each a process of Debian's
@@ -16,8 +17,8 @@ import { etcdApi, type EtcdMemberStatus } from './etcd-api.js';
  *
  * Every member is reached through two fault proxies: one in front of its client port (what the
  * SDK's clients are given) and one in front of its peer port (what the other members are told to
- * dial). Cutting both isolates the member: no client and no raft message reaches it, and the
- * connections it dialed to the others carry nothing back either once its own proxies reset them.
+ * dial). A partition cuts both of the member's proxies and makes the others' peer proxies refuse the
+ * connections its process makes (told apart by /proc): no client and no raft message crosses.
  */
 export interface EtcdMember {
   readonly name: string;
@@ -27,6 +28,7 @@ export interface EtcdMember {
   readonly directClientUrl: string;
   readonly running: boolean;
   readonly paused: boolean;
+  readonly pid: number | undefined;
   /** SIGKILL, waiting for the exit. */
   kill(): Promise<void>;
   pause(): void;
@@ -45,7 +47,7 @@ export interface EtcdCluster {
   waitForLeader(timeoutMs?: number): Promise<EtcdMember>;
   /** Each running member's status (member id, leader id, raft term, revision), by name. */
   statuses(timeoutMs?: number): Promise<Map<string, EtcdMemberStatus>>;
-  /** Cuts the member off from the others and from clients (both its proxies refuse and reset). */
+  /** Cuts the member off from the others and from clients, both ways (Linux: needs /proc). */
   partition(member: EtcdMember): void;
   heal(member: EtcdMember): void;
   /**
@@ -116,6 +118,9 @@ export async function startEtcdCluster(options: EtcdClusterOptions = {}): Promis
       },
       get paused() {
         return paused;
+      },
+      get pid() {
+        return child?.pid;
       },
       async kill() {
         const c = child;
@@ -214,38 +219,43 @@ export async function startEtcdCluster(options: EtcdClusterOptions = {}): Promis
       }
     },
     partition(member) {
-      const p = members.find((m) => m === member)!.ports;
-      p.clientProxy.setMode({ kind: 'cut' });
-      p.peerProxy.setMode({ kind: 'cut' });
-      // The streams it dialed to the others run through their proxies: reset them, so that it has to
-      // dial again; it then reaches the others, but they answer over streams they dial to it (cut).
-      for (const other of members) if (other !== member) other.ports.peerProxy.resetConnections();
+      const m = members.find((x) => x === member)!;
+      m.ports.clientProxy.setMode({ kind: 'cut' });
+      m.ports.peerProxy.setMode({ kind: 'cut' });
+      // What it dials to the others goes through their proxies too: each of them refuses (and
+      // resets) the connections that come from its process. Both directions of every link are cut.
+      const fromIt = (clientPort: number) => m.pid !== undefined && ownerOfLocalPort(clientPort, [m.pid]) !== undefined;
+      for (const other of members) if (other !== m) other.ports.peerProxy.refuseFrom(fromIt);
     },
     heal(member) {
-      const p = members.find((m) => m === member)!.ports;
-      p.clientProxy.setMode({ kind: 'pass' });
-      p.peerProxy.setMode({ kind: 'pass' });
+      const m = members.find((x) => x === member)!;
+      m.ports.clientProxy.setMode({ kind: 'pass' });
+      m.ports.peerProxy.setMode({ kind: 'pass' });
+      for (const other of members) if (other !== m) other.ports.peerProxy.refuseFrom(null);
     },
     async replaceWithEmptyDataDir(member) {
       const m = members.find((x) => x === member)!;
       await m.kill();
-      const survivor = members.find((x) => x !== m && x.running && !x.paused);
-      if (survivor === undefined) throw new Error('no running member to remove the lost one through');
-      const list = await api(survivor).memberList(5000);
-      const old = list.find((x) => x.name === m.name || x.peerURLs.includes(peerUrl(m.ports)));
-      if (old !== undefined) await api(survivor).memberRemove(old.id, 5000);
-      // etcd refuses to add a member while the add would leave it without a quorum of active members
-      // (a member restarted a moment ago is not active yet): ask again until it accepts.
-      const deadline = Date.now() + 30_000;
-      for (;;) {
-        try {
-          await api(survivor).memberAdd(peerUrl(m.ports), 5000);
-          break;
-        } catch (err) {
-          if (Date.now() > deadline) throw err;
+      // Through any member that answers: one restarted a moment ago may not serve yet, and etcd
+      // refuses to add a member while that would leave it without a quorum of active members.
+      const viaSurvivor = async <T>(what: string, call: (api: ReturnType<typeof etcdApi>) => Promise<T>): Promise<T> => {
+        const deadline = Date.now() + 30_000;
+        for (;;) {
+          for (const x of members) {
+            if (x === m || !x.running || x.paused) continue;
+            try {
+              return await call(api(x));
+            } catch (err) {
+              if (Date.now() > deadline) throw new Error(`etcd ${what}: ${String(err)}`);
+            }
+          }
           await new Promise((r) => setTimeout(r, 200));
         }
-      }
+      };
+      const list = await viaSurvivor('member list', (a) => a.memberList(2000));
+      const old = list.find((x) => x.name === m.name || x.peerURLs.includes(peerUrl(m.ports)));
+      if (old !== undefined) await viaSurvivor('member remove', (a) => a.memberRemove(old.id, 2000));
+      await viaSurvivor('member add', (a) => a.memberAdd(peerUrl(m.ports), 2000));
       rmSync(join(root, m.name), { recursive: true, force: true });
       initialCluster = members.map((x) => `${x.name}=${peerUrl(x.ports)}`).join(',');
       await m.launch('existing');

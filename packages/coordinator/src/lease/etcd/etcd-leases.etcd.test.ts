@@ -131,6 +131,32 @@ describe('the etcd lease store', () => {
     expect(Number((await log.load())['tick'])).toBeLessThan(9_999_999_999_999);
   });
 
+  it('a record checked against the lease just before a takeover is not written: the check is in the write’s own transaction', async () => {
+    const lease = `race-${++n}`;
+    const c = client();
+    const backend = etcdLeases({ client: c, prefix });
+    const a = backend.openLease(lease, 'node-a', 5000);
+    const won = await a.acquire(5000, 5000);
+    if (!won.won) throw new Error('not granted');
+    // The fire log reads the lease key; right after that read, the term is taken over.
+    const range = c.kv.range.bind(c.kv);
+    let armed = true;
+    c.kv.range = async (request, options) => {
+      const reply = await range(request, options);
+      if (armed && request.key?.toString() === `${prefix}lease/${lease}`) {
+        armed = false;
+        await admin.delete().key(`${prefix}lease/${lease}`);
+        const next = await leases().openLease(lease, 'node-b', 5000).acquire(5000, 5000);
+        expect(next.won).toBe(true);
+      }
+      return reply;
+    };
+    const log = backend.fireLog(lease);
+    expect(await log.record(won.leaseValue, { job: 'late', scheduledAt: 1_000_000, dispatchedAt: 1_000_000 })).toBe(0);
+    expect(armed).toBe(false);
+    expect(await log.load()).not.toHaveProperty('late');
+  });
+
   it('a lease group shares its leases between two members and takes a stopped member’s back', async () => {
     const group = `grp-${++n}`;
     const mk = (nodeId: string) => {
