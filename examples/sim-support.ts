@@ -125,8 +125,8 @@ export async function guardFenceStates(run: RunContext, redis: Redis | Cluster, 
   try {
     if (run.mode === 'control') return [];
     const fence = await withPool(run.databaseUrl, (pool) => createGuard({ db: pool, resource, schema: run.id }).highest());
-    // On the PostgreSQL lease store the guard runs without Redis: no mark to compare.
-    const mark = run.leaseStore === 'postgres' ? null : await createRedisGuard({ redis, resource, keyPrefix: run.id }).highest();
+    // On the PostgreSQL and etcd lease stores the guard runs without Redis: no mark to compare.
+    const mark = run.leaseStore !== 'redis' ? null : await createRedisGuard({ redis, resource, keyPrefix: run.id }).highest();
     return [{ resource, fence: fence?.toString() ?? null, mark: mark?.toString() ?? null }];
   } finally {
     redis.disconnect();

@@ -19,7 +19,7 @@ const POST_COMMIT_MS = 40;
 
 export const ledgerApp: SimApp = {
   name: 'ledger',
-  leaseStores: ['redis', 'postgres'],
+  leaseStores: ['redis', 'postgres', 'etcd'],
 
   prepare: (run) => prepareSchema(run, LEDGER_SQL, RESOURCE),
 
@@ -43,6 +43,7 @@ export const ledgerApp: SimApp = {
         CONTROL_CLOCK: run.controlClock,
         LEASE_STORE: run.leaseStore,
         ...(run.postgresMembers === undefined ? {} : { POSTGRES_MEMBERS: JSON.stringify(run.postgresMembers) }),
+        ...(node.etcdEndpoints === undefined ? {} : { ETCD_ENDPOINTS: node.etcdEndpoints.join(',') }),
       },
     };
   },

@@ -11,6 +11,10 @@
  * PostgreSQL database (behind this replica's fault proxy), the guard runs without Redis and checks
  * each write's lease in its own transaction; the control keeps only its own record in Redis.
  *
+ * With LEASE_STORE=etcd the lease and the scheduler's record live in the run's etcd cluster (each
+ * member behind this replica's own fault proxy, ETCD_ENDPOINTS), due times come from PostgreSQL's
+ * clock (postgresClock: etcd has none), and the guard runs on PostgreSQL alone.
+ *
  * Env: NODE_NAME, MODE, LEASE_STORE, POSTGRES_MEMBERS (JSON list of URLs, optional), REDIS_ENDPOINT (JSON, see redis-endpoint.ts), DATABASE_URL, SIM_SCHEMA, KEY_PREFIX, TTL_MS, RENEW_MS, EVERY_MS,
  * WORK_MS (time between the dispatch and the write: where mid-write faults land), POST_COMMIT_MS
  * (time between the commit and the scheduler's record: where a crash re-dispatches a fire).
@@ -19,7 +23,9 @@ import pg from 'pg';
 import { createGuard } from '@fenced/consumer-guard';
 import { createRedisGuard } from '@fenced/consumer-guard/redis';
 import { createCoordinator, createScheduler, redisLeases } from '@fenced/coordinator';
-import { postgresLeases } from '@fenced/coordinator/postgres';
+import { postgresClock, postgresLeases } from '@fenced/coordinator/postgres';
+import { etcdLeases } from '@fenced/coordinator/etcd';
+import { Etcd3 } from 'etcd3';
 import { isFencedError } from '@fenced/shared';
 import { failpoints } from '@fenced/shared/failpoints';
 import { listenForFailpointCommands } from './failpoint-commands.js';
@@ -53,6 +59,7 @@ pool.on('error', () => {});
 listenForFailpointCommands(line);
 
 const onPostgres = env('LEASE_STORE') === 'postgres';
+const onEtcd = env('LEASE_STORE') === 'etcd';
 // On a replicated PostgreSQL (the postgres-failover scenario): a pool per member, each reaching its
 // server directly, so that the guarded run's lease store counts grants and renewals only from the
 // primary on the cluster's latest timeline. The control goes without.
@@ -64,7 +71,9 @@ const memberPools = members.map((url) => {
 });
 const store = onPostgres
   ? postgresLeases({ pool, schema, takeover: { graceMs: 250, timeoutMs: 10_000 }, ...(memberPools.length > 0 ? { confirmPrimary: { members: memberPools } } : {}) })
-  : redisLeases(redis, { keyPrefix: env('KEY_PREFIX') });
+  : onEtcd
+    ? etcdLeases({ client: new Etcd3({ hosts: env('ETCD_ENDPOINTS').split(','), dialTimeout: 1000 }), prefix: `${schema}/`, clock: postgresClock(pool) })
+    : redisLeases(redis, { keyPrefix: env('KEY_PREFIX') });
 const coordinatorOptions = { store, lease: LEASE, ttlMs, renewIntervalMs: Number(env('RENEW_MS')), acquireRetryMs: 100, nodeId: node };
 
 async function writeRow(client: pg.PoolClient, fire: { fireId: string; token: bigint; scheduledAt: string }): Promise<void> {
@@ -77,7 +86,8 @@ if (mode === 'guarded') {
     resource: RESOURCE,
     schema,
     // On the PostgreSQL store: no Redis at all, and every write checks its lease in its own transaction.
-    ...(onPostgres ? { checkLease: LEASE } : { redis, keyPrefix: env('KEY_PREFIX'), redisTimeoutMs: 200 }),
+    // On etcd: the guard on PostgreSQL alone (no Redis in that deployment).
+    ...(onPostgres ? { checkLease: LEASE } : onEtcd ? {} : { redis, keyPrefix: env('KEY_PREFIX'), redisTimeoutMs: 200 }),
     // The simulation counts the election-time advance ending a deposed leader's frozen transaction.
     logger: (e) => {
       if (e.type === 'guard.takeover') line({ kind: 'takeover', ended: e.ended, token: e.token, blockingToken: e.blockingToken });
@@ -93,7 +103,7 @@ if (mode === 'guarded') {
       if (e.type === 'postgres.error' && (e.error as Error | undefined)?.name === 'NotOnPrimaryError') line({ kind: 'deposed', operation: e.operation });
     },
   });
-  const mark = onPostgres ? undefined : createRedisGuard({ redis, resource: RESOURCE, keyPrefix: env('KEY_PREFIX') });
+  const mark = onPostgres || onEtcd ? undefined : createRedisGuard({ redis, resource: RESOURCE, keyPrefix: env('KEY_PREFIX') });
   // Per fire in flight: the highest token the guard's mark held just before the handler was called.
   const knownBefore = new Map<string, bigint>();
   reportLeadership(coordinator, line);

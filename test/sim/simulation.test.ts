@@ -14,7 +14,7 @@ const out = mkdtempSync(join(tmpdir(), 'fenced-sim-'));
 /** Set by the full run: where `pnpm sim` said it wrote the report (no --report given). */
 let reportPath = '';
 const SEED = 7;
-/** What `pnpm sim` runs by default: every scenario on Redis, and the replica and PostgreSQL faults on the PostgreSQL lease store too. */
+/** What `pnpm sim` runs by default: every scenario on Redis, the replica and PostgreSQL faults on the PostgreSQL lease store too, and etcd's own faults on etcd. */
 const DEFAULT_RUNS = SCENARIO_NAMES.flatMap((s) => leaseStoresOf(scenarios[s]).default.map((store) => scenarioLabel(s, store)));
 
 interface CliRun {
@@ -47,9 +47,9 @@ describe('pnpm sim', () => {
     expect(store.code).toBe(2);
     expect(store.stderr.trim().split('\n')).toHaveLength(1);
     expect(store.stderr).toContain('none of the scenarios chosen runs on the postgres lease store');
-    const unknownStore = await sim(['--lease-store', 'etcd']);
+    const unknownStore = await sim(['--lease-store', 'consul']);
     expect(unknownStore.code).toBe(2);
-    expect(unknownStore.stderr).toContain('--lease-store must be redis, postgres, default or all, not "etcd"');
+    expect(unknownStore.stderr).toContain('--lease-store must be redis, postgres, etcd, default or all, not "consul"');
     const unknown = await sim(['--scenario', 'meteor']);
     expect(unknown.code).toBe(2);
     expect(unknown.stderr.trim().split('\n')).toHaveLength(1);
@@ -104,6 +104,7 @@ describe('pnpm sim', () => {
       const table = summary.runs.map((r) => `${r.scenario} ${r.mode}: ${r.verdict} ${r.mode === 'guarded' ? r.violations.join('; ') : ''}`);
       expect(summary.runs.map((r) => `${r.scenario} ${r.mode}`)).toEqual(DEFAULT_RUNS.flatMap((s) => [`${s} guarded`, `${s} control`]));
       expect(DEFAULT_RUNS.filter((s) => s.endsWith('@postgres')).length).toBeGreaterThanOrEqual(5);
+      expect(DEFAULT_RUNS).toContain('etcd-leader-loss@etcd');
       for (const run of summary.runs) {
         // Clean, and not toothless: every protection its scenario exercises was seen at work.
         if (run.mode === 'guarded') expect(run.verdict, table.join('\n')).toBe('no anomaly');

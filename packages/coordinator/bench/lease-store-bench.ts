@@ -1,7 +1,7 @@
 /**
- * pnpm bench:leases — the two lease stores side by side in one run, the same measurements on each:
- * Redis (a private redis-server on a free loopback port) and PostgreSQL (a schema of its own on
- * DATABASE_URL, default the local server).
+ * pnpm bench:leases — the three lease stores side by side in one run, the same measurements on each:
+ * Redis (a private redis-server on a free loopback port), PostgreSQL (a schema of its own on
+ * DATABASE_URL, default the local server) and etcd (a private three-member cluster on loopback ports).
  *
  * - graceful handover: the leader stops; the time until a standby is elected (target ≤ 50 ms);
  * - crash failover: the leader's connections die with no release; the time until a standby is
@@ -13,7 +13,10 @@
  *   burst started, every fire recorded in the store;
  * - 1,000 leases in one lease group (one process): the requests it sends per second once they all
  *   lead, and the server's CPU (Redis: INFO's used_cpu; PostgreSQL: /proc of the backends serving
- *   the group), against the target of 5 % of a core.
+ *   the group; etcd: /proc of its three members), against the target of 5 % of a core.
+ *
+ * etcd grants whole seconds, at least 1.5 × its election timeout (2 s here): its leases outlive the
+ * 1 s TTL asked for, which is what its crash failover shows.
  *
  * Flags: --rounds N (handovers and failovers of each kind, default 10), --leases N (default 1000),
  * --jobs N (default 10000), --window S (seconds each load is measured, default 10), --json.
@@ -24,7 +27,9 @@ import { Redis } from 'ioredis';
 import pg from 'pg';
 import { createCoordinator, createLeaseGroup, createScheduler, redisLeases, type Coordinator, type LeaseBackend } from '@fenced/coordinator';
 import { postgresLeases } from '@fenced/coordinator/postgres';
-import { startRedisServer } from '@fenced/chaos';
+import { etcdLeases } from '@fenced/coordinator/etcd';
+import { startEtcdCluster, startRedisServer } from '@fenced/chaos';
+import { Etcd3 } from 'etcd3';
 
 const { values: args } = parseArgs({
   options: {
@@ -65,7 +70,7 @@ const waitFor = async (predicate: () => boolean, timeoutMs: number) => {
 
 /** One store under test: a backend per simulated process, a way to crash one, and its load counters. */
 interface Store {
-  readonly name: 'redis' | 'postgres';
+  readonly name: 'redis' | 'postgres' | 'etcd';
   backend(): { backend: LeaseBackend; crash(): Promise<void>; requests(): number; close(): Promise<void> };
   /** The server's CPU seconds so far, per process that serves us (Redis: one). */
   serverCpu(): Promise<ReadonlyMap<string, number>>;
@@ -146,6 +151,44 @@ async function postgresStore(url: string): Promise<Store> {
       await Promise.all(pools.map((p) => p.end().catch(() => undefined)));
       await admin.query(`DROP SCHEMA IF EXISTS ${schema} CASCADE`);
       await admin.end();
+    },
+  };
+}
+
+async function etcdStore(): Promise<Store> {
+  const cluster = await startEtcdCluster();
+  const clients: Etcd3[] = [];
+  return {
+    name: 'etcd',
+    backend() {
+      const client = new Etcd3({ hosts: [...cluster.endpoints], dialTimeout: 2000 });
+      clients.push(client);
+      let sent = 0;
+      // Every unary call and every keep-alive written, counted where the client sends them.
+      for (const service of [client.kv, client.leaseClient] as unknown as Record<string, unknown>[]) {
+        for (const method of Object.getOwnPropertyNames(Object.getPrototypeOf(service))) {
+          const original = service[method];
+          if (method === 'constructor' || typeof original !== 'function') continue;
+          service[method] = (...a: unknown[]) => {
+            if (method !== 'leaseKeepAlive') sent++;
+            const result = (original as (...x: unknown[]) => unknown).apply(service, a);
+            if (method !== 'leaseKeepAlive') return result;
+            return (result as Promise<{ write: (r: unknown) => boolean }>).then((stream) => {
+              const write = stream.write.bind(stream);
+              stream.write = (r: unknown) => (sent++, write(r));
+              return stream;
+            });
+          };
+        }
+      }
+      return { backend: etcdLeases({ client, prefix: `bench-${process.pid}/` }), crash: async () => client.close(), requests: () => sent, close: async () => client.close() };
+    },
+    async serverCpu() {
+      return new Map(cluster.members.flatMap((m) => (m.pid === undefined ? [] : [[m.name, cpuSecondsOf(m.pid)] as const])));
+    },
+    async close() {
+      for (const c of clients) c.close();
+      await cluster.stop();
     },
   };
 }
@@ -282,7 +325,7 @@ async function measure(store: Store): Promise<Record<string, number>> {
   return out;
 }
 
-const stores = [await redisStore(), await postgresStore(process.env['DATABASE_URL'] ?? 'postgres://postgres@127.0.0.1:5432/test')];
+const stores = [await redisStore(), await postgresStore(process.env['DATABASE_URL'] ?? 'postgres://postgres@127.0.0.1:5432/test'), await etcdStore()];
 const results: Record<string, Record<string, number>> = {};
 try {
   for (const store of stores) results[store.name] = await measure(store);
@@ -296,8 +339,9 @@ if (args.json) {
   const rows = Object.keys(results['redis']!);
   const width = Math.max(...rows.map((r) => r.length));
   process.stdout.write(`lease stores side by side (TTL ${TTL} ms, renew ${RENEW} ms; the group: TTL ${GROUP_TTL} ms, renew ${GROUP_RENEW} ms)\n`);
-  process.stdout.write(`${''.padEnd(width)}  ${'redis'.padStart(10)}  ${'postgres'.padStart(10)}\n`);
-  for (const row of rows) process.stdout.write(`${row.padEnd(width)}  ${String(results['redis']![row]).padStart(10)}  ${String(results['postgres']![row]).padStart(10)}\n`);
+  const names = stores.map((s) => s.name);
+  process.stdout.write(`${''.padEnd(width)}${names.map((n) => `  ${n.padStart(10)}`).join('')}\n`);
+  for (const row of rows) process.stdout.write(`${row.padEnd(width)}${names.map((n) => `  ${String(results[n]![row]).padStart(10)}`).join('')}\n`);
   process.stdout.write(`targets: graceful handover ≤ 50 ms; crash failover ≤ TTL + renew (${TTL + RENEW} ms); ${leaseCount} leases ≤ 5 % of a core\n`);
 }
 process.exit(0);

@@ -1,5 +1,6 @@
 import type { PostgresServerProcess } from '../postgres/postgres-server.js';
 import type { PostgresCluster } from '../postgres/postgres-cluster.js';
+import type { EtcdCluster } from '../etcd/etcd-cluster.js';
 import { renameSync, writeFileSync } from 'node:fs';
 import { clockStepText } from '../faketime.js';
 import type { History, HistoryEvent } from '../history.js';
@@ -16,6 +17,8 @@ export interface SimNode {
   /** Its proxy to Redis; none on Cluster and Sentinel, which clients reach directly (see SimRedis). */
   readonly redisProxy: FaultProxy | undefined;
   readonly pgProxy: FaultProxy;
+  /** On the etcd store: this replica's proxies, one per member (its link to the lease store). */
+  readonly etcdProxies: readonly FaultProxy[];
 }
 
 /** What a fault schedule can do, and see, during one run. */
@@ -41,6 +44,7 @@ export class FaultContext {
     private readonly postgresServer?: PostgresServerProcess,
     /** The run's own primary and replica, when the scenario asks for them (a failover fault needs them). */
     private readonly cluster?: PostgresCluster,
+    private readonly etcdCluster?: EtcdCluster,
   ) {}
 
   /** The run's PostgreSQL primary and replica, for the faults that fail over between them. */
@@ -50,6 +54,12 @@ export class FaultContext {
   }
 
   /** The run's private PostgreSQL server, for the faults that restart it. */
+  /** The run's etcd cluster (the etcd lease store), for the faults of etcd itself. */
+  etcd(fault: string): EtcdCluster {
+    if (this.etcdCluster === undefined) throw new Error(`the ${fault} fault needs the run to keep its leases in etcd (--lease-store etcd)`);
+    return this.etcdCluster;
+  }
+
   postgres(fault: string): PostgresServerProcess {
     if (this.postgresServer === undefined) throw new Error(`the ${fault} fault needs the scenario to run on its own PostgreSQL server (postgres: 'private')`);
     return this.postgresServer;
@@ -222,7 +232,12 @@ export class FaultContext {
     return this.redis;
   }
 
+  /**
+   * Sets a replica's links: `redis` is its link to the lease store (Redis, and etcd where the run
+   * keeps its leases there), `pg` its link to PostgreSQL.
+   */
   setProxies(node: SimNode, modes: { redis?: ProxyMode; pg?: ProxyMode }): void {
+    if (modes.redis) for (const proxy of node.etcdProxies) proxy.setMode(modes.redis);
     if (modes.redis) {
       if (node.redisProxy === undefined) throw new Error(`${node.name} reaches Redis directly: a partition from Redis needs a proxied topology`);
       node.redisProxy.setMode(modes.redis);

@@ -10,6 +10,7 @@ import { managedProcess } from '../process/managed-process.js';
 import { startFaultProxy, type FaultProxy } from '../fault-proxy.js';
 import { startPostgresServer } from '../postgres/postgres-server.js';
 import { startPostgresCluster } from '../postgres/postgres-cluster.js';
+import { startEtcdCluster } from '../etcd/etcd-cluster.js';
 import { seededRandom } from '../random.js';
 import { FaultContext, type SimNode } from './fault-context.js';
 import { runFaultRounds } from './fault-rounds.js';
@@ -89,8 +90,10 @@ export async function runScenario(app: SimApp, scenario: Scenario, mode: SimMode
   const postgres = scenario.postgres === 'private' ? await startPostgresServer() : undefined;
   const cluster = scenario.postgres === 'replicated' ? await startPostgresCluster() : undefined;
   const databaseUrl = postgres?.url ?? cluster?.url ?? options.databaseUrl;
+  // On the etcd store: a three-member cluster of the run's own (its faults must not reach another run).
+  const etcd = options.leaseStore === 'etcd' ? await startEtcdCluster() : undefined;
   const run: RunContext = {
-    id: `sim_${scenario.name.replace(/-/g, '_')}_${options.leaseStore === 'postgres' ? 'pg_' : ''}${mode}_${randomBytes(3).toString('hex')}`,
+    id: `sim_${scenario.name.replace(/-/g, '_')}_${options.leaseStore === 'postgres' ? 'pg_' : options.leaseStore === 'etcd' ? 'etcd_' : ''}${mode}_${randomBytes(3).toString('hex')}`,
     mode,
     databaseUrl,
     ttlMs: options.ttlMs,
@@ -145,15 +148,24 @@ export async function runScenario(app: SimApp, scenario: Scenario, mode: SimMode
       }
       const pgProxy = await startFaultProxy(pg.port);
       proxies.push(pgProxy);
+      // In front of each member's own client proxy: the cluster's partition still reaches this replica.
+      const etcdProxies = etcd === undefined ? [] : await Promise.all(etcd.members.map((m) => startFaultProxy(Number(new URL(m.clientUrl).port))));
+      proxies.push(...etcdProxies);
       const clockFault = i === 1 ? scenario.clockFault : undefined;
-      const spec = app.replica(run, { name, redis: endpoint, databaseUrl: pg.rewrite(pgProxy.port), clockFault });
+      const spec = app.replica(run, {
+        name,
+        redis: endpoint,
+        databaseUrl: pg.rewrite(pgProxy.port),
+        clockFault,
+        ...(etcd === undefined ? {} : { etcdEndpoints: etcdProxies.map((p) => `http://127.0.0.1:${p.port}`) }),
+      });
       const process = managedProcess(name, { ...spec, env: { ...spec.env, ...(clockFault ? faketimeEnv(clockFault, clockFile) : {}) } }, () => Date.now());
       process.onLine((line) => {
         const event = historyEventOf(name, line);
         if (event !== undefined) history.record(event);
         ctx?.observe(name, line);
       });
-      nodes.push({ name, process, redisProxy, pgProxy });
+      nodes.push({ name, process, redisProxy, pgProxy, etcdProxies });
     }
 
     const startNode = (node: SimNode) => {
@@ -167,7 +179,7 @@ export async function runScenario(app: SimApp, scenario: Scenario, mode: SimMode
     for (const node of nodes) startNode(node);
 
     const faultsEnd = () => Date.now() + options.durationMs;
-    ctx = new FaultContext(nodes, redis, app.leaseKey?.(run), history, random, options.ttlMs, Number.POSITIVE_INFINITY, startNode, clockFile, postgres, cluster);
+    ctx = new FaultContext(nodes, redis, app.leaseKey?.(run), history, random, options.ttlMs, Number.POSITIVE_INFINITY, startNode, clockFile, postgres, cluster, etcd);
     const first = await ctx.waitForLeader(30_000);
     if (first === undefined) {
       throw new Error(`no replica became leader within 30 s; ${nodes.map((n) => `${n.name}: ${n.process.stderr().slice(-400)}`).join(' | ')}`);
@@ -177,7 +189,7 @@ export async function runScenario(app: SimApp, scenario: Scenario, mode: SimMode
     if (firstDispatch === undefined) throw new Error('no replica dispatched a fire within 30 s of the first election');
     const windowStart = Date.now();
     phase = 'faults';
-    ctx = new FaultContext(nodes, redis, app.leaseKey?.(run), history, random, options.ttlMs, faultsEnd(), startNode, clockFile, postgres, cluster);
+    ctx = new FaultContext(nodes, redis, app.leaseKey?.(run), history, random, options.ttlMs, faultsEnd(), startNode, clockFile, postgres, cluster, etcd);
     await runFaultRounds(ctx, scenario.rounds);
     const windowEnd = Date.now();
 
@@ -186,6 +198,7 @@ export async function runScenario(app: SimApp, scenario: Scenario, mode: SimMode
     for (const node of nodes) {
       node.redisProxy?.setMode({ kind: 'pass' });
       node.pgProxy.setMode({ kind: 'pass' });
+      for (const proxy of node.etcdProxies) proxy.setMode({ kind: 'pass' });
       if (node.process.paused) ctx.resume(node);
       if (!node.process.running) startNode(node);
     }
@@ -235,6 +248,7 @@ export async function runScenario(app: SimApp, scenario: Scenario, mode: SimMode
     await app.cleanup(run).catch(() => undefined);
     await postgres?.stop();
     await cluster?.stop();
+    await etcd?.stop();
     if (clockDir !== undefined) rmSync(clockDir, { recursive: true, force: true });
     untrackCleanup();
   }

@@ -20,5 +20,6 @@ export const SCENARIO_NAMES = [
   'postgres-restart',
   'postgres-failover',
   'redis-lag',
+  'etcd-leader-loss',
 ] as const;
 export type ScenarioName = (typeof SCENARIO_NAMES)[number];

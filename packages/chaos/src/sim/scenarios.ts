@@ -79,8 +79,11 @@ export { SCENARIO_NAMES, type ScenarioName } from './scenario-names.js';
 
 /** Redis faults: nothing to hit when the lease lives in PostgreSQL. */
 const REDIS_ONLY = { default: ['redis'], possible: ['redis'] } as const;
-/** The faults of a replica or of PostgreSQL: the PostgreSQL store runs them by default too. */
-const BOTH_STORES = { default: ['redis', 'postgres'], possible: ['redis', 'postgres'] } as const;
+/**
+ * The faults of a replica or of PostgreSQL: the PostgreSQL store runs them by default too, and etcd
+ * on request (`--lease-store etcd`: each run starts an etcd cluster of its own).
+ */
+const BOTH_STORES = { default: ['redis', 'postgres'], possible: ['redis', 'postgres', 'etcd'] } as const;
 
 /** The stores a scenario runs on (see `Scenario.leaseStores`). */
 export function leaseStoresOf(scenario: Scenario): { readonly default: readonly LeaseStoreName[]; readonly possible: readonly LeaseStoreName[] } {
@@ -382,5 +385,15 @@ export const scenarios: Record<ScenarioName, Scenario> = {
       settle: { ms: [800, 1600] },
       whileTtlsLeft: 4,
     },
+  },
+
+  'etcd-leader-loss': {
+    leaseStores: { default: ['etcd'], possible: ['etcd'] },
+    name: 'etcd-leader-loss',
+    summary: 'the leader frozen mid-write while etcd loses its own leader (killed, frozen, cut off, quorum lost, a member wiped): the lease runs out, a new term begins once etcd recovers, the old leader wakes and writes',
+    redis: 'single',
+    exercises: ['stale refused'],
+    // At least one round whatever the fault time: a short run must still hit etcd once.
+    rounds: { ...HELD_MID_WRITE, atLeastOnce: true, hold: { ttls: [2.5, 3.5] }, fault: { kind: 'etcd-leader-loss' as const, variants: ['kill', 'pause', 'partition', 'quorum', 'wipe'] } },
   },
 };

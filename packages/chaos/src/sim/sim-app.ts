@@ -22,8 +22,9 @@ export interface RunContext {
   /** Where the control takes due times from (see `Scenario.controlClock`). */
   readonly controlClock: 'server' | 'local';
   /**
-   * Where the replicas keep their lease (and the scheduler its record): Redis, or the PostgreSQL
-   * database itself (behind each replica's fault proxy, like its writes).
+   * Where the replicas keep their lease (and the scheduler its record): Redis, the PostgreSQL
+   * database itself (behind each replica's fault proxy, like its writes), or a three-member etcd
+   * cluster of the run's own (each replica reaching every member through a fault proxy of its own).
    */
   readonly leaseStore: LeaseStoreName;
   /**
@@ -34,8 +35,8 @@ export interface RunContext {
 }
 
 /** The lease stores the simulation runs on. */
-export type LeaseStoreName = 'redis' | 'postgres';
-export const LEASE_STORES: readonly LeaseStoreName[] = ['redis', 'postgres'];
+export type LeaseStoreName = 'redis' | 'postgres' | 'etcd';
+export const LEASE_STORES: readonly LeaseStoreName[] = ['redis', 'postgres', 'etcd'];
 
 /** Where a replica finds Redis. */
 export type RedisEndpoint =
@@ -51,6 +52,8 @@ export interface NodeContext {
   readonly name: string;
   readonly redis: RedisEndpoint;
   readonly databaseUrl: string;
+  /** On the etcd store: this replica's client endpoints, one per member, each behind its own fault proxy. */
+  readonly etcdEndpoints?: readonly string[];
   /** A clock fault this replica runs under, if any (applied by the supervisor through libfaketime). */
   readonly clockFault: ClockFault | undefined;
 }

@@ -1,6 +1,7 @@
 import { clockStep } from './clock-step.js';
 import { connectionReset } from './connection-reset.js';
 import { crash } from './crash.js';
+import { etcdLeaderLoss } from './etcd-leader-loss.js';
 import { failoverMidCatchUp } from './failover-mid-catch-up.js';
 import type { DeploymentFaultKind, ReplicaFaultKind } from './fault-kind.js';
 import { lossyFailover } from './lossy-failover.js';
@@ -33,6 +34,7 @@ export const FAULT_KINDS = {
   'postgres-down': postgresDown,
   'postgres-restart': postgresRestart,
   'postgres-failover': postgresFailover,
+  'etcd-leader-loss': etcdLeaderLoss,
 } as const;
 
 type Kinds = typeof FAULT_KINDS;
