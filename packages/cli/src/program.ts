@@ -11,12 +11,18 @@ import { createStatusHandler } from './status/status-handler.js';
 import { formatDoctor, runDoctor } from './doctor/run-doctor.js';
 import { lowerFence, pruneFires, showFence } from './admin/fence-admin.js';
 import { textTable } from './text-table.js';
+import { etcdEndpoints, openEtcd } from './etcd-connection.js';
+import type { Etcd3 } from 'etcd3';
 
 interface GlobalOptions extends ConnectionOptions {
   readonly prefix: string;
   readonly schema: string;
   readonly table: string;
-  readonly leaseStore: 'redis' | 'postgres';
+  readonly leaseStore: 'redis' | 'postgres' | 'etcd';
+  /** etcd's client endpoints, comma-separated (or ETCD_ENDPOINTS), on the etcd lease store. */
+  readonly etcd?: string;
+  /** The etcd key prefix (`etcdLeases({ prefix })`). */
+  readonly etcdPrefix: string;
   readonly json: boolean;
 }
 
@@ -90,6 +96,15 @@ export async function main(argv: readonly string[], io: Io = { out: (t) => proce
     if (mysql !== null) return { kind: 'mysql', pool: mysql };
     return { kind: 'postgres', pool: (await connectDatabase(o, true))! };
   };
+  /** The etcd cluster of the etcd lease store, or null on another store. */
+  const connectEtcd = async (o: GlobalOptions): Promise<{ client: Etcd3; endpoints: string[]; prefix: string } | null> => {
+    if (o.leaseStore !== 'etcd') return null;
+    const named = etcdEndpoints(o.etcd);
+    if (named === null) throw new CliError(ExitCode.USAGE, '--lease-store etcd needs the cluster: give --etcd http://host:port,… or set ETCD_ENDPOINTS');
+    const client = await openEtcd(named.endpoints, named.source);
+    resources.push(async () => client.close());
+    return { client, endpoints: named.endpoints, prefix: o.etcdPrefix };
+  };
   const print = (o: GlobalOptions, value: unknown, text: () => string) => io.out(`${o.json ? JSON.stringify(value, null, 2) : text()}\n`);
 
   const program = new Command('fenced')
@@ -103,7 +118,9 @@ export async function main(argv: readonly string[], io: Io = { out: (t) => proce
     .addOption(new Option('--prefix <prefix>', 'the key prefix the coordinators and guards use').default('fenced'))
     .addOption(new Option('--schema <schema>', "the guard's schema").default('public'))
     .addOption(new Option('--table <table>', "the guard's table").default('fenced_fences'))
-    .addOption(new Option('--lease-store <store>', 'where the leases live: redis, or postgres (postgresLeases, beside the guard\'s table; Redis is then read only when given)').choices(['redis', 'postgres']).default('redis'))
+    .addOption(new Option('--lease-store <store>', 'where the leases live: redis, postgres (postgresLeases, beside the guard\'s table) or etcd (etcdLeases; with --etcd); Redis is then read only when given').choices(['redis', 'postgres', 'etcd']).default('redis'))
+    .addOption(new Option('--etcd <endpoints>', 'etcd client endpoints, http://host:port,… (or set ETCD_ENDPOINTS), for --lease-store etcd'))
+    .addOption(new Option('--etcd-prefix <prefix>', 'the key prefix of etcdLeases').default('fenced/'))
     .option('--json', 'machine-readable output', false)
     .addHelpText('after', EXIT_CODES_HELP)
     .showHelpAfterError('(run with --help for usage)')
@@ -123,10 +140,11 @@ export async function main(argv: readonly string[], io: Io = { out: (t) => proce
     .action(async (local: { lease?: string[]; history: number; serve?: boolean; host: string; port: number; refresh: string }, command: Command) => {
       const o = command.optsWithGlobals<GlobalOptions>();
       const onPostgres = o.leaseStore === 'postgres';
-      const redis = onPostgres && !redisGiven(o) ? null : await connectRedis(o);
+      const redis = o.leaseStore !== 'redis' && !redisGiven(o) ? null : await connectRedis(o);
+      const etcd = await connectEtcd(o);
       const mysql = await connectMysql(o);
       const pool = mysql === null || onPostgres ? await connectDatabase(o, onPostgres) : null;
-      const source = { redis, pool, mysql, leaseStore: o.leaseStore, ...installationNames(o), history: local.history, ...(local.lease === undefined ? {} : { leases: local.lease }) };
+      const source = { redis, etcd, pool, mysql, leaseStore: o.leaseStore, ...installationNames(o), history: local.history, ...(local.lease === undefined ? {} : { leases: local.lease }) };
       if (!local.serve) {
         const status = await readStatus(source);
         print(o, status, () => formatStatus(status));
@@ -162,10 +180,11 @@ export async function main(argv: readonly string[], io: Io = { out: (t) => proce
       const retentionMs = parseDuration('--retention', local.retention);
       const onPostgres = o.leaseStore === 'postgres';
       if (onPostgres && !local.postgres) throw new CliError(ExitCode.USAGE, '--no-postgres cannot go with --lease-store postgres: the leases are in the database');
-      const redis = onPostgres && !redisGiven(o) ? null : await connectRedis(o);
+      const redis = o.leaseStore !== 'redis' && !redisGiven(o) ? null : await connectRedis(o);
+      const etcd = await connectEtcd(o);
       const mysql = await connectMysql(o);
       const pool = local.postgres && (mysql === null || onPostgres) ? await connectDatabase(o, onPostgres) : null;
-      const report = await runDoctor({ redis, pool, mysql, leaseStore: o.leaseStore, postgresSkipped: !local.postgres, ...installationNames(o), retentionMs });
+      const report = await runDoctor({ redis, etcd, pool, mysql, leaseStore: o.leaseStore, postgresSkipped: !local.postgres, ...installationNames(o), retentionMs });
       print(o, report, () => formatDoctor(report));
       if (!report.ok) throw new ExitWith(ExitCode.FAILED);
     });

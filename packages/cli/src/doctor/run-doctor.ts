@@ -7,13 +7,17 @@ import { appliedFiresCheck, isolationCheck, migrationsCheck, timeoutsCheck } fro
 import { mysqlBinlogCheck, mysqlIsolationCheck, mysqlMigrationsCheck, mysqlTimeoutsCheck } from './mysql-checks.js';
 import type { Mysql2PoolLike } from '@fenced/consumer-guard/mysql';
 import { clockCheck, evictionCheck, persistenceCheck, replicationCheck, sentinelCheck } from './redis-checks.js';
+import { etcdChecks } from './etcd-checks.js';
+import type { Etcd3 } from 'etcd3';
 import { leaseClockCheck, leaseDurabilityCheck, leaseIdleTimeoutCheck, leaseListenCheck, leaseMigrationsCheck, leaseReplicationCheck } from './postgres-lease-checks.js';
 
 export interface DoctorOptions {
   /** Null on the PostgreSQL lease store with no Redis fast path. */
   readonly redis: RedisTarget | null;
   /** Where the leases live. @defaultValue `'redis'` */
-  readonly leaseStore?: 'redis' | 'postgres';
+  readonly leaseStore?: 'redis' | 'postgres' | 'etcd';
+  /** The etcd cluster on the etcd lease store: a client, the endpoints it was given, the key prefix. */
+  readonly etcd?: { readonly client: Etcd3; readonly endpoints: readonly string[]; readonly prefix: string } | null;
   readonly pool: pg.Pool | null;
   /** MySQL/MariaDB holding the fences (`--mysql`): its checks replace PostgreSQL's guard checks. */
   readonly mysql?: Mysql2PoolLike | null;
@@ -37,6 +41,7 @@ export async function runDoctor(options: DoctorOptions): Promise<DoctorReport> {
   const { status, inspection } = await collectStatus({
     redis: options.redis,
     leaseStore,
+    etcd: options.etcd ?? null,
     pool: options.pool,
     mysql: options.mysql ?? null,
     keyPrefix: options.keyPrefix,
@@ -57,6 +62,12 @@ export async function runDoctor(options: DoctorOptions): Promise<DoctorReport> {
     checks.push(await leaseClockCheck(pool));
     checks.push(fencesCheck(status.leases));
     if (redis === null) for (const id of ['redis.eviction', 'redis.persistence', 'redis.replication']) checks.push(skip(id, 'skipped: the leases live in PostgreSQL and no Redis was given.'));
+  }
+  if (leaseStore === 'etcd') {
+    const ttls = status.leases.flatMap((l) => (l.elections[0] === undefined ? [] : [l.elections[0].ttlMs]));
+    checks.push(...(await etcdChecks(options.etcd!.client, options.etcd!.endpoints, options.pool, ttls)));
+    checks.push(fencesCheck(status.leases));
+    if (redis === null) for (const id of ['redis.eviction', 'redis.persistence', 'redis.replication']) checks.push(skip(id, 'skipped: the leases live in etcd and no Redis was given.'));
   }
   if (redis !== null) await redisChecks(redis, options, status, checks);
   if (options.mysql !== undefined && options.mysql !== null && inspection !== null) {

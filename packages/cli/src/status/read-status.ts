@@ -6,6 +6,8 @@ import { createRedisGuard } from '@fenced/consumer-guard/redis';
 import type pg from 'pg';
 import { scanKeys, type RedisTarget } from '../connections.js';
 import { readPostgresLeases } from './read-postgres-leases.js';
+import { readEtcdLeases } from './read-etcd-leases.js';
+import type { Etcd3 } from 'etcd3';
 
 export type { ElectionRecord, JobStatus, LeaseStatus } from './status-types.js';
 import { jobsOfRecord, type ElectionRecord, type LeaseStatus } from './status-types.js';
@@ -35,7 +37,7 @@ export interface Status {
   /** When it was read, by the lease store's clock. */
   readonly at: string;
   /** Where the leases live. */
-  readonly leaseStore: 'redis' | 'postgres';
+  readonly leaseStore: 'redis' | 'postgres' | 'etcd';
   readonly keyPrefix: string;
   readonly leases: readonly LeaseStatus[];
   readonly resources: readonly ResourceStatus[];
@@ -47,7 +49,9 @@ export interface StatusSource {
   /** The Redis deployment (leases, marks, refusals); null on the PostgreSQL lease store without a fast path. */
   readonly redis: RedisTarget | null;
   /** Where the leases live. @defaultValue `'redis'` */
-  readonly leaseStore?: 'redis' | 'postgres';
+  readonly leaseStore?: 'redis' | 'postgres' | 'etcd';
+  /** The etcd cluster (`--etcd`) on the etcd lease store, and the key prefix its leases live under. */
+  readonly etcd?: { readonly client: Etcd3; readonly prefix: string } | null;
   readonly pool: pg.Pool | null;
   /**
    * Where the fences are, when not in `pool`'s PostgreSQL: MySQL/MariaDB (`--mysql`).
@@ -153,6 +157,9 @@ export async function collectStatus(source: StatusSource): Promise<{ status: Sta
   if (leaseStore === 'postgres') {
     if (source.pool === null) throw new Error('the PostgreSQL lease store needs the database');
     ({ now, leases } = await readPostgresLeases(source.pool, source.schema, source.table, source.leases, history));
+  } else if (leaseStore === 'etcd') {
+    if (source.etcd == null) throw new Error('the etcd lease store needs etcd');
+    ({ now, leases } = await readEtcdLeases(source.etcd.client, source.etcd.prefix, source.leases, history));
   } else {
     const redis = source.redis;
     if (redis === null) throw new Error('the Redis lease store needs Redis');

@@ -3,3 +3,4 @@
 export { etcdLeases, type EtcdLeases, type EtcdLeasesOptions } from './etcd-backend.js';
 export { etcdClusterInfo, type EtcdClusterInfo } from './etcd-cluster-info.js';
 export type { EtcdTimeSource } from './etcd-clock.js';
+export { inspectEtcdLeases, type EtcdLeaseInspection } from './etcd-inspect.js';
