@@ -43,7 +43,11 @@ function specifiers(text: string): string[] {
  * Folders of one package that may not import each other: each fence store is a folder of its own,
  * and what two stores share lives beside them, not in one of them.
  */
-const separated: ReadonlyArray<readonly [string, string]> = [['packages/consumer-guard/src/postgres', 'packages/consumer-guard/src/redis']];
+const separated: ReadonlyArray<readonly [string, string]> = [
+  ['packages/consumer-guard/src/postgres', 'packages/consumer-guard/src/redis'],
+  ['packages/coordinator/src/lease/etcd', 'packages/coordinator/src/lease/redis'],
+  ['packages/coordinator/src/lease/etcd', 'packages/coordinator/src/lease/postgres'],
+];
 
 /**
  * Inside a package, layers that import only downward: the folder (or file) on the left never imports

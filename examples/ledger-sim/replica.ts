@@ -26,6 +26,7 @@ import { createCoordinator, createScheduler, redisLeases } from '@fenced/coordin
 import { postgresClock, postgresLeases } from '@fenced/coordinator/postgres';
 import { etcdLeases } from '@fenced/coordinator/etcd';
 import { Etcd3 } from 'etcd3';
+import { circuitBreaker, ConsecutiveBreaker, handleAll } from 'cockatiel';
 import { isFencedError } from '@fenced/shared';
 import { failpoints } from '@fenced/shared/failpoints';
 import { listenForFailpointCommands } from './failpoint-commands.js';
@@ -72,7 +73,17 @@ const memberPools = members.map((url) => {
 const store = onPostgres
   ? postgresLeases({ pool, schema, takeover: { graceMs: 250, timeoutMs: 10_000 }, ...(memberPools.length > 0 ? { confirmPrimary: { members: memberPools } } : {}) })
   : onEtcd
-    ? etcdLeases({ client: new Etcd3({ hosts: env('ETCD_ENDPOINTS').split(','), dialTimeout: 1000 }), prefix: `${schema}/`, clock: postgresClock(pool) })
+    ? etcdLeases({
+        // etcd3's default circuit breaker holds a failed member back for 5 s: after an outage of the
+        // cluster every member is held back, and the first leader waits for it. Half a second here.
+        client: new Etcd3({
+          hosts: env('ETCD_ENDPOINTS').split(','),
+          dialTimeout: 1000,
+          faultHandling: { host: () => circuitBreaker(handleAll, { halfOpenAfter: 500, breaker: new ConsecutiveBreaker(3) }) },
+        }),
+        prefix: `${schema}/`,
+        clock: postgresClock(pool),
+      })
     : redisLeases(redis, { keyPrefix: env('KEY_PREFIX') });
 const coordinatorOptions = { store, lease: LEASE, ttlMs, renewIntervalMs: Number(env('RENEW_MS')), acquireRetryMs: 100, nodeId: node };
 

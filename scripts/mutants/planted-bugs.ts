@@ -29,7 +29,7 @@ const LEASE_SQL = 'packages/coordinator/src/lease/postgres/migrations/000001.sql
 const PG_LEASE_TESTS = ['test/lease-store/conformance-postgres.test.ts'];
 const MYSQL_FENCE_TESTS = ['test/fence-store/conformance-mysql.test.ts'];
 const HTTP_TESTS = ['test/http-fences.test.ts'];
-const ETCD_LEASE_TESTS = ['test/lease-store/conformance-etcd.test.ts', 'packages/coordinator/src/lease/etcd/etcd-leases.etcd.test.ts'];
+const ETCD_LEASE_TESTS = ['test/lease-store/conformance-etcd.test.ts', 'test/etcd-leases.test.ts', 'packages/coordinator/src/lease/etcd/etcd-sessions.etcd.test.ts'];
 
 export const PLANTED_BUGS: readonly PlantedBug[] = [
   {

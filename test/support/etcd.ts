@@ -26,3 +26,22 @@ export function uniqueEtcdPrefix(name = 't'): string {
 export async function deleteEtcdPrefix(client: Etcd3, prefix: string): Promise<void> {
   await client.delete().prefix(prefix);
 }
+
+/** A client whose keep-alive requests are counted (each one written to etcd); closed through `stoppers`. */
+export function countingEtcdClient(stoppers: Array<() => unknown>): { client: Etcd3; keepAlives: () => number } {
+  const client = createEtcdClient();
+  stoppers.push(() => client.close());
+  let sent = 0;
+  const leaseClient = client.leaseClient;
+  const original = leaseClient.leaseKeepAlive.bind(leaseClient);
+  leaseClient.leaseKeepAlive = async (options) => {
+    const stream = await original(options);
+    const write = stream.write.bind(stream);
+    stream.write = ((request: unknown) => {
+      sent++;
+      return write(request as never);
+    }) as typeof stream.write;
+    return stream;
+  };
+  return { client, keepAlives: () => sent };
+}

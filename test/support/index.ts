@@ -5,4 +5,4 @@ export { isStopped, runScript, spawnNode, spawnTs, type ChildHandle } from './ch
 export { inMemoryMetrics } from './metrics.js';
 export { runCli, serveCli, type CliRun } from './cli.js';
 export { createMysqlPool, createTestMysqlDatabase, testMysqlUrl } from './mysql.js';
-export { createEtcdClient, deleteEtcdPrefix, testEtcdEndpoints, uniqueEtcdPrefix } from './etcd.js';
+export { countingEtcdClient, createEtcdClient, deleteEtcdPrefix, testEtcdEndpoints, uniqueEtcdPrefix } from './etcd.js';

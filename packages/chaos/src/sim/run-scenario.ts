@@ -60,6 +60,20 @@ export interface RunResult {
   readonly diagnostics: Readonly<Record<string, string>>;
 }
 
+/**
+ * etcd grants whole seconds, and at least 1.5 times its election timeout (2 s with the defaults the
+ * run's cluster keeps): a shorter TTL is raised by the server, and a crashed leader's lease lasts what
+ * etcd granted. On etcd a run asks for what it gets (its renew interval scaled alike), so that the
+ * checker's bounds, counted in TTLs, describe the lease etcd actually keeps.
+ */
+export const ETCD_MIN_TTL_MS = 2000;
+
+function onEtcdTimings(options: RunOptions): RunOptions {
+  if (options.leaseStore !== 'etcd' || options.ttlMs >= ETCD_MIN_TTL_MS) return options;
+  const scale = ETCD_MIN_TTL_MS / options.ttlMs;
+  return { ...options, ttlMs: ETCD_MIN_TTL_MS, renewIntervalMs: Math.round(options.renewIntervalMs * scale) };
+}
+
 /** Parses a PostgreSQL URL's host and port, to put a fault proxy in front of it. */
 function pgTarget(databaseUrl: string): { port: number; rewrite: (port: number) => string } {
   const url = new URL(databaseUrl);
@@ -84,7 +98,8 @@ function pgTarget(databaseUrl: string): { port: number; rewrite: (port: number) 
  * for Redis, the replicas as OS processes; injects the scenario's faults for `durationMs`; heals
  * everything and lets the replicas catch up; then checks what took effect against the promise.
  */
-export async function runScenario(app: SimApp, scenario: Scenario, mode: SimMode, options: RunOptions): Promise<RunResult> {
+export async function runScenario(app: SimApp, scenario: Scenario, mode: SimMode, given: RunOptions): Promise<RunResult> {
+  const options = onEtcdTimings(given);
   // A scenario that restarts PostgreSQL, or fails it over, gets a server (a primary and its replica)
   // of its own: the shared one serves everyone else.
   const postgres = scenario.postgres === 'private' ? await startPostgresServer() : undefined;

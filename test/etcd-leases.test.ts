@@ -1,17 +1,16 @@
 import { isFencedError, parseToken } from '@fenced/shared';
 import { createPostgresGuard } from '@fenced/consumer-guard/postgres';
-import { createEtcdClient, createTestSchema, deleteEtcdPrefix, uniqueEtcdPrefix, waitFor } from '#test-support';
+import { countingEtcdClient, createEtcdClient, createTestSchema, deleteEtcdPrefix, uniqueEtcdPrefix, waitFor } from '#test-support';
 import type { Etcd3 } from 'etcd3';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { createCoordinator, createLeaseGroup, createScheduler, type Coordinator } from '../../index.js';
-import { postgresClock } from '../postgres/index.js';
-import { etcdClusterInfo, etcdLeases, type EtcdLeasesOptions } from './index.js';
-import { EtcdSessions } from './etcd-sessions.js';
+import { createCoordinator, createLeaseGroup, createScheduler, type Coordinator } from '@fenced/coordinator';
+import { postgresClock } from '@fenced/coordinator/postgres';
+import { etcdClusterInfo, etcdLeases, type EtcdLeasesOptions } from '@fenced/coordinator/etcd';
 
 // What the etcd lease store promises beyond the conformance suite (test/lease-store/): the owner
-// check of a renew, keep-alives shared only when that is safe, the scheduler's record and lease
-// groups on etcd, the counter repair, the time source, typed errors. Faults of the cluster itself
-// are in test/etcd-faults.test.ts, on a cluster of their own.
+// check of a renew, the scheduler's record and lease groups on etcd, the counter repair, the time
+// source, typed errors. Keep-alive sharing is tested beside its module (etcd-sessions.etcd.test.ts);
+// faults of the cluster itself are in test/etcd-faults.test.ts, on a cluster of their own.
 
 const prefix = uniqueEtcdPrefix('leases');
 let admin: Etcd3;
@@ -35,23 +34,6 @@ function client(hosts?: string[]): Etcd3 {
   return c;
 }
 
-/** A client whose keep-alive requests are counted. */
-function countingClient(): { client: Etcd3; keepAlives: () => number } {
-  const c = client();
-  let sent = 0;
-  const leaseClient = c.leaseClient;
-  const original = leaseClient.leaseKeepAlive.bind(leaseClient);
-  leaseClient.leaseKeepAlive = async (options) => {
-    const stream = await original(options);
-    const write = stream.write.bind(stream);
-    stream.write = ((request: unknown) => {
-      sent++;
-      return write(request as never);
-    }) as typeof stream.write;
-    return stream;
-  };
-  return { client: c, keepAlives: () => sent };
-}
 
 function leases(options: Partial<EtcdLeasesOptions> = {}) {
   return etcdLeases({ client: client(), prefix, ...options });
@@ -75,24 +57,6 @@ describe('the etcd lease store', () => {
     const b = leases().openLease(name, 'node-b', 5000);
     const next = await b.acquire(5000, 5000);
     expect(next.won && next.token > won.token).toBe(true);
-  });
-
-  it('a keep-alive is shared only by renews asked for before it was sent', async () => {
-    const { client: c, keepAlives } = countingClient();
-    const sessions = new EtcdSessions(c);
-    const session = await sessions.session(5000, 5000);
-    // Asked for in the same turn: one keep-alive serves both.
-    await Promise.all([sessions.keepAlive(session, 5000), sessions.keepAlive(session, 5000)]);
-    expect(keepAlives()).toBe(1);
-    // The first is on its way when the second is asked for: etcd would count the lease's TTL from
-    // before the second renew's send, so the second sends its own.
-    const first = sessions.keepAlive(session, 5000);
-    await waitFor(() => keepAlives() === 2, 5000, 1);
-    const second = sessions.keepAlive(session, 5000);
-    expect(await first).toBe(true);
-    expect(await second).toBe(true);
-    expect(keepAlives()).toBe(3);
-    await sessions.revokeAll(5000);
   });
 
   it('a token base raised by a counter repair makes the next term lead above the fence, with one regression', async () => {
@@ -173,7 +137,7 @@ describe('the etcd lease store', () => {
   });
 
   it('a member of 200 leases sends about one keep-alive per renew interval, not one per lease', async () => {
-    const { client: c, keepAlives } = countingClient();
+    const { client: c, keepAlives } = countingEtcdClient(stoppers);
     const renewIntervalMs = 400;
     const g = createLeaseGroup({ store: etcdLeases({ client: c, prefix }), group: `many-${++n}`, shards: 200, nodeId: 'solo', ttlMs: 3000, renewIntervalMs });
     stoppers.push(() => g.stop());
