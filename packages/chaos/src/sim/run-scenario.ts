@@ -71,7 +71,8 @@ export const ETCD_MIN_TTL_MS = 2000;
 function onEtcdTimings(options: RunOptions): RunOptions {
   if (options.leaseStore !== 'etcd' || options.ttlMs >= ETCD_MIN_TTL_MS) return options;
   const scale = ETCD_MIN_TTL_MS / options.ttlMs;
-  return { ...options, ttlMs: ETCD_MIN_TTL_MS, renewIntervalMs: Math.round(options.renewIntervalMs * scale) };
+  // The fault time too: a run is as many TTLs long as on the other stores, so as many rounds fit.
+  return { ...options, ttlMs: ETCD_MIN_TTL_MS, renewIntervalMs: Math.round(options.renewIntervalMs * scale), durationMs: Math.round(options.durationMs * scale) };
 }
 
 /** Parses a PostgreSQL URL's host and port, to put a fault proxy in front of it. */
