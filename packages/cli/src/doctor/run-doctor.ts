@@ -7,7 +7,6 @@ import { appliedFiresCheck, isolationCheck, migrationsCheck, timeoutsCheck } fro
 import { mysqlBinlogCheck, mysqlIsolationCheck, mysqlMigrationsCheck, mysqlTimeoutsCheck } from './mysql-checks.js';
 import type { Mysql2PoolLike } from '@fenced/consumer-guard/mysql';
 import { clockCheck, evictionCheck, persistenceCheck, replicationCheck, sentinelCheck } from './redis-checks.js';
-import { etcdChecks } from './etcd-checks.js';
 import type { Etcd3 } from 'etcd3';
 import { leaseClockCheck, leaseDurabilityCheck, leaseIdleTimeoutCheck, leaseListenCheck, leaseMigrationsCheck, leaseReplicationCheck } from './postgres-lease-checks.js';
 
@@ -65,6 +64,8 @@ export async function runDoctor(options: DoctorOptions): Promise<DoctorReport> {
   }
   if (leaseStore === 'etcd') {
     const ttls = status.leases.flatMap((l) => (l.elections[0] === undefined ? [] : [l.elections[0].ttlMs]));
+    // Loaded only here: etcd3 is an optional peer, absent from deployments without etcd.
+    const { etcdChecks } = await import('./etcd-checks.js');
     checks.push(...(await etcdChecks(options.etcd!.client, options.etcd!.endpoints, options.pool, ttls)));
     checks.push(fencesCheck(status.leases));
     if (redis === null) for (const id of ['redis.eviction', 'redis.persistence', 'redis.replication']) checks.push(skip(id, 'skipped: the leases live in etcd and no Redis was given.'));

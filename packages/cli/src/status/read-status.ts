@@ -6,7 +6,6 @@ import { createRedisGuard } from '@fenced/consumer-guard/redis';
 import type pg from 'pg';
 import { scanKeys, type RedisTarget } from '../connections.js';
 import { readPostgresLeases } from './read-postgres-leases.js';
-import { readEtcdLeases } from './read-etcd-leases.js';
 import type { Etcd3 } from 'etcd3';
 
 export type { ElectionRecord, JobStatus, LeaseStatus } from './status-types.js';
@@ -159,6 +158,8 @@ export async function collectStatus(source: StatusSource): Promise<{ status: Sta
     ({ now, leases } = await readPostgresLeases(source.pool, source.schema, source.table, source.leases, history));
   } else if (leaseStore === 'etcd') {
     if (source.etcd == null) throw new Error('the etcd lease store needs etcd');
+    // Loaded only here: etcd3 is an optional peer, absent from deployments without etcd.
+    const { readEtcdLeases } = await import('./read-etcd-leases.js');
     ({ now, leases } = await readEtcdLeases(source.etcd.client, source.etcd.prefix, source.leases, history));
   } else {
     const redis = source.redis;
