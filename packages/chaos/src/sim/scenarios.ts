@@ -390,7 +390,8 @@ export const scenarios: Record<ScenarioName, Scenario> = {
 
   'etcd-leader-loss': {
     // On request only (`--lease-store etcd`): its guarded runs are safe (nothing stale or twice) but
-    // dispatch late after some rounds, beyond the checker's bound, for a reason not yet found.
+    // dispatch late after some rounds, beyond the checker's bound. Likely etcd's lessor: each of its
+    // leader changes refreshes every lease (TTL + election timeout), which the bound does not count.
     leaseStores: { default: [], possible: ['etcd'] },
     name: 'etcd-leader-loss',
     summary: 'the leader frozen mid-write while etcd loses its own leader (killed, frozen, cut off, quorum lost, a member wiped): the lease runs out, a new term begins once etcd recovers, the old leader wakes and writes',
