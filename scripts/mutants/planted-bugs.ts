@@ -723,7 +723,7 @@ export const PLANTED_BUGS: readonly PlantedBug[] = [
     layer: 'lease',
     bug: 'the etcd renew trusts the keep-alive alone: a term whose key is gone (deleted, taken over) still counts as renewed while its process lives',
     file: 'packages/coordinator/src/lease/etcd/etcd-lease-store.ts',
-    find: 'const renewed = kept && owns(current, owner) && current!.etcdLease === session.id;',
+    find: 'const renewed = kept && isTermOf(current, owner) && current.etcdLease === session.id;',
     replace: 'const renewed = kept;',
     tests: ETCD_LEASE_TESTS,
   },

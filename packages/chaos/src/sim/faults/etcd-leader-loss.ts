@@ -36,9 +36,12 @@ export const etcdLeaderLoss: ReplicaFaultKind<EtcdLeaderLossFault> = {
       case 'partition':
         etcd.partition(etcdLeader);
         break;
-      case 'quorum':
-        await Promise.all(etcd.members.filter((m) => m !== etcd.members.find((x) => x !== etcdLeader)).map((m) => m.kill()));
+      case 'quorum': {
+        // The leader and one other member down: one of three left, no majority.
+        const survivor = etcd.members.find((m) => m !== etcdLeader);
+        await Promise.all(etcd.members.filter((m) => m !== survivor).map((m) => m.kill()));
         break;
+      }
       case 'wipe':
         await etcd.replaceWithEmptyDataDir(etcd.members.find((m) => m !== etcdLeader)!);
         break;

@@ -1,6 +1,7 @@
-import type { IKeyValue } from 'etcd3';
+import type { Etcd3, IKeyValue } from 'etcd3';
 import type { Token } from '@fenced/shared';
 import { storedToken } from '@fenced/shared/internal';
+import { within } from './etcd-sessions.js';
 
 /**
  * A lease key as etcd holds it: who holds it, on which etcd lease, and the token of its term. The
@@ -37,6 +38,17 @@ export function parseHolder(kv: IKeyValue | undefined): Holder | null {
   } catch {
     return null;
   }
+}
+
+/** The holder of the lease key `key` now (a linearizable read), or null. */
+export async function readHolder(client: Etcd3, key: Buffer, timeoutMs: number): Promise<Holder | null> {
+  const reply = await client.kv.range({ key }, within(timeoutMs));
+  return parseHolder(reply.kvs[0]);
+}
+
+/** Whether `holder` is the term a lease value names: the same token and node id. */
+export function isTermOf(holder: Holder | null, owner: { readonly token: Token; readonly nodeId: string }): holder is Holder {
+  return holder !== null && holder.token === owner.token && holder.nodeId === owner.nodeId;
 }
 
 /** A lease's token base as stored (absent: 0), with the revision to compare when raising it. */

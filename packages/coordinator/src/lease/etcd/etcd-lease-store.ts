@@ -6,7 +6,7 @@ import { replyOf } from '../in-flight.js';
 import { formatLeaseValue, parseLeaseValue } from '../lease-value.js';
 import type { EtcdClock } from './etcd-clock.js';
 import { etcdUnavailable } from './etcd-errors.js';
-import { holderValue, parseBase, parseHolder, tokenOf, type Holder } from './etcd-holder.js';
+import { holderValue, isTermOf, parseBase, parseHolder, readHolder, tokenOf, type Holder } from './etcd-holder.js';
 import type { EtcdKeys } from './etcd-keys.js';
 import { within, type EtcdSession, type EtcdSessions } from './etcd-sessions.js';
 import type { EtcdReleaseWatch } from './etcd-release-watch.js';
@@ -53,13 +53,10 @@ export function etcdLeaseStore(context: EtcdContext, lease: string, nodeId: stri
     client.kv.txn(request, within(timeoutMs)).catch((error: unknown) => {
       throw error instanceof EtcdLeaseInvalidError ? error : etcdUnavailable(operation, error);
     });
-  const readHolder = async (timeoutMs: number) => {
-    const reply = await client.kv.range({ key }, within(timeoutMs)).catch((error: unknown) => {
+  const holderNow = (timeoutMs: number) =>
+    readHolder(client, key, timeoutMs).catch((error: unknown) => {
       throw etcdUnavailable('read lease', error);
     });
-    return parseHolder(reply.kvs[0]);
-  };
-  const owns = (holder: Holder | null, owner: { token: Token; nodeId: string }) => holder !== null && holder.token === owner.token && holder.nodeId === owner.nodeId;
 
   async function remainingMs(holder: Holder, timeoutMs: number): Promise<number> {
     const reply = await client.leaseClient.leaseTimeToLive({ ID: holder.etcdLease, keys: false }, within(timeoutMs)).catch(() => null);
@@ -135,11 +132,11 @@ export function etcdLeaseStore(context: EtcdContext, lease: string, nodeId: stri
       const session = held.get(leaseValue);
       if (owner === null || session === undefined || session.dead) return { renewed: false, time: await time };
       const alive = sessions.keepAlive(session, timeoutMs());
-      const holder = readHolder(timeoutMs());
+      const holder = holderNow(timeoutMs());
       const [kept, current] = await replyOf(Promise.all([alive, holder]), inFlight);
       // The owner check: the key must still be this term's, on this session. A keep-alive alone would
       // also keep alive a key an operator deleted, or one the session no longer carries.
-      const renewed = kept && owns(current, owner) && current!.etcdLease === session.id;
+      const renewed = kept && isTermOf(current, owner) && current.etcdLease === session.id;
       if (!renewed) held.delete(leaseValue);
       return { renewed, time: await time };
     },
@@ -148,9 +145,9 @@ export function etcdLeaseStore(context: EtcdContext, lease: string, nodeId: stri
       const owner = parseLeaseValue(leaseValue);
       if (owner === null) return false;
       held.delete(leaseValue);
-      const holder = await readHolder(timeoutMs);
-      if (!owns(holder, owner)) return false;
-      const reply = await txn('release', { compare: stillHeld(key, holder!), success: [{ request_delete_range: { key } }] }, timeoutMs);
+      const holder = await holderNow(timeoutMs);
+      if (!isTermOf(holder, owner)) return false;
+      const reply = await txn('release', { compare: stillHeld(key, holder), success: [{ request_delete_range: { key } }] }, timeoutMs);
       return reply.succeeded;
     },
 

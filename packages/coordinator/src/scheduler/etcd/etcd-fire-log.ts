@@ -2,7 +2,7 @@ import type { Etcd3, IRequestOp } from 'etcd3';
 import { FireRecordBatcher } from '../fire-record-batcher.js';
 import type { FireLog, FireRecord } from '../fire-log.js';
 import type { EtcdKeys } from '../../lease/etcd/etcd-keys.js';
-import { parseHolder } from '../../lease/etcd/etcd-holder.js';
+import { isTermOf, readHolder } from '../../lease/etcd/etcd-holder.js';
 import { stillHeld } from '../../lease/etcd/etcd-lease-store.js';
 import { etcdUnavailable } from '../../lease/etcd/etcd-errors.js';
 import { within } from '../../lease/etcd/etcd-sessions.js';
@@ -31,9 +31,8 @@ export function etcdFireLog(client: Etcd3, keys: EtcdKeys, lease: string, timeou
     const owner = parseLeaseValue(leaseValue);
     if (owner === null) return 0;
     try {
-      const read = await client.kv.range({ key: leaseKey }, within(timeoutMs));
-      const holder = parseHolder(read.kvs[0]);
-      if (holder === null || holder.token !== owner.token || holder.nodeId !== owner.nodeId) return 0;
+      const holder = await readHolder(client, leaseKey, timeoutMs);
+      if (!isTermOf(holder, owner)) return 0;
       const ops: IRequestOp[] = latestPerJob(records).map(({ job, scheduledAt, dispatchedAt }) => {
         const key = fires.field(job);
         const puts: IRequestOp[] = [{ request_put: { key, value: Buffer.from(padded(scheduledAt)) } }];
