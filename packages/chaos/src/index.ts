@@ -42,3 +42,4 @@ export { startPgBouncer, hasPgBouncer, type PgBouncerProcess, type PgBouncerOpti
 export { startMariadbServer, mariadbBinary, type MariadbServerProcess, type MariadbServerOptions } from './mysql/mariadb-server.js';
 export { startEtcdCluster, etcdBinary, type EtcdCluster, type EtcdClusterOptions, type EtcdMember } from './etcd/etcd-cluster.js';
 export type { EtcdMemberStatus } from './etcd/etcd-api.js';
+export { connectionsTo } from './process/socket-owner.js';

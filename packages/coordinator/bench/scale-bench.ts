@@ -1,14 +1,16 @@
 /**
  * pnpm bench:scale — many leases per process, balanced over processes, on a single Redis, on a
- * 6-node Redis Cluster (both private servers on loopback, so counts are ours alone) and on the
- * PostgreSQL lease store (a schema of its own on DATABASE_URL, default the local server) side by side.
+ * 6-node Redis Cluster (both private servers on loopback, so counts are ours alone), on the
+ * PostgreSQL lease store (a schema of its own on DATABASE_URL, default the local server) and on etcd
+ * (a private three-member cluster on loopback) side by side.
  *
  * Each member is a real process (scale-member.ts) with one lease group of N leases, for each N of
  * --leases (columns side by side). Phases: a cold start of P members at the same moment, a member
  * joining, a member killed with SIGKILL, then --cycles more join-and-kill cycles. Measured:
  * connections per process per server, memory per process (RSS, beside the floor: the same process
  * with its modules loaded and no group yet), requests/s and CPU per server in steady state (Redis:
- * INFO; PostgreSQL: the transactions of the database and /proc of the members' backends), time until every lease is led after the cold start, balance (most and fewest leases led by
+ * INFO; PostgreSQL: the transactions of the database and /proc of the members' backends; etcd: the
+ * gRPC messages each member received, from its /metrics, and /proc of its process), time until every lease is led after the cold start, balance (most and fewest leases led by
  * one process) 2 × TTL after the start, the join and the crash, time until balanced within ±10 % of
  * N/P, how long each lease handed over at the join was leaderless (p50 / p99 / max) and how many were
  * leaderless at once, the takeover after the SIGKILL, the heap of the surviving members after a
@@ -20,8 +22,8 @@
  *
  * Flags: --leases N[,N…] (default 1000,10000), --processes P (default 3), --ttl MS (default 15000),
  * --renew MS (default 5000), --cycles C (default 3), --jobs J (default 10000), --job-every MS
- * (default 10000), --topology single|cluster|postgres|both|all (default all: both Redis ones and
- * PostgreSQL), --json.
+ * (default 10000), --topology single|cluster|postgres|etcd|both|all (default all: both Redis ones,
+ * PostgreSQL and etcd), --json.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { createInterface } from 'node:readline';
@@ -29,7 +31,7 @@ import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
 import { cpuSecondsOf } from './process-cpu.js';
 import pg from 'pg';
-import { redisCommand, startRedisCluster, startRedisServer } from '@fenced/chaos';
+import { connectionsTo, redisCommand, startEtcdCluster, startRedisCluster, startRedisServer, type EtcdCluster } from '@fenced/chaos';
 import { postgresLeases } from '@fenced/coordinator/postgres';
 
 const { values: args } = parseArgs({
@@ -52,9 +54,9 @@ const TTL = Number(args.ttl);
 const RENEW = Number(args.renew);
 const JOBS = Number(args.jobs);
 const JOB_EVERY = Number(args['job-every']);
-const topologies: readonly string[] = args.topology === 'all' ? ['single', 'cluster', 'postgres'] : args.topology === 'both' ? ['single', 'cluster'] : [args.topology!];
-if (!SIZES.every((n) => Number.isInteger(n) && n >= 1) || !(P >= 2) || !(Number.isInteger(CYCLES) && CYCLES >= 0) || !(TTL > RENEW) || !(RENEW >= 10) || !(JOBS >= 0) || !(JOB_EVERY >= 100) || !topologies.every((t) => t === 'single' || t === 'cluster' || t === 'postgres')) {
-  process.stderr.write('usage: bench:scale [--leases N[,N…]] [--processes P>=2] [--ttl MS] [--renew MS<TTL] [--cycles C] [--jobs J] [--job-every MS] [--topology single|cluster|postgres|both|all] [--json]\n');
+const topologies: readonly string[] = args.topology === 'all' ? ['single', 'cluster', 'postgres', 'etcd'] : args.topology === 'both' ? ['single', 'cluster'] : [args.topology!];
+if (!SIZES.every((n) => Number.isInteger(n) && n >= 1) || !(P >= 2) || !(Number.isInteger(CYCLES) && CYCLES >= 0) || !(TTL > RENEW) || !(RENEW >= 10) || !(JOBS >= 0) || !(JOB_EVERY >= 100) || !topologies.every((t) => t === 'single' || t === 'cluster' || t === 'postgres' || t === 'etcd')) {
+  process.stderr.write('usage: bench:scale [--leases N[,N…]] [--processes P>=2] [--ttl MS] [--renew MS<TTL] [--cycles C] [--jobs J] [--job-every MS] [--topology single|cluster|postgres|etcd|both|all] [--json]\n');
   process.exit(2);
 }
 const DRIFT = Math.ceil(TTL * 0.01) + 5;
@@ -168,14 +170,14 @@ interface Balance {
 
 const quantile = (sorted: readonly number[], q: number): number | null => (sorted.length === 0 ? null : sorted[Math.min(sorted.length - 1, Math.ceil(q * sorted.length) - 1)]!);
 
-type Topology = 'single' | 'cluster' | 'postgres';
+type Topology = 'single' | 'cluster' | 'postgres' | 'etcd';
 
 /** What the steady state costs the servers, read twice around a window: Redis's INFO, or PostgreSQL's counters. */
 interface ServerLoad {
   /** Requests executed so far (Redis: commands; PostgreSQL: transactions, one per statement here), CPU seconds so far, per server. */
   sample(): Promise<Array<{ requests: number; cpuSeconds: number }>>;
   /** The most connections one member process holds to one server. */
-  connectionsPerProcess(members: readonly string[]): Promise<number>;
+  connectionsPerProcess(members: readonly Member[]): Promise<number>;
 }
 
 function redisLoad(ports: readonly number[]): ServerLoad {
@@ -190,7 +192,7 @@ function redisLoad(ports: readonly number[]): ServerLoad {
       let most = 0;
       for (const port of ports) {
         const list = String(await redisCommand(port, ['CLIENT', 'LIST'], 3000)).split('\n');
-        for (const m of members) most = Math.max(most, list.filter((l) => l.includes(` name=scale-${m} `)).length);
+        for (const m of members) most = Math.max(most, list.filter((l) => l.includes(` name=scale-${m.name} `)).length);
       }
       return most;
     },
@@ -207,7 +209,32 @@ function postgresLoad(admin: pg.Pool): ServerLoad {
     },
     async connectionsPerProcess(members) {
       const rows = (await admin.query<{ app: string; n: number }>(`SELECT application_name AS app, count(*)::int AS n FROM pg_stat_activity WHERE application_name LIKE 'scale-%' GROUP BY 1`)).rows;
-      return Math.max(0, ...rows.filter((r) => members.includes(r.app.slice('scale-'.length))).map((r) => r.n));
+      return Math.max(0, ...rows.filter((r) => members.some((m) => m.name === r.app.slice('scale-'.length))).map((r) => r.n));
+    },
+  };
+}
+
+/**
+ * Each member's gRPC messages received (every unary request and every message on a stream, a
+ * keep-alive included), from its Prometheus /metrics, and its process's CPU from /proc; connections
+ * are counted on the member processes' side (etcd cannot name its clients), to each member's proxy.
+ */
+function etcdLoad(cluster: EtcdCluster): ServerLoad {
+  const received = async (url: string) => {
+    const text = await (await fetch(`${url}/metrics`, { signal: AbortSignal.timeout(3000) })).text();
+    let sum = 0;
+    for (const line of text.split('\n')) if (line.startsWith('grpc_server_msg_received_total{')) sum += Number(line.slice(line.lastIndexOf(' ') + 1));
+    return sum;
+  };
+  const proxyPorts = cluster.endpoints.map((e) => Number(new URL(e).port));
+  return {
+    async sample() {
+      return Promise.all(cluster.members.map(async (m) => ({ requests: await received(m.directClientUrl), cpuSeconds: m.pid === undefined ? 0 : cpuSecondsOf(m.pid) })));
+    },
+    async connectionsPerProcess(members) {
+      let most = 0;
+      for (const m of members) if (m.child.pid !== undefined) for (const n of connectionsTo(m.child.pid, proxyPorts).values()) most = Math.max(most, n);
+      return most;
     },
   };
 }
@@ -215,6 +242,7 @@ function postgresLoad(admin: pg.Pool): ServerLoad {
 async function runTopology(topology: Topology, N: number) {
   progress(`${topology}, ${N} leases: starting ${topology === 'postgres' ? 'a schema on DATABASE_URL' : 'Redis'}`);
   const single = topology === 'single' ? await startRedisServer() : undefined;
+  const etcd = topology === 'etcd' ? await startEtcdCluster() : undefined;
   const cluster = topology === 'cluster' ? await startRedisCluster() : undefined;
   const servers = single !== undefined ? [single] : (cluster?.servers ?? []);
   const ports = servers.map((s) => s.port);
@@ -226,7 +254,7 @@ async function runTopology(topology: Topology, N: number) {
     await admin.query(`DROP SCHEMA IF EXISTS ${schema} CASCADE; CREATE SCHEMA ${schema}`);
     await postgresLeases({ pool: admin, schema }).migrate();
   }
-  const load = admin !== undefined ? postgresLoad(admin) : redisLoad(ports);
+  const load = admin !== undefined ? postgresLoad(admin) : etcd !== undefined ? etcdLoad(etcd) : redisLoad(ports);
   const keyPrefix = `scale-${Date.now()}`;
   const beliefs = new Beliefs(N);
   const members: Member[] = [];
@@ -237,6 +265,7 @@ async function runTopology(topology: Topology, N: number) {
         ...process.env,
         MEMBER: name,
         REDIS_PORTS: ports.join(','),
+        ETCD_ENDPOINTS: etcd?.endpoints.join(',') ?? '',
         TOPOLOGY: topology,
         DATABASE_URL: databaseUrl,
         SCHEMA: schema,
@@ -319,7 +348,7 @@ async function runTopology(topology: Topology, N: number) {
       commandsPerS: (a.requests - before[i]!.requests) / windowS,
       cpuPct: ((a.cpuSeconds - before[i]!.cpuSeconds) / windowS) * 100,
     }));
-    const connections = await load.connectionsPerProcess(first.map((m) => m.name));
+    const connections = await load.connectionsPerProcess(first);
     const rssMb = Math.max(...first.map((m) => m.rss)) / 1024 / 1024;
     const loadedRssMb = Math.max(...first.map((m) => m.loadedRss)) / 1024 / 1024;
     const askHeaps = async (ms: readonly Member[]) => {
@@ -399,7 +428,7 @@ async function runTopology(topology: Topology, N: number) {
     return {
       topology,
       leases: N,
-      servers: topology === 'postgres' ? 1 : ports.length,
+      servers: topology === 'postgres' ? 1 : topology === 'etcd' ? etcd!.members.length : ports.length,
       connectionsPerProcessPerNode: connections,
       rssMbPerProcess: Math.round(Math.max(rssMb, leasesOnlyRssMb)),
       rssMbWithJobs: Math.round(Math.max(...members.map((m) => m.rss / 1024 / 1024))),
@@ -427,6 +456,7 @@ async function runTopology(topology: Topology, N: number) {
     await Promise.all(members.map((m) => (m.child.exitCode !== null || m.child.signalCode !== null ? undefined : new Promise((r) => m.child.once('exit', r)))));
     await single?.stop();
     await cluster?.stop();
+    await etcd?.stop();
     if (admin !== undefined) {
       await admin.query(`DROP SCHEMA IF EXISTS ${schema} CASCADE`).catch(() => undefined);
       await admin.end();
@@ -444,11 +474,11 @@ if (args.json) {
   const bal = (b: Balance) => `${b.most} / ${b.fewest}`;
   const rows: Array<[string, (r: (typeof results)[number]) => string, string]> = [
     ['servers', (r) => String(r.servers), ''],
-    ['connections per process per server (max)', (r) => String(r.connectionsPerProcessPerNode), '<= 3 (Redis), <= 4 (PostgreSQL: its pool)'],
+    ['connections per process per server (max)', (r) => String(r.connectionsPerProcessPerNode), '<= 3 (Redis), <= 4 (PostgreSQL: its pool), 1 (etcd)'],
     ['memory per process, RSS (max, the lease group alone)', (r) => `${r.rssMbPerProcess} MB`, '<= 250 MB'],
     [`  with the sharded schedule of ${JOBS} jobs too`, (r) => `${r.rssMbWithJobs} MB`, ''],
     ['  floor: the same process, modules loaded, no group yet', (r) => `${r.loadedRssMbPerProcess} MB`, ''],
-    ['requests/s, all servers, steady (Redis: commands; PostgreSQL: transactions)', (r) => String(r.commandsPerS), ''],
+    ['requests/s, all servers, steady (Redis: commands; PostgreSQL: transactions; etcd: gRPC messages)', (r) => String(r.commandsPerS), ''],
     ['server CPU, busiest server, steady (PostgreSQL: the members\' backends)', (r) => `${r.maxCpuPctPerServer.toFixed(1)} % of a core`, '<= 5 %'],
     ['every lease led after a cold start of all', (r) => ms(r.allLedAfterColdStartMs), `<= TTL + 1 s = ${TTL + 1000} ms`],
     ['balanced (±10 %) after the cold start', (r) => ms(r.balancedAfterColdStartMs), ''],

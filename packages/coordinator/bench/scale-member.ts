@@ -10,6 +10,8 @@ import { Cluster, Redis } from 'ioredis';
 import pg from 'pg';
 import { createLeaseGroup, createShardedScheduler, redisLeases, type LeaseBackend, type LeaseGroup, type ShardedScheduler } from '@fenced/coordinator';
 import { postgresLeases } from '@fenced/coordinator/postgres';
+import { etcdLeases } from '@fenced/coordinator/etcd';
+import { Etcd3 } from 'etcd3';
 
 const env = (name: string): string => {
   const value = process.env[name];
@@ -20,8 +22,12 @@ const name = env('MEMBER');
 const connectionName = `scale-${name}`;
 const topology = env('TOPOLOGY');
 
-/** The lease store: Redis (a server or a Cluster), or PostgreSQL (a pool named after this member). */
+/** The lease store: Redis (a server or a Cluster), PostgreSQL (a pool named after this member), or etcd. */
 function store(): LeaseBackend {
+  if (topology === 'etcd') {
+    const client = new Etcd3({ hosts: env('ETCD_ENDPOINTS').split(','), dialTimeout: 2000 });
+    return etcdLeases({ client, prefix: `${env('KEY_PREFIX')}/` });
+  }
   if (topology === 'postgres') {
     const pool = new pg.Pool({ connectionString: env('DATABASE_URL'), max: 4, application_name: connectionName });
     pool.on('error', () => {});

@@ -146,7 +146,7 @@ export async function runSimCli(app: SimApp, argv: readonly string[], io: CliIo 
   // Start-up and settling around the fault time, per run, as measured on two cores: a Cluster or
   // Sentinel run also waits for its deployment, its failovers and a deposed primary's demotion.
   const overheadMs = (name: ScenarioName) => (scenarios[name].redis === 'cluster' || scenarios[name].redis === 'sentinel' ? 25_000 : 7_000);
-  const estimateMs = args.targets.reduce((sum, { scenario }) => sum + 2 * (args.durationMs + overheadMs(scenario)), 0);
+  const estimateMs = args.targets.reduce((sum, { scenario }) => sum + 2 * (Math.max(args.durationMs, scenarios[scenario].leastFaultMs ?? 0) + overheadMs(scenario)), 0);
   io.err(
     `sim: ${args.targets.map((t) => scenarioLabel(t.scenario, t.leaseStore)).join(', ')}; ${args.replicas} replicas; ${Math.round(args.durationMs / 1000)} s of faults per run, guarded and control; seed ${args.seed}\n` +
       `sim: replay with --seed ${args.seed}; about ${Math.ceil(estimateMs / 60_000)} min\n`,

@@ -135,16 +135,27 @@ export class FaultContext {
 
   /**
    * Resolves with the node that next writes a line matching `match`, or undefined after `timeoutMs`
-   * (or at the deadline).
+   * (or at the deadline, unless `pastDeadline`).
    */
-  waitForLine(match: (node: string, record: Record<string, unknown>) => boolean, timeoutMs: number): Promise<string | undefined> {
+  waitForLine(match: (node: string, record: Record<string, unknown>) => boolean, timeoutMs: number, pastDeadline = false): Promise<string | undefined> {
     return new Promise((resolve) => {
       const waiter = { match, resolve: (node: string) => resolve(node) };
       this.#waiters.add(waiter);
       setTimeout(() => {
         if (this.#waiters.delete(waiter)) resolve(undefined);
-      }, Math.max(0, Math.min(timeoutMs, this.remainingMs)));
+      }, Math.max(0, pastDeadline ? timeoutMs : Math.min(timeoutMs, this.remainingMs)));
     });
+  }
+
+  /**
+   * Waits until a replica dispatches a fire at most `lateMs` after it was due (or `timeoutMs`): the
+   * replicas have caught up. A dispatch that does not say when its fire was due counts as caught up.
+   * Past the deadline too: the last round's backlog is part of the checked window.
+   */
+  async waitUntilCaughtUp(lateMs: number, timeoutMs: number): Promise<boolean> {
+    const onTime = (_node: string, r: Record<string, unknown>) =>
+      r['kind'] === 'dispatch' && (typeof r['scheduledAt'] !== 'number' || Date.now() - r['scheduledAt'] <= lateMs);
+    return (await this.waitForLine(onTime, timeoutMs, true)) !== undefined;
   }
 
   /** Waits until some replica leads (or `timeoutMs`). */
