@@ -28,7 +28,7 @@ export async function deleteEtcdPrefix(client: Etcd3, prefix: string): Promise<v
 }
 
 /** A client whose keep-alive requests are counted (each one written to etcd); closed through `stoppers`. */
-export function countingEtcdClient(stoppers: Array<() => unknown>): { client: Etcd3; keepAlives: () => number } {
+export function countingEtcdClient(stoppers: Array<() => unknown>): { client: Etcd3; keepAlives: () => number; kvRequests: () => number } {
   const client = createEtcdClient();
   stoppers.push(() => client.close());
   let sent = 0;
@@ -43,5 +43,12 @@ export function countingEtcdClient(stoppers: Array<() => unknown>): { client: Et
     }) as typeof stream.write;
     return stream;
   };
-  return { client, keepAlives: () => sent };
+  // Every key-value request (reads, transactions), counted where the client sends them.
+  let kvSent = 0;
+  const kv = client.kv;
+  for (const method of ['range', 'txn', 'put', 'deleteRange'] as const) {
+    const send = (kv[method] as (...args: unknown[]) => unknown).bind(kv);
+    (kv as unknown as Record<string, unknown>)[method] = (...args: unknown[]) => (kvSent++, send(...args));
+  }
+  return { client, keepAlives: () => sent, kvRequests: () => kvSent };
 }

@@ -10,6 +10,7 @@ import { etcdLeaseStore } from './etcd-lease-store.js';
 import { etcdLeasesOptionsSchema, type EtcdLeasesOptionsInput } from './etcd-leases-options.js';
 import { EtcdReleaseWatch } from './etcd-release-watch.js';
 import { EtcdSessions } from './etcd-sessions.js';
+import { EtcdHolderReads } from './etcd-holder-reads.js';
 import { etcdClusterProblem } from './etcd-cluster-info.js';
 
 /** Leases in etcd: a `LeaseBackend`. */
@@ -49,7 +50,7 @@ export function etcdLeases(input: EtcdLeasesOptions): EtcdLeases {
   const client = input.client;
   const keys = etcdKeys(options.prefix);
   const sessions = new EtcdSessions(client);
-  const context = { client, keys, sessions, clock: new EtcdClock(input.clock ?? 'local'), releases: new EtcdReleaseWatch(client, keys) };
+  const context = { client, keys, sessions, holders: new EtcdHolderReads(client), clock: new EtcdClock(input.clock ?? 'local'), releases: new EtcdReleaseWatch(client, keys) };
 
   return Object.freeze({
     kind: 'etcd' as const,

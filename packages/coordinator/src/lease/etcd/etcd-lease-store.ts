@@ -6,6 +6,7 @@ import { replyOf } from '../in-flight.js';
 import { formatLeaseValue, parseLeaseValue } from '../lease-value.js';
 import type { EtcdClock } from './etcd-clock.js';
 import { etcdUnavailable } from './etcd-errors.js';
+import type { EtcdHolderReads } from './etcd-holder-reads.js';
 import { holderValue, isTermOf, parseBase, parseHolder, readHolder, tokenOf, type Holder } from './etcd-holder.js';
 import type { EtcdKeys } from './etcd-keys.js';
 import { within, type EtcdSession, type EtcdSessions } from './etcd-sessions.js';
@@ -21,6 +22,8 @@ export interface EtcdContext {
   readonly client: Etcd3;
   readonly keys: EtcdKeys;
   readonly sessions: EtcdSessions;
+  /** The owner checks of renewals, read together per turn. */
+  readonly holders: EtcdHolderReads;
   readonly clock: EtcdClock;
   readonly releases: EtcdReleaseWatch;
 }
@@ -37,11 +40,11 @@ export function stillHeld(key: Buffer, holder: Holder): ICompare[] {
  * One lease in etcd. The lease is a key attached to the process's etcd lease for its TTL (etcd
  * deletes it when that expires), created only if absent in one transaction; the token is etcd's
  * revision of that creation plus the lease's base (etcd-holder.ts). Renew is a keep-alive of the etcd
- * lease sent after the renew was asked for, with the key read in parallel: renewed only while the key
- * is still this term's. Deadlines stay the coordinator's: counted on its monotonic clock from the send.
+ * lease sent after the renew was asked for, with the key read in parallel (with the other renewals of
+ * the same turn, etcd-holder-reads.ts): renewed only while the key is still this term's. Deadlines stay the coordinator's: counted on its monotonic clock from the send.
  */
 export function etcdLeaseStore(context: EtcdContext, lease: string, nodeId: string): LeaseStore {
-  const { client, keys, sessions, clock, releases } = context;
+  const { client, keys, sessions, holders, clock, releases } = context;
   const key = keys.lease(lease);
   const baseKey = keys.base(lease);
   /** The etcd lease each of this store's won terms is attached to, by lease value. */
@@ -132,7 +135,10 @@ export function etcdLeaseStore(context: EtcdContext, lease: string, nodeId: stri
       const session = held.get(leaseValue);
       if (owner === null || session === undefined || session.dead) return { renewed: false, time: await time };
       const alive = sessions.keepAlive(session, timeoutMs());
-      const holder = holderNow(timeoutMs());
+      // Read with the other renewals of this turn: one request for a lease group's names.
+      const holder = holders.read(key, timeoutMs()).catch((error: unknown) => {
+        throw etcdUnavailable('read lease', error);
+      });
       const [kept, current] = await replyOf(Promise.all([alive, holder]), inFlight);
       // The owner check: the key must still be this term's, on this session. A keep-alive alone would
       // also keep alive a key an operator deleted, or one the session no longer carries.
