@@ -35,7 +35,7 @@ afterAll(async () => {
 });
 
 function client(): Etcd3 {
-  const c = createEtcdClient(cluster.endpoints);
+  const c = createEtcdClient(cluster.endpoints, { fastBreaker: true });
   stoppers.push(() => c.close());
   return c;
 }
@@ -76,8 +76,9 @@ describe('the etcd lease store under faults of the cluster', () => {
     const etcdLeader = await cluster.waitForLeader();
     await etcdLeader.kill();
     await cluster.waitForLeader(30_000);
-    // Force a new term through the new etcd leader: the fenced leader steps down.
-    await e.leader()!.stop();
+    // Force a new term through the new etcd leader: the fenced leader steps down (on a loaded machine
+    // its term may already have ended by its deadline during etcd's election; a new one must come).
+    await e.leader()?.stop();
     await waitFor(() => e.tokens.length > before && e.leader() !== undefined, 30_000);
     expect(e.mostAtOnce()).toBe(1);
     expect(increasing(e.tokens)).toBe(true);

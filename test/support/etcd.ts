@@ -1,3 +1,4 @@
+import { circuitBreaker, ConsecutiveBreaker, handleAll } from 'cockatiel';
 import { randomBytes } from 'node:crypto';
 import { Etcd3 } from 'etcd3';
 import { inject } from 'vitest';
@@ -13,8 +14,14 @@ export function testEtcdEndpoints(): string[] {
 }
 
 /** A client of the run's cluster (or of `hosts`); the caller closes it. */
-export function createEtcdClient(hosts: readonly string[] = testEtcdEndpoints()): Etcd3 {
-  return new Etcd3({ hosts: [...hosts], dialTimeout: 2000 });
+export function createEtcdClient(hosts: readonly string[] = testEtcdEndpoints(), options: { fastBreaker?: boolean } = {}): Etcd3 {
+  return new Etcd3({
+    hosts: [...hosts],
+    dialTimeout: 2000,
+    // What the coordinator README advises for clusters that lose members: etcd3's default breaker
+    // keeps a host out for 5 s after three failures, and during an etcd election every host fails.
+    ...(options.fastBreaker === true ? { faultHandling: { host: () => circuitBreaker(handleAll, { halfOpenAfter: 500, breaker: new ConsecutiveBreaker(3) }) } } : {}),
+  });
 }
 
 /** A key prefix of its own for one test or file: nothing of another run is seen or touched. */

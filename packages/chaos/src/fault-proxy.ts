@@ -60,17 +60,6 @@ interface Pipe {
   held: Record<Direction, HeldChunk[]>;
 }
 
-/**
- * Ends a connection with a reset (RST), as a dropped link does, unless its writing side already
- * ended (the peer's FIN ended it here): libuv refuses to reset a socket whose shutdown is still in
- * flight (EINVAL), and Node 20 then leaks the handle, marked closing but never closed, so the
- * process spins at exit waiting for it. Such a socket just closes.
- */
-function reset(socket: net.Socket): void {
-  if (socket.writableEnded) socket.destroy();
-  else socket.resetAndDestroy();
-}
-
 /** Starts a proxy on a free loopback port that forwards to `127.0.0.1:upstreamPort`. */
 export async function startFaultProxy(upstreamPort: number, options: { host?: string } = {}): Promise<FaultProxy> {
   const host = options.host ?? '127.0.0.1';
@@ -127,7 +116,7 @@ export async function startFaultProxy(upstreamPort: number, options: { host?: st
 
   const server = net.createServer((client) => {
     if (mode.kind === 'cut' || (refused !== null && refused(client.remotePort ?? 0))) {
-      reset(client);
+      client.resetAndDestroy();
       return;
     }
     client.setNoDelay(true);
@@ -153,7 +142,7 @@ export async function startFaultProxy(upstreamPort: number, options: { host?: st
 
   const resetConnections = () => {
     for (const pipe of [...pipes]) {
-      reset(pipe.client);
+      pipe.client.resetAndDestroy();
       pipe.upstream.destroy();
       pipes.delete(pipe);
     }
@@ -194,7 +183,7 @@ export async function startFaultProxy(upstreamPort: number, options: { host?: st
       if (next === null) return;
       for (const pipe of [...pipes]) {
         if (!next(pipe.clientPort)) continue;
-        reset(pipe.client);
+        pipe.client.resetAndDestroy();
         pipe.upstream.destroy();
         pipes.delete(pipe);
       }
