@@ -1,5 +1,5 @@
 import type { Etcd3 } from 'etcd3';
-import { parseHolder, type Holder } from './etcd-holder.js';
+import { parseHolder, readHolder, type Holder } from './etcd-holder.js';
 import { within } from './etcd-sessions.js';
 
 /** Reads asked for in one turn of the event loop, sent together. */
@@ -51,10 +51,7 @@ export class EtcdHolderReads {
   }
 
   async #send(keys: readonly Buffer[], timeoutMs: number): Promise<ReadonlyArray<Holder | null>> {
-    if (keys.length === 1) {
-      const reply = await this.#client.kv.range({ key: keys[0]! }, within(timeoutMs));
-      return [parseHolder(reply.kvs[0])];
-    }
+    if (keys.length === 1) return [await readHolder(this.#client, keys[0]!, timeoutMs)];
     const reply = await this.#client.kv.txn({ compare: [], success: keys.map((key) => ({ request_range: { key } })), failure: [] }, within(timeoutMs));
     return reply.responses.map((r) => parseHolder(r.response_range?.kvs[0]));
   }
