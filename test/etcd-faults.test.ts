@@ -129,10 +129,8 @@ describe('the etcd lease store under faults of the cluster', () => {
     const victim = cluster.members[0]!;
     cluster.partition(victim);
     await e.leader()?.stop();
-    // Twice the other faults' bound: two fresh CI runs beside four CPU hogs (and the whole unit
-    // project) saw no leader within 30 s here, while runs of this file beside eight hogs never did.
     // The nodes' errors go with a failure, to say where they were stuck.
-    await waitFor(() => e.leader() !== undefined, 60_000).catch((err: Error) => {
+    await waitFor(() => e.leader() !== undefined, 30_000).catch((err: Error) => {
       throw new Error(`${err.message}; the nodes' last errors: ${errors.slice(-6).join(' | ') || 'none'}`);
     });
     cluster.heal(victim);

@@ -1,6 +1,7 @@
 import { isFencedError, parseToken } from '@fenced/shared';
 import { createPostgresGuard } from '@fenced/consumer-guard/postgres';
-import { countingEtcdClient, createEtcdClient, createTestSchema, deleteEtcdPrefix, uniqueEtcdPrefix, waitFor } from '#test-support';
+import { startFaultProxy } from '@fenced/chaos';
+import { countingEtcdClient, createEtcdClient, createTestSchema, deleteEtcdPrefix, testEtcdEndpoints, uniqueEtcdPrefix, waitFor } from '#test-support';
 import type { Etcd3 } from 'etcd3';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { createCoordinator, createLeaseGroup, createScheduler, type Coordinator } from '@fenced/coordinator';
@@ -202,6 +203,25 @@ describe('bad input and an unreachable cluster', () => {
       }
       expect(isFencedError(error, 'INVALID_CONFIG'), JSON.stringify(Object.keys(bad))).toBe(true);
     }
+  });
+
+  it('requests that overrun their budget on a slow member leave it in service: the next one there succeeds', async () => {
+    // etcd3 takes a call that hit its gRPC deadline for a broken member: it closes the member's
+    // channel, retries the call with the deadline already passed and counts each failure against the
+    // member's circuit breaker (three open it for 5 s). The store keeps its budget on a local timer,
+    // so a slow answer costs that request only.
+    const proxy = await startFaultProxy(Number(new URL(testEtcdEndpoints()[0]!).port));
+    stoppers.push(() => proxy.close());
+    const store = etcdLeases({ client: client([`http://127.0.0.1:${proxy.port}`]), prefix });
+    expect((await store.openLease(`slow-${++n}`, 'node-a', 2000).acquire(2000, 5000)).won).toBe(true);
+    proxy.setMode({ kind: 'delay', delayMs: 400, only: 'replies' });
+    for (let i = 0; i < 4; i++) {
+      const error = await store.openLease(`slow-${++n}`, 'node-a', 2000).acquire(2000, 100).catch((err: unknown) => err);
+      expect(isFencedError(error, 'LEASE_STORE_UNAVAILABLE') && (error as { reason: string }).reason, String(error)).toBe('timeout');
+    }
+    proxy.setMode({ kind: 'pass' });
+    const after = await store.openLease(`slow-${++n}`, 'node-a', 2000).acquire(2000, 5000);
+    expect(after.won).toBe(true);
   });
 
   it('an unreachable endpoint: a typed error saying so, and the node never leads', async () => {

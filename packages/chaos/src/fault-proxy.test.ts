@@ -92,6 +92,31 @@ describe('startFaultProxy', () => {
     if (late !== undefined) await waitFor(() => late.closed());
   });
 
+  it('refuses the connections a check picks, decided asynchronously: traffic already let through keeps flowing meanwhile', async () => {
+    const { proxy } = await setup();
+    const kept = await client(proxy.port);
+    const keptPort = kept.socket.localPort!;
+    // A check that takes its time (a /proc read, on a loaded machine): everyone but `kept` is refused.
+    let checking = 0;
+    proxy.refuseFrom(async (port) => {
+      checking++;
+      await new Promise((r) => setTimeout(r, 300));
+      checking--;
+      return port !== keptPort;
+    });
+    const refused = await client(proxy.port).catch(() => undefined);
+    await waitFor(() => checking > 0);
+    kept.socket.write('x');
+    await waitFor(() => kept.received() === 'x');
+    if (refused !== undefined) await waitFor(() => refused.closed());
+    expect(kept.closed()).toBe(false);
+    proxy.refuseFrom(null);
+    const admitted = await client(proxy.port);
+    admitted.socket.write('y');
+    await waitFor(() => admitted.received() === 'y');
+    for (const c of [kept, admitted]) c.socket.destroy();
+  });
+
   it('delay adds latency and keeps order', async () => {
     const { proxy } = await setup();
     const c = await client(proxy.port);

@@ -38,7 +38,7 @@ export interface FaultProxy {
    * picks among the live ones), whatever the mode; null admits everyone again. One proxy then cuts
    * one direction of one link, as between two members of a cluster.
    */
-  refuseFrom(refused: ((clientPort: number) => boolean) | null): void;
+  refuseFrom(refused: ((clientPort: number) => boolean | Promise<boolean>) | null): void;
   close(): Promise<void>;
 }
 
@@ -60,13 +60,24 @@ interface Pipe {
   held: Record<Direction, HeldChunk[]>;
 }
 
+/**
+ * Ends a connection with a reset (RST), as a dropped link does, unless its writing side already
+ * ended (the peer's FIN ended it here): libuv refuses to reset a socket whose shutdown is still in
+ * flight (EINVAL), and Node 20 then leaks the handle, marked closing but never closed, so the
+ * process spins at exit waiting for it. Such a socket just closes.
+ */
+function reset(socket: net.Socket): void {
+  if (socket.writableEnded) socket.destroy();
+  else socket.resetAndDestroy();
+}
+
 /** Starts a proxy on a free loopback port that forwards to `127.0.0.1:upstreamPort`. */
 export async function startFaultProxy(upstreamPort: number, options: { host?: string } = {}): Promise<FaultProxy> {
   const host = options.host ?? '127.0.0.1';
   let target = upstreamPort;
   let mode: ProxyMode = { kind: 'pass' };
   const pipes = new Set<Pipe>();
-  let refused: ((clientPort: number) => boolean) | null = null;
+  let refused: ((clientPort: number) => boolean | Promise<boolean>) | null = null;
 
   /** Delivers the held chunks that are due, in order; re-arms a timer for the next one. */
   const flush = (pipe: Pipe, to: Direction) => {
@@ -114,11 +125,8 @@ export async function startFaultProxy(upstreamPort: number, options: { host?: st
     }
   };
 
-  const server = net.createServer((client) => {
-    if (mode.kind === 'cut' || (refused !== null && refused(client.remotePort ?? 0))) {
-      client.resetAndDestroy();
-      return;
-    }
+  /** Forwards a connection the proxy lets through. */
+  const open = (client: net.Socket) => {
     client.setNoDelay(true);
     const upstream = net.connect({ host, port: target });
     upstream.setNoDelay(true);
@@ -135,17 +143,42 @@ export async function startFaultProxy(upstreamPort: number, options: { host?: st
     upstream.on('error', close);
     client.on('close', close);
     upstream.on('close', close);
+  };
+
+  const server = net.createServer((client) => {
+    if (mode.kind === 'cut') {
+      reset(client);
+      return;
+    }
+    const check = refused;
+    if (check === null) {
+      open(client);
+      return;
+    }
+    // Who connected may take a while to find out (a /proc read): meanwhile the connection waits,
+    // unread. A check that fails lets it through.
+    client.on('error', () => {});
+    void Promise.resolve()
+      .then(() => check(client.remotePort ?? 0))
+      .catch(() => false)
+      .then((refuse) => {
+        if (client.destroyed) return;
+        // Healed (or refusing others) meanwhile: the refusal in force now decides.
+        if ((refuse && refused === check) || mode.kind === 'cut') reset(client);
+        else open(client);
+      });
   });
   server.on('error', () => {});
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
   const port = (server.address() as net.AddressInfo).port;
 
+  const drop = (pipe: Pipe) => {
+    reset(pipe.client);
+    pipe.upstream.destroy();
+    pipes.delete(pipe);
+  };
   const resetConnections = () => {
-    for (const pipe of [...pipes]) {
-      pipe.client.resetAndDestroy();
-      pipe.upstream.destroy();
-      pipes.delete(pipe);
-    }
+    for (const pipe of [...pipes]) drop(pipe);
   };
 
   return {
@@ -182,10 +215,12 @@ export async function startFaultProxy(upstreamPort: number, options: { host?: st
       refused = next;
       if (next === null) return;
       for (const pipe of [...pipes]) {
-        if (!next(pipe.clientPort)) continue;
-        pipe.client.resetAndDestroy();
-        pipe.upstream.destroy();
-        pipes.delete(pipe);
+        void Promise.resolve()
+          .then(() => next(pipe.clientPort))
+          .catch(() => false)
+          .then((refuse) => {
+            if (refuse && refused === next && pipes.has(pipe)) drop(pipe);
+          });
       }
     },
     close: () =>

@@ -233,7 +233,7 @@ function etcdLoad(cluster: EtcdCluster): ServerLoad {
     },
     async connectionsPerProcess(members) {
       let most = 0;
-      for (const m of members) if (m.child.pid !== undefined) for (const n of connectionsTo(m.child.pid, proxyPorts).values()) most = Math.max(most, n);
+      for (const m of members) if (m.child.pid !== undefined) for (const n of (await connectionsTo(m.child.pid, proxyPorts)).values()) most = Math.max(most, n);
       return most;
     },
   };

@@ -1,5 +1,5 @@
 import { spawn, type ChildProcess } from 'node:child_process';
-import { existsSync, mkdirSync, mkdtempSync, rmSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { randomBytes } from 'node:crypto';
@@ -7,7 +7,7 @@ import { trackChild } from '../process/child-registry.js';
 import { freePort, waitForPort } from '../redis/redis-server.js';
 import { startFaultProxy, type FaultProxy } from '../fault-proxy.js';
 import { etcdApi, type EtcdMemberStatus } from './etcd-api.js';
-import { ownerOfLocalPort } from '../process/socket-owner.js';
+import { ownerOfConnection } from '../process/socket-owner.js';
 
 /**
  * A real etcd cluster of supervised members on loopback ports, each a process of Debian's
@@ -84,8 +84,34 @@ interface MemberPorts {
   readonly peerProxy: FaultProxy;
 }
 
-/** Starts the cluster and resolves once it has a leader. */
+/**
+ * Starts the cluster and resolves once it has a leader. Its ports are picked free and bound by etcd
+ * a moment later; on a busy machine another process's connection can take one in between, so a
+ * start that fails on a taken port is tried again on new ones.
+ */
 export async function startEtcdCluster(options: EtcdClusterOptions = {}): Promise<EtcdCluster> {
+  for (let attempt = 1; ; attempt++) {
+    try {
+      return await startEtcdClusterOnce(options);
+    } catch (err) {
+      if (attempt === 3 || !(err instanceof Error && err.message.includes('address already in use'))) throw err;
+    }
+  }
+}
+
+/** What etcd said last before it gave up at start (its log is JSON lines), or where to look. */
+function lastFatal(logPath: string): string {
+  try {
+    const lines = readFileSync(logPath, 'utf8').trim().split('\n');
+    const last = lines.reverse().find((l) => l.includes('"level":"fatal"') || l.includes('"level":"error"')) ?? lines[0] ?? '';
+    const entry = JSON.parse(last) as { msg?: string; error?: string };
+    return `${entry.msg ?? ''}${entry.error === undefined ? '' : `: ${entry.error}`} (${logPath})`;
+  } catch {
+    return `see ${logPath}`;
+  }
+}
+
+async function startEtcdClusterOnce(options: EtcdClusterOptions): Promise<EtcdCluster> {
   const binary = etcdBinary();
   const size = options.size ?? 3;
   const heartbeatMs = options.heartbeatMs ?? 100;
@@ -169,7 +195,7 @@ export async function startEtcdCluster(options: EtcdClusterOptions = {}): Promis
         trackChild(c);
         const failed = new Promise<never>((_, reject) => {
           c.once('error', (err) => reject(new Error(`cannot start etcd ${p.name}: ${err.message}`)));
-          c.once('exit', (code, signal) => reject(new Error(`etcd ${p.name} exited at start (${signal ?? code}); see ${join(root, `${p.name}.log`)}`)));
+          c.once('exit', (code, signal) => reject(new Error(`etcd ${p.name} exited at start (${signal ?? code}): ${lastFatal(join(root, `${p.name}.log`))}`)));
         });
         failed.catch(() => {});
         await Promise.race([waitForPort(p.clientPort, 30_000), failed]);
@@ -224,8 +250,11 @@ export async function startEtcdCluster(options: EtcdClusterOptions = {}): Promis
       m.ports.peerProxy.setMode({ kind: 'cut' });
       // What it dials to the others goes through their proxies too: each of them refuses (and
       // resets) the connections that come from its process. Both directions of every link are cut.
-      const fromIt = (clientPort: number) => m.pid !== undefined && ownerOfLocalPort(clientPort, [m.pid]) !== undefined;
-      for (const other of members) if (other !== m) other.ports.peerProxy.refuseFrom(fromIt);
+      for (const other of members) {
+        if (other === m) continue;
+        const proxy = other.ports.peerProxy;
+        proxy.refuseFrom(async (clientPort) => m.pid !== undefined && (await ownerOfConnection(clientPort, proxy.port, [m.pid])) !== undefined);
+      }
     },
     heal(member) {
       const m = members.find((x) => x === member)!;

@@ -395,11 +395,7 @@ export const scenarios: Record<ScenarioName, Scenario> = {
   },
 
   'etcd-leader-loss': {
-    // On request only (`--lease-store etcd`): its runs are clean, but a run's process can spin at
-    // exit. The fault proxies' reset of a half-closed socket fails (EINVAL) and Node 20 then leaks
-    // the socket's handle; the fix (destroy such a socket instead) made a partition test flaky and
-    // is not in yet.
-    leaseStores: { default: [], possible: ['etcd'] },
+    leaseStores: { default: ['etcd'], possible: ['etcd'] },
     // Five rounds (one per variant), each about 14 s with its catch-up.
     leastFaultMs: 70_000,
     name: 'etcd-leader-loss',

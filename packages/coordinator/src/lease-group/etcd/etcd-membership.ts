@@ -2,7 +2,8 @@ import { EtcdLeaseInvalidError, type Etcd3 } from 'etcd3';
 import type { GroupMembership } from '../../lease/lease-backend.js';
 import type { EtcdKeys } from '../../lease/etcd/etcd-keys.js';
 import { etcdUnavailable } from '../../lease/etcd/etcd-errors.js';
-import { within, type EtcdSessions } from '../../lease/etcd/etcd-sessions.js';
+import { withinBudget } from '../../lease/etcd/etcd-budget.js';
+import type { EtcdSessions } from '../../lease/etcd/etcd-sessions.js';
 
 /**
  * A lease group's members as keys attached to each member process's etcd lease (the one its won
@@ -20,13 +21,15 @@ export function etcdMembership(client: Etcd3, keys: EtcdKeys, sessions: EtcdSess
           // there already, then the list read after it.
           const [alive, reply] = await Promise.all([
             sessions.keepAlive(session, timeoutMs),
-            client.kv.txn(
-              {
-                compare: [{ key, target: 'Lease', result: 'Equal', lease: session.id }],
-                success: [{ request_range: { key: range.start, range_end: range.end } }],
-                failure: [{ request_put: { key, value: Buffer.from(member), lease: session.id } }, { request_range: { key: range.start, range_end: range.end } }],
-              },
-              within(timeoutMs),
+            withinBudget('txn', timeoutMs, (o) =>
+              client.kv.txn(
+                {
+                  compare: [{ key, target: 'Lease', result: 'Equal', lease: session.id }],
+                  success: [{ request_range: { key: range.start, range_end: range.end } }],
+                  failure: [{ request_put: { key, value: Buffer.from(member), lease: session.id } }, { request_range: { key: range.start, range_end: range.end } }],
+                },
+                o,
+              ),
             ),
           ]);
           if (!alive && attempt < 3) continue;
@@ -34,7 +37,7 @@ export function etcdMembership(client: Etcd3, keys: EtcdKeys, sessions: EtcdSess
           const others = kvs.filter((kv) => String(kv.lease) !== session.id);
           const ttls = await Promise.all(
             [...new Set(others.map((kv) => String(kv.lease)))].map((id) =>
-              client.leaseClient.leaseTimeToLive({ ID: id, keys: false }, within(timeoutMs)).then(
+              withinBudget('leaseTimeToLive', timeoutMs, (o) => client.leaseClient.leaseTimeToLive({ ID: id, keys: false }, o)).then(
                 (r) => Math.max(Number(r.TTL), 0) * 1000,
                 () => 0,
               ),
@@ -51,7 +54,7 @@ export function etcdMembership(client: Etcd3, keys: EtcdKeys, sessions: EtcdSess
       }
     },
     async leave(member, timeoutMs) {
-      await client.kv.deleteRange({ key: range.member(member) }, within(timeoutMs)).catch((error: unknown) => {
+      await withinBudget('deleteRange', timeoutMs, (o) => client.kv.deleteRange({ key: range.member(member) }, o)).catch((error: unknown) => {
         throw etcdUnavailable('leave', error);
       });
     },

@@ -1,6 +1,6 @@
 import type { Etcd3 } from 'etcd3';
 import { etcdUnavailable } from './etcd-errors.js';
-import { within } from './etcd-sessions.js';
+import { withinBudget } from './etcd-budget.js';
 
 /** What operators read of an etcd cluster (`fenced status`, `fenced doctor`). */
 export interface EtcdClusterInfo {
@@ -23,11 +23,11 @@ export interface EtcdClusterInfo {
 export async function etcdClusterInfo(client: Etcd3, timeoutMs: number): Promise<EtcdClusterInfo> {
   try {
     const [list, status, probe] = await Promise.all([
-      client.cluster.memberList({}, within(timeoutMs)),
-      client.maintenance.status(within(timeoutMs)),
-      client.leaseClient.leaseGrant({ TTL: 1, ID: 0 }, within(timeoutMs)),
+      withinBudget('memberList', timeoutMs, (o) => client.cluster.memberList({}, o)),
+      withinBudget('status', timeoutMs, (o) => client.maintenance.status(o)),
+      withinBudget('leaseGrant', timeoutMs, (o) => client.leaseClient.leaseGrant({ TTL: 1, ID: 0 }, o)),
     ]);
-    void client.leaseClient.leaseRevoke({ ID: probe.ID }, within(timeoutMs)).catch(() => undefined);
+    void withinBudget('leaseRevoke', timeoutMs, (o) => client.leaseClient.leaseRevoke({ ID: probe.ID }, o)).catch(() => undefined);
     return {
       members: list.members.map((m) => ({ id: String(m.ID), name: m.name, clientUrls: m.clientURLs, learner: m.isLearner === true })),
       answeredBy: String(status.header.member_id),

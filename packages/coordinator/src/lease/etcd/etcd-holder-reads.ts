@@ -1,6 +1,6 @@
 import type { Etcd3 } from 'etcd3';
 import { parseHolder, readHolder, type Holder } from './etcd-holder.js';
-import { within } from './etcd-sessions.js';
+import { withinBudget } from './etcd-budget.js';
 
 /** Reads asked for in one turn of the event loop, sent together. */
 interface PendingReads {
@@ -52,7 +52,7 @@ export class EtcdHolderReads {
 
   async #send(keys: readonly Buffer[], timeoutMs: number): Promise<ReadonlyArray<Holder | null>> {
     if (keys.length === 1) return [await readHolder(this.#client, keys[0]!, timeoutMs)];
-    const reply = await this.#client.kv.txn({ compare: [], success: keys.map((key) => ({ request_range: { key } })), failure: [] }, within(timeoutMs));
+    const reply = await withinBudget('txn', timeoutMs, (o) => this.#client.kv.txn({ compare: [], success: keys.map((key) => ({ request_range: { key } })), failure: [] }, o));
     return reply.responses.map((r) => parseHolder(r.response_range?.kvs[0]));
   }
 }

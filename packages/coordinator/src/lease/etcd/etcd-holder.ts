@@ -1,7 +1,7 @@
 import type { Etcd3, IKeyValue } from 'etcd3';
 import type { Token } from '@fenced/shared';
 import { storedToken } from '@fenced/shared/internal';
-import { within } from './etcd-sessions.js';
+import { withinBudget } from './etcd-budget.js';
 
 /**
  * A lease key as etcd holds it: who holds it, on which etcd lease, and the token of its term. The
@@ -42,7 +42,7 @@ export function parseHolder(kv: IKeyValue | undefined): Holder | null {
 
 /** The holder of the lease key `key` now (a linearizable read), or null. */
 export async function readHolder(client: Etcd3, key: Buffer, timeoutMs: number): Promise<Holder | null> {
-  const reply = await client.kv.range({ key }, within(timeoutMs));
+  const reply = await withinBudget('range', timeoutMs, (o) => client.kv.range({ key }, o));
   return parseHolder(reply.kvs[0]);
 }
 

@@ -2,7 +2,7 @@ import type { Etcd3 } from 'etcd3';
 import { etcdUnavailable } from './etcd-errors.js';
 import { parseHolder } from './etcd-holder.js';
 import { etcdKeys, prefixEnd } from './etcd-keys.js';
-import { within } from './etcd-sessions.js';
+import { withinBudget } from './etcd-budget.js';
 
 /** One lease of an etcd lease store as operators read it (`fenced status --lease-store etcd`). */
 export interface EtcdLeaseInspection {
@@ -26,13 +26,13 @@ export async function inspectEtcdLeases(client: Etcd3, options: { readonly prefi
   const keys = etcdKeys(options.prefix ?? 'fenced/');
   const timeoutMs = options.timeoutMs ?? 5000;
   try {
-    const leases = await client.kv.range({ key: keys.leases.start, range_end: keys.leases.end }, within(timeoutMs));
+    const leases = await withinBudget('range', timeoutMs, (o) => client.kv.range({ key: keys.leases.start, range_end: keys.leases.end }, o));
     // Everything else at the revision the lease keys were read at: one consistent picture.
     const revision = leases.header.revision;
     const named = new Map(leases.kvs.map((kv) => [keys.leaseName(kv.key), kv]));
     const under = (folder: string) => {
       const start = Buffer.from(`${keys.prefix}${folder}/`);
-      return client.kv.range({ key: start, range_end: prefixEnd(start), revision }, within(timeoutMs));
+      return withinBudget('range', timeoutMs, (o) => client.kv.range({ key: start, range_end: prefixEnd(start), revision }, o));
     };
     const [fires, elections, bases] = await Promise.all([under('fires'), under('elections'), under('base')]);
     const names = new Set<string>([...named.keys()]);
@@ -43,7 +43,7 @@ export async function inspectEtcdLeases(client: Etcd3, options: { readonly prefi
     return await Promise.all(
       chosen.map(async (lease): Promise<EtcdLeaseInspection> => {
         const holder = parseHolder(named.get(lease));
-        const ttl = holder === null ? null : await client.leaseClient.leaseTimeToLive({ ID: holder.etcdLease, keys: false }, within(timeoutMs)).catch(() => null);
+        const ttl = holder === null ? null : await withinBudget('leaseTimeToLive', timeoutMs, (o) => client.leaseClient.leaseTimeToLive({ ID: holder.etcdLease, keys: false }, o)).catch(() => null);
         const ownFires = fires.kvs.filter((kv) => after(kv, `${keys.prefix}fires/`).startsWith(`${lease}/`));
         const ownElections = elections.kvs.filter((kv) => after(kv, `${keys.prefix}elections/`).startsWith(`${lease}/`)).reverse();
         const base = bases.kvs.find((kv) => after(kv, `${keys.prefix}base/`) === lease);

@@ -9,7 +9,8 @@ import { etcdUnavailable } from './etcd-errors.js';
 import type { EtcdHolderReads } from './etcd-holder-reads.js';
 import { holderValue, isTermOf, parseBase, parseHolder, readHolder, tokenOf, type Holder } from './etcd-holder.js';
 import type { EtcdKeys } from './etcd-keys.js';
-import { within, type EtcdSession, type EtcdSessions } from './etcd-sessions.js';
+import { withinBudget } from './etcd-budget.js';
+import type { EtcdSession, EtcdSessions } from './etcd-sessions.js';
 import type { EtcdReleaseWatch } from './etcd-release-watch.js';
 
 /** How many elections each lease keeps in its record, for `fenced status` and `fenced doctor`. */
@@ -53,7 +54,7 @@ export function etcdLeaseStore(context: EtcdContext, lease: string, nodeId: stri
   let knownBase = parseBase(undefined);
 
   const txn = (operation: string, request: { compare?: ICompare[]; success?: IRequestOp[]; failure?: IRequestOp[] }, timeoutMs: number): Promise<ITxnResponse> =>
-    client.kv.txn(request, within(timeoutMs)).catch((error: unknown) => {
+    withinBudget('txn', timeoutMs, (o) => client.kv.txn(request, o)).catch((error: unknown) => {
       throw error instanceof EtcdLeaseInvalidError ? error : etcdUnavailable(operation, error);
     });
   const holderNow = (timeoutMs: number) =>
@@ -62,7 +63,7 @@ export function etcdLeaseStore(context: EtcdContext, lease: string, nodeId: stri
     });
 
   async function remainingMs(holder: Holder, timeoutMs: number): Promise<number> {
-    const reply = await client.leaseClient.leaseTimeToLive({ ID: holder.etcdLease, keys: false }, within(timeoutMs)).catch(() => null);
+    const reply = await withinBudget('leaseTimeToLive', timeoutMs, (o) => client.leaseClient.leaseTimeToLive({ ID: holder.etcdLease, keys: false }, o)).catch(() => null);
     return reply === null ? 0 : Math.max(Number(reply.TTL), 0) * 1000;
   }
 
@@ -179,10 +180,10 @@ export function etcdLeaseStore(context: EtcdContext, lease: string, nodeId: stri
       const elections = keys.elections(lease);
       const entry = JSON.stringify({ token: token.toString(), nodeId, ttlMs, fences, regressed, at: Date.now() });
       void (async () => {
-        await client.kv.put({ key: elections.entry(token), value: Buffer.from(entry) }, within(10_000));
-        const list = await client.kv.range({ key: elections.start, range_end: elections.end, keys_only: true, sort_order: 'Descend', sort_target: 'Key', limit: ELECTIONS_KEPT + 1 }, within(10_000));
+        await withinBudget('put', 10_000, (o) => client.kv.put({ key: elections.entry(token), value: Buffer.from(entry) }, o));
+        const list = await withinBudget('range', 10_000, (o) => client.kv.range({ key: elections.start, range_end: elections.end, keys_only: true, sort_order: 'Descend', sort_target: 'Key', limit: ELECTIONS_KEPT + 1 }, o));
         const oldestKept = list.kvs[ELECTIONS_KEPT - 1];
-        if (list.kvs.length > ELECTIONS_KEPT && oldestKept !== undefined) await client.kv.deleteRange({ key: elections.start, range_end: oldestKept.key }, within(10_000));
+        if (list.kvs.length > ELECTIONS_KEPT && oldestKept !== undefined) await withinBudget('deleteRange', 10_000, (o) => client.kv.deleteRange({ key: elections.start, range_end: oldestKept.key }, o));
       })().catch(() => undefined);
     },
 

@@ -1,4 +1,5 @@
 import type { Etcd3 } from 'etcd3';
+import { withinBudget, type EtcdCallOptions } from './etcd-budget.js';
 import { etcdUnavailable } from './etcd-errors.js';
 
 /** An etcd lease a process holds its keys on: the leases it won, or its membership in a group. */
@@ -9,8 +10,12 @@ export interface EtcdSession {
   dead: boolean;
 }
 
-/** Call options for one request: an absolute deadline, as gRPC wants it. */
-export const within = (timeoutMs: number) => ({ deadline: Date.now() + Math.max(1, timeoutMs) });
+/** Ends a keep-alive stream whose one exchange is over (or abandoned): a late reply or error is dropped. */
+function closeStream(stream: NodeJS.EventEmitter & { end(): void }): void {
+  stream.removeAllListeners('data');
+  stream.on('error', () => {});
+  stream.end();
+}
 
 /** A keep-alive not sent yet, which every renew asked for before it leaves shares. */
 interface PendingKeepAlive {
@@ -47,7 +52,7 @@ export class EtcdSessions {
       if (this.#sessions.get(ttlSec) === existing) this.#sessions.delete(ttlSec);
       return this.session(ttlMs, timeoutMs);
     }
-    const granted = this.#client.leaseClient.leaseGrant({ TTL: ttlSec, ID: 0 }, within(timeoutMs)).then(
+    const granted = withinBudget('leaseGrant', timeoutMs, (o) => this.#client.leaseClient.leaseGrant({ TTL: ttlSec, ID: 0 }, o)).then(
       (reply) => ({ id: String(reply.ID), ttlSec, dead: false }),
       (error: unknown) => {
         throw etcdUnavailable('lease grant', error);
@@ -81,25 +86,25 @@ export class EtcdSessions {
 
   async #sendKeepAlive(session: EtcdSession, timeoutMs: number): Promise<boolean> {
     // The duplex stream is a Node stream; etcd3's type shows only its gRPC half.
-    let stream: Awaited<ReturnType<Etcd3['leaseClient']['leaseKeepAlive']>> & NodeJS.EventEmitter;
-    try {
-      stream = (await this.#client.leaseClient.leaseKeepAlive(within(timeoutMs))) as typeof stream;
-    } catch (error) {
-      throw etcdUnavailable('keep-alive', error);
-    }
-    try {
-      const reply = await new Promise<{ TTL: string }>((resolve, reject) => {
-        const timer = setTimeout(() => reject(new Error('keep-alive: no reply before the deadline')), timeoutMs);
-        stream.once('data', (data: { TTL: string }) => {
-          clearTimeout(timer);
-          resolve(data);
-        });
-        stream.once('error', (error: unknown) => {
-          clearTimeout(timer);
-          reject(error);
-        });
-        stream.write({ ID: session.id });
+    type Stream = Awaited<ReturnType<Etcd3['leaseClient']['leaseKeepAlive']>> & NodeJS.EventEmitter;
+    let stream: Stream | undefined;
+    let abandoned = false;
+    const exchange = async (options: EtcdCallOptions): Promise<{ TTL: string }> => {
+      const opened = (await this.#client.leaseClient.leaseKeepAlive(options)) as Stream;
+      // Opened after the budget ran out: nobody waits for it any more.
+      if (abandoned) {
+        closeStream(opened);
+        throw new Error('keep-alive stream opened after its budget');
+      }
+      stream = opened;
+      return new Promise<{ TTL: string }>((resolve, reject) => {
+        opened.once('data', resolve);
+        opened.once('error', reject);
+        opened.write({ ID: session.id });
       });
+    };
+    try {
+      const reply = await withinBudget('lease keep-alive', timeoutMs, exchange);
       // etcd answers a TTL of zero or less for a lease it no longer has.
       if (Number(reply.TTL) <= 0) {
         session.dead = true;
@@ -109,9 +114,8 @@ export class EtcdSessions {
     } catch (error) {
       throw etcdUnavailable('keep-alive', error);
     } finally {
-      stream.end();
-      stream.removeAllListeners('data');
-      stream.on('error', () => {});
+      abandoned = true;
+      if (stream !== undefined) closeStream(stream);
     }
   }
 
@@ -124,6 +128,6 @@ export class EtcdSessions {
   async revokeAll(timeoutMs: number): Promise<void> {
     const sessions = await Promise.all([...this.#sessions.values()].map((s) => s.catch(() => null)));
     this.#sessions.clear();
-    await Promise.all(sessions.map((s) => (s === null || s.dead ? undefined : this.#client.leaseClient.leaseRevoke({ ID: s.id }, within(timeoutMs)).catch(() => undefined))));
+    await Promise.all(sessions.map((s) => (s === null || s.dead ? undefined : withinBudget('leaseRevoke', timeoutMs, (o) => this.#client.leaseClient.leaseRevoke({ ID: s.id }, o)).catch(() => undefined))));
   }
 }

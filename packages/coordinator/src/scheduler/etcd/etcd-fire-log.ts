@@ -5,7 +5,7 @@ import type { EtcdKeys } from '../../lease/etcd/etcd-keys.js';
 import { isTermOf, readHolder } from '../../lease/etcd/etcd-holder.js';
 import { stillHeld } from '../../lease/etcd/etcd-lease-store.js';
 import { etcdUnavailable } from '../../lease/etcd/etcd-errors.js';
-import { within } from '../../lease/etcd/etcd-sessions.js';
+import { withinBudget } from '../../lease/etcd/etcd-budget.js';
 import { parseLeaseValue } from '../../lease/lease-value.js';
 
 /** etcd refuses a transaction of more than 128 operations (its `--max-txn-ops`): a batch is one transaction. */
@@ -42,7 +42,7 @@ export function etcdFireLog(client: Etcd3, keys: EtcdKeys, lease: string, timeou
         return { request_txn: { compare: [{ key, target: 'Create', result: 'Equal', create_revision: 0 }], success: puts, failure: [ifEarlier] } };
       });
       if (gapMs !== null) ops.push({ request_put: { key: fires.field(':failover-gap'), value: Buffer.from(String(Math.round(gapMs))) } });
-      const reply = await client.kv.txn({ compare: stillHeld(leaseKey, holder), success: ops }, within(timeoutMs));
+      const reply = await withinBudget('txn', timeoutMs, (o) => client.kv.txn({ compare: stillHeld(leaseKey, holder), success: ops }, o));
       return reply.succeeded ? 1 : 0;
     } catch (error) {
       throw etcdUnavailable('record fires', error);
@@ -50,7 +50,7 @@ export function etcdFireLog(client: Etcd3, keys: EtcdKeys, lease: string, timeou
   }, MAX_BATCH);
   return {
     async load() {
-      const reply = await client.kv.range({ key: fires.start, range_end: fires.end }, within(timeoutMs)).catch((error: unknown) => {
+      const reply = await withinBudget('range', timeoutMs, (o) => client.kv.range({ key: fires.start, range_end: fires.end }, o)).catch((error: unknown) => {
         throw etcdUnavailable('load fires', error);
       });
       return Object.fromEntries(
