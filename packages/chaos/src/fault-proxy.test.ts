@@ -96,18 +96,21 @@ describe('startFaultProxy', () => {
     const { proxy } = await setup();
     const kept = await client(proxy.port);
     const keptPort = kept.socket.localPort!;
-    // A check that takes its time (a /proc read, on a loaded machine): everyone but `kept` is refused.
+    // A check that takes its time (a /proc read, on a loaded machine): it answers only when the test
+    // lets it, and picks everyone but `kept`.
     let checking = 0;
+    let answer!: () => void;
+    const answered = new Promise<void>((r) => (answer = r));
     proxy.refuseFrom(async (port) => {
       checking++;
-      await new Promise((r) => setTimeout(r, 300));
-      checking--;
+      await answered;
       return port !== keptPort;
     });
     const refused = await client(proxy.port).catch(() => undefined);
     await waitFor(() => checking > 0);
     kept.socket.write('x');
     await waitFor(() => kept.received() === 'x');
+    answer();
     if (refused !== undefined) await waitFor(() => refused.closed());
     expect(kept.closed()).toBe(false);
     proxy.refuseFrom(null);

@@ -71,6 +71,13 @@ function reset(socket: net.Socket): void {
   else socket.resetAndDestroy();
 }
 
+/** Whether a refusal check picks the client on `clientPort`; a check that throws lets it through. */
+function isRefused(check: (clientPort: number) => boolean | Promise<boolean>, clientPort: number): Promise<boolean> {
+  return Promise.resolve()
+    .then(() => check(clientPort))
+    .catch(() => false);
+}
+
 /** Starts a proxy on a free loopback port that forwards to `127.0.0.1:upstreamPort`. */
 export async function startFaultProxy(upstreamPort: number, options: { host?: string } = {}): Promise<FaultProxy> {
   const host = options.host ?? '127.0.0.1';
@@ -155,18 +162,14 @@ export async function startFaultProxy(upstreamPort: number, options: { host?: st
       open(client);
       return;
     }
-    // Who connected may take a while to find out (a /proc read): meanwhile the connection waits,
-    // unread. A check that fails lets it through.
+    // Who connected may take a while to find out (a /proc read): meanwhile the connection waits, unread.
     client.on('error', () => {});
-    void Promise.resolve()
-      .then(() => check(client.remotePort ?? 0))
-      .catch(() => false)
-      .then((refuse) => {
-        if (client.destroyed) return;
-        // Healed (or refusing others) meanwhile: the refusal in force now decides.
-        if ((refuse && refused === check) || mode.kind === 'cut') reset(client);
-        else open(client);
-      });
+    void isRefused(check, client.remotePort ?? 0).then((refuse) => {
+      if (client.destroyed) return;
+      // Healed (or refusing others) meanwhile: the refusal in force now decides.
+      if ((refuse && refused === check) || mode.kind === 'cut') reset(client);
+      else open(client);
+    });
   });
   server.on('error', () => {});
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
@@ -215,12 +218,9 @@ export async function startFaultProxy(upstreamPort: number, options: { host?: st
       refused = next;
       if (next === null) return;
       for (const pipe of [...pipes]) {
-        void Promise.resolve()
-          .then(() => next(pipe.clientPort))
-          .catch(() => false)
-          .then((refuse) => {
-            if (refuse && refused === next && pipes.has(pipe)) drop(pipe);
-          });
+        void isRefused(next, pipe.clientPort).then((refuse) => {
+          if (refuse && refused === next && pipes.has(pipe)) drop(pipe);
+        });
       }
     },
     close: () =>

@@ -29,5 +29,7 @@ export interface EtcdCallOptions {
  */
 export function withinBudget<T>(what: string, budgetMs: number, call: (options: EtcdCallOptions) => Promise<T>): Promise<T> {
   const ms = Math.max(1, budgetMs);
+  // The budget runs on the timer (monotonic). gRPC takes its deadline only as a wall-clock instant;
+  // it bounds the transport, never a lease, so a step of the wall clock moves nothing that matters.
   return withTimeout(call({ deadline: Date.now() + ms + TRANSPORT_GRACE_MS }), ms, `etcd ${what}`);
 }
