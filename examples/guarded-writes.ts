@@ -17,6 +17,9 @@ interface DB {
 const databaseUrl = process.env['DATABASE_URL'] ?? 'postgres://postgres@127.0.0.1:5432/test';
 const schema = `example_${randomBytes(3).toString('hex')}`;
 const pool = new pg.Pool({ connectionString: databaseUrl, options: `-c search_path=${schema}` });
+// An idle client whose server goes away (a restart, a failover) emits `error` on the pool: without a
+// listener that ends the process. The pool drops that client and connects a new one when asked.
+pool.on('error', (err) => process.stderr.write(`pool: ${err.message}\n`));
 const db = new Kysely<DB>({ dialect: new PostgresDialect({ pool }) });
 const say = (line: string) => process.stdout.write(`${line}\n`);
 

@@ -32,6 +32,9 @@ const suffix = randomBytes(3).toString('hex');
 const schema = `metrics_${suffix}`;
 const keyPrefix = `metrics-${suffix}`;
 const pool = new pg.Pool({ connectionString: process.env['DATABASE_URL'] ?? 'postgres://postgres@127.0.0.1:5432/test' });
+// An idle client whose server goes away (a restart, a failover) emits `error` on the pool: without a
+// listener that ends the process. The pool drops that client and connects a new one when asked.
+pool.on('error', (err) => process.stderr.write(`pool: ${err.message}\n`));
 const redis = new Redis(process.env['REDIS_URL'] ?? 'redis://127.0.0.1:6379');
 
 await pool.query(`CREATE SCHEMA ${schema}`);

@@ -43,6 +43,9 @@ const waitFor = async (predicate: () => boolean | Promise<boolean>, what: string
 
 async function main(databaseUrl: string): Promise<void> {
   const setup = new pg.Pool({ connectionString: databaseUrl, max: 1 });
+  // An idle client whose server goes away (a restart; the throwaway server stopping) emits `error` on
+  // its pool: without a listener that ends the process.
+  setup.on('error', () => {});
   await setup.query(`CREATE SCHEMA ${schema}`);
   const [a, b] = [replica(databaseUrl, 'replica-a'), replica(databaseUrl, 'replica-b')];
   try {
@@ -85,8 +88,7 @@ async function main(databaseUrl: string): Promise<void> {
     await a.scheduler.stop();
     await a.coordinator.stop();
     await Promise.all([a.pool.end(), b.pool.end()]);
-    await setup.query(`DROP SCHEMA ${schema} CASCADE`);
-    await setup.end();
+    await setup.query(`DROP SCHEMA ${schema} CASCADE`).finally(() => setup.end());
   }
 }
 

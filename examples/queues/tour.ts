@@ -42,6 +42,9 @@ export async function runQueueTour(name: string, start: (setup: QueueSetup) => P
   const schema = `example_${suffix}`;
   const keyPrefix = `example-${suffix}`;
   const pool = new pg.Pool({ connectionString: databaseUrl });
+  // An idle client whose server goes away (a restart, a failover) emits `error` on the pool: without a
+  // listener that ends the process. The pool drops that client and connects a new one when asked.
+  pool.on('error', (err) => process.stderr.write(`pool: ${err.message}\n`));
   const redis = new Redis(redisUrl);
   const counts: Record<Status, number> = { applied: 0, duplicate: 0, stale: 0 };
 

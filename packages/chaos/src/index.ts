@@ -40,6 +40,7 @@ export { startPostgresServer, postgresBinDir, type PostgresServerProcess, type P
 export { startPostgresCluster, type PostgresCluster } from './postgres/postgres-cluster.js';
 export { startPgBouncer, hasPgBouncer, type PgBouncerProcess, type PgBouncerOptions } from './postgres/pgbouncer.js';
 export { startMariadbServer, mariadbBinary, type MariadbServerProcess, type MariadbServerOptions } from './mysql/mariadb-server.js';
+export { createTestCertificates, type TestCertificates, type CertificateFiles } from './tls/test-certificates.js';
 export { startEtcdCluster, etcdBinary, type EtcdCluster, type EtcdClusterOptions, type EtcdMember } from './etcd/etcd-cluster.js';
 export type { EtcdMemberStatus } from './etcd/etcd-api.js';
 export { connectionsTo } from './process/socket-owner.js';

@@ -24,7 +24,7 @@ export interface EtcdMember {
   readonly name: string;
   /** Where clients reach it, through its client proxy. */
   readonly clientUrl: string;
-  /** Its own client port, bypassing the proxy (for the supervisor's status calls). */
+  /** Its own client port, bypassing the proxy (for the supervisor's status calls; plain HTTP even under `clientTls`). */
   readonly directClientUrl: string;
   readonly running: boolean;
   readonly paused: boolean;
@@ -65,6 +65,13 @@ export interface EtcdClusterOptions {
   /** Raft heartbeat and election timeout, ms (etcd's defaults: 100 and 1000). */
   readonly heartbeatMs?: number;
   readonly electionTimeoutMs?: number;
+  /**
+   * Serve clients over TLS (`https://` endpoints): the server certificate and key, and when
+   * `clientCertAuth` the CA whose client certificates the members require. Raft between members
+   * stays plain, and each member also serves plain HTTP on a port of its own for the supervisor's
+   * status calls (`directClientUrl`), so the toolkit needs no TLS client of its own.
+   */
+  readonly clientTls?: { readonly certFile: string; readonly keyFile: string; readonly trustedCaFile?: string; readonly clientCertAuth?: boolean };
 }
 
 /** The etcd binary of Debian's `etcd-server` (or one on the usual paths). */
@@ -80,6 +87,8 @@ interface MemberPorts {
   readonly name: string;
   readonly clientPort: number;
   readonly peerPort: number;
+  /** Where the supervisor's calls go: the client port itself, or a plain one beside it under TLS. */
+  readonly supervisorPort: number;
   readonly clientProxy: FaultProxy;
   readonly peerProxy: FaultProxy;
 }
@@ -118,11 +127,14 @@ async function startEtcdClusterOnce(options: EtcdClusterOptions): Promise<EtcdCl
   const electionTimeoutMs = options.electionTimeoutMs ?? 1000;
   const root = mkdtempSync(join(tmpdir(), 'fenced-etcd-'));
   const clusterToken = `fenced-${randomBytes(4).toString('hex')}`;
+  const tls = options.clientTls;
+  const clientScheme = tls === undefined ? 'http' : 'https';
   const ports: MemberPorts[] = [];
   for (let i = 0; i < size; i++) {
     const clientPort = await freePort();
     const peerPort = await freePort();
-    ports.push({ name: `m${i}`, clientPort, peerPort, clientProxy: await startFaultProxy(clientPort), peerProxy: await startFaultProxy(peerPort) });
+    const supervisorPort = tls === undefined ? clientPort : await freePort();
+    ports.push({ name: `m${i}`, clientPort, peerPort, supervisorPort, clientProxy: await startFaultProxy(clientPort), peerProxy: await startFaultProxy(peerPort) });
   }
   const peerUrl = (p: MemberPorts) => `http://127.0.0.1:${p.peerProxy.port}`;
   // Which members the cluster has now: a replaced member joins with the list of its day.
@@ -137,8 +149,8 @@ async function startEtcdClusterOnce(options: EtcdClusterOptions): Promise<EtcdCl
     const member = {
       name: p.name,
       ports: p,
-      clientUrl: `http://127.0.0.1:${p.clientProxy.port}`,
-      directClientUrl: `http://127.0.0.1:${p.clientPort}`,
+      clientUrl: `${clientScheme}://127.0.0.1:${p.clientProxy.port}`,
+      directClientUrl: `http://127.0.0.1:${p.supervisorPort}`,
       get running() {
         return child !== undefined && child.exitCode === null && child.signalCode === null;
       },
@@ -178,8 +190,8 @@ async function startEtcdClusterOnce(options: EtcdClusterOptions): Promise<EtcdCl
         const args = [
           `--name=${p.name}`,
           `--data-dir=${dataDir}`,
-          `--listen-client-urls=http://127.0.0.1:${p.clientPort}`,
-          `--advertise-client-urls=http://127.0.0.1:${p.clientProxy.port}`,
+          `--listen-client-urls=${clientScheme}://127.0.0.1:${p.clientPort}${tls === undefined ? '' : `,http://127.0.0.1:${p.supervisorPort}`}`,
+          `--advertise-client-urls=${clientScheme}://127.0.0.1:${p.clientProxy.port}`,
           `--listen-peer-urls=http://127.0.0.1:${p.peerPort}`,
           `--initial-advertise-peer-urls=${peerUrl(p)}`,
           `--initial-cluster=${initialCluster}`,
@@ -189,6 +201,9 @@ async function startEtcdClusterOnce(options: EtcdClusterOptions): Promise<EtcdCl
           `--election-timeout=${electionTimeoutMs}`,
           '--logger=zap',
           `--log-outputs=${join(root, `${p.name}.log`)}`,
+          ...(tls === undefined ? [] : [`--cert-file=${tls.certFile}`, `--key-file=${tls.keyFile}`]),
+          ...(tls?.trustedCaFile === undefined ? [] : [`--trusted-ca-file=${tls.trustedCaFile}`]),
+          ...(tls?.clientCertAuth === true ? ['--client-cert-auth'] : []),
         ];
         const c = spawn(binary, args, { stdio: 'ignore' });
         child = c;
@@ -198,7 +213,7 @@ async function startEtcdClusterOnce(options: EtcdClusterOptions): Promise<EtcdCl
           c.once('exit', (code, signal) => reject(new Error(`etcd ${p.name} exited at start (${signal ?? code}): ${lastFatal(join(root, `${p.name}.log`))}`)));
         });
         failed.catch(() => {});
-        await Promise.race([waitForPort(p.clientPort, 30_000), failed]);
+        await Promise.race([Promise.all([waitForPort(p.clientPort, 30_000), waitForPort(p.supervisorPort, 30_000)]), failed]);
         state = 'existing';
       },
     };

@@ -1,3 +1,4 @@
+import { ConfigError } from '@fenced/shared';
 import { withTimeout } from '@fenced/shared/internal';
 
 /**
@@ -28,6 +29,10 @@ export interface EtcdCallOptions {
  * after 0.000s, waiting for name resolution`.
  */
 export function withinBudget<T>(what: string, budgetMs: number, call: (options: EtcdCallOptions) => Promise<T>): Promise<T> {
+  // Refused here, not handed on: grpc-js throws on a deadline that is not a finite instant from
+  // inside a promise chain of its own, where no caller can catch it (an unhandled rejection that
+  // ends the host process, seen on a TLS channel with a budget of NaN).
+  if (!Number.isFinite(budgetMs)) return Promise.reject(new ConfigError('etcd lease store', [{ path: 'timeoutMs', message: `etcd ${what}: a budget must be a finite number of ms, got ${String(budgetMs)}` }]));
   const ms = Math.max(1, budgetMs);
   // The budget runs on the timer (monotonic). gRPC takes its deadline only as a wall-clock instant;
   // it bounds the transport, never a lease, so a step of the wall clock moves nothing that matters.
