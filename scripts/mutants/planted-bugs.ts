@@ -755,6 +755,15 @@ export const PLANTED_BUGS: readonly PlantedBug[] = [
     tests: ETCD_LEASE_TESTS,
   },
   {
+    id: 'etcd-release-unconditional',
+    layer: 'lease',
+    bug: "the etcd store releases a term it granted without comparing the key: an old term released after its lease expired deletes its successor's key, and a third node leads beside it",
+    file: 'packages/coordinator/src/lease/etcd/etcd-lease-store.ts',
+    find: "const reply = await txn('release', { compare: stillHeld(key, written),",
+    replace: "const reply = await txn('release', { compare: granted === undefined ? stillHeld(key, written) : [],",
+    tests: ETCD_LEASE_TESTS,
+  },
+  {
     id: 'etcd-fires-unchecked',
     layer: 'scheduler',
     bug: "the etcd fire log writes its batch without comparing the lease key: a deposed leader's record moves the scheduler's state",

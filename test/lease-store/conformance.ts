@@ -120,7 +120,8 @@ export function describeLeaseStoreConformance(harness: LeaseStoreHarness): void 
         expect(next.won && next.token > won.token).toBe(true);
       });
 
-      it('an expired lease goes to the next node with a higher token, and the old holder can neither renew nor release it', async () => {
+      /** node-a wins the lease with a short TTL, lets it expire, and node-b wins it after. */
+      async function takenAfterExpiry() {
         const name = lease();
         const a = harness.backend().openLease(name, 'node-a', 5000);
         const b = harness.backend().openLease(name, 'node-b', 5000);
@@ -129,10 +130,24 @@ export function describeLeaseStoreConformance(harness: LeaseStoreHarness): void 
         let second: Awaited<ReturnType<typeof b.acquire>> = await b.acquire(150, 5000);
         await waitFor(async () => (second = await b.acquire(5000, 5000)).won, 5000, 20);
         if (!second.won) throw new Error('not granted');
+        return { a, b, first, second };
+      }
+
+      it('an expired lease goes to the next node with a higher token, and the old holder can neither renew nor release it', async () => {
+        const { a, b, first, second } = await takenAfterExpiry();
         expect(second.token).toBeGreaterThan(first.token);
         expect((await a.renew(first.leaseValue, 5000, () => 5000)).renewed).toBe(false);
         expect(await a.release(first.leaseValue, 5000)).toBe(false);
         expect((await b.renew(second.leaseValue, 5000, () => 5000)).renewed).toBe(true);
+      });
+
+      it('a release by a term whose lease expired and went to another node leaves the new holder’s lease alone', async () => {
+        // Released straight after the takeover, with no renew in between: a store that remembers what
+        // it granted must still compare it with what is stored now.
+        const { a, b, first, second } = await takenAfterExpiry();
+        expect(await a.release(first.leaseValue, 5000)).toBe(false);
+        expect((await b.renew(second.leaseValue, 5000, () => 5000)).renewed).toBe(true);
+        expect((await a.acquire(5000, 5000)).won).toBe(false);
       });
 
       it('does not renew a lease that expired, even when nobody took it since (that would grant it without a token)', async () => {

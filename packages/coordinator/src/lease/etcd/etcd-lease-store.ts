@@ -30,7 +30,7 @@ export interface EtcdContext {
 }
 
 /** A compare that holds while the key is exactly this holder's (the same term, not a later one). */
-export function stillHeld(key: Buffer, holder: Holder): ICompare[] {
+export function stillHeld(key: Buffer, holder: Pick<Holder, 'createRevision' | 'raw'>): ICompare[] {
   return [
     { key, target: 'Create', result: 'Equal', create_revision: holder.createRevision },
     { key, target: 'Value', result: 'Equal', value: holder.raw },
@@ -49,7 +49,11 @@ export function etcdLeaseStore(context: EtcdContext, lease: string, nodeId: stri
   const key = keys.lease(lease);
   const baseKey = keys.base(lease);
   /** The etcd lease each of this store's won terms is attached to, by lease value. */
-  const held = new Map<string, EtcdSession>();
+  /**
+   * The terms this store granted, by lease value: the session the key is attached to, and the key as
+   * written (its creation revision and value), so that a release compares it without reading it first.
+   */
+  const held = new Map<string, { readonly session: EtcdSession; readonly written: Pick<Holder, 'createRevision' | 'raw'> }>();
   /** The lease's base as last read: a grant compares it, and reads it again when it moved. */
   let knownBase = parseBase(undefined);
 
@@ -81,6 +85,7 @@ export function etcdLeaseStore(context: EtcdContext, lease: string, nodeId: stri
         alive.catch(() => undefined);
         // One transaction: the key created if absent and the base is the one last seen; otherwise the
         // holder and the base read, to answer or to try again with the base as it is now.
+        const value = holderValue(nodeId, knownBase.base, session.id);
         const sent = txn(
           'acquire',
           {
@@ -88,7 +93,7 @@ export function etcdLeaseStore(context: EtcdContext, lease: string, nodeId: stri
               { key, target: 'Create', result: 'Equal', create_revision: 0 },
               { key: baseKey, target: 'Mod', result: 'Equal', mod_revision: knownBase.modRevision },
             ],
-            success: [{ request_put: { key, value: holderValue(nodeId, knownBase.base, session.id), lease: session.id } }],
+            success: [{ request_put: { key, value, lease: session.id } }],
             failure: [{ request_range: { key } }, { request_range: { key: baseKey } }],
           },
           left(),
@@ -123,7 +128,7 @@ export function etcdLeaseStore(context: EtcdContext, lease: string, nodeId: stri
         // The key was created by this very transaction: its create_revision is the reply's revision.
         const token = tokenOf(knownBase.base, reply.header.revision);
         const leaseValue = formatLeaseValue(token, nodeId);
-        held.set(leaseValue, session);
+        held.set(leaseValue, { session, written: { createRevision: reply.header.revision, raw: value } });
         // Linearizable: a member cut off from the quorum could not have committed the write.
         return { won: true, token, leaseValue, time: await time, confirmServer: async () => null };
       }
@@ -133,7 +138,7 @@ export function etcdLeaseStore(context: EtcdContext, lease: string, nodeId: stri
       const time = clock.now(timeoutMs());
       time.catch(() => undefined);
       const owner = parseLeaseValue(leaseValue); // anything not made by this store owns nothing
-      const session = held.get(leaseValue);
+      const session = held.get(leaseValue)?.session;
       if (owner === null || session === undefined || session.dead) return { renewed: false, time: await time };
       const alive = sessions.keepAlive(session, timeoutMs());
       // Read with the other renewals of this turn: one request for a lease group's names.
@@ -151,10 +156,19 @@ export function etcdLeaseStore(context: EtcdContext, lease: string, nodeId: stri
     async release(leaseValue, timeoutMs) {
       const owner = parseLeaseValue(leaseValue);
       if (owner === null) return false;
+      const granted = held.get(leaseValue);
       held.delete(leaseValue);
-      const holder = await holderNow(timeoutMs);
-      if (!isTermOf(holder, owner)) return false;
-      const reply = await txn('release', { compare: stillHeld(key, holder), success: [{ request_delete_range: { key } }] }, timeoutMs);
+      // A term this store granted is released in one round trip: the key is deleted only while it is
+      // still exactly as written (a handover's leaderless time is this request and the successor's
+      // grant). A term it did not grant (an acquire whose reply came too late, seen as our holder)
+      // is read first.
+      let written = granted?.written;
+      if (written === undefined) {
+        const holder = await holderNow(timeoutMs);
+        if (!isTermOf(holder, owner)) return false;
+        written = holder;
+      }
+      const reply = await txn('release', { compare: stillHeld(key, written), success: [{ request_delete_range: { key } }] }, timeoutMs);
       return reply.succeeded;
     },
 
