@@ -56,7 +56,11 @@ export function startControlScheduler(options: {
     fireId,
     dispatch: async (fire) => {
       report({ kind: 'dispatch', fireId: fire.fireId, token: fire.token, scheduledAt: fire.scheduledAt, leading: coordinator.token() === fire.token });
-      await deliver(fire);
+      try {
+        await deliver(fire);
+      } finally {
+        report({ kind: 'handled', fireId: fire.fireId }); // the checker credits a catch-up with this busy time
+      }
     },
   });
 }

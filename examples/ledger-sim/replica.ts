@@ -161,6 +161,8 @@ if (mode === 'guarded') {
             }
           } finally {
             knownBefore.delete(envelope.fireId); // a fire refused before its handler began leaves one
+            // The job is free for its next fire: the checker credits a catch-up with this busy time.
+            line({ kind: 'handled', fireId: envelope.fireId });
           }
         },
       },

@@ -11,6 +11,11 @@ export type HistoryEvent =
    */
   | { at: number; kind: 'dispatch'; node: string; fireId: string; token: string; scheduledAt?: number; leading?: boolean }
   /**
+   * The handler a replica dispatched a fire to returned (or threw): from its dispatch until now that
+   * replica's job was busy with it, and the scheduler runs one fire of a job at a time.
+   */
+  | { at: number; kind: 'handled'; node: string; fireId: string }
+  /**
    * A write attempt by a replica and what became of it (`begin`: its handler started). A `begin` may
    * carry the highest token the guard knew of just before the handler was called, for the handler check.
    */

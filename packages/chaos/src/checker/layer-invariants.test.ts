@@ -13,6 +13,7 @@ import {
   noLongSilence,
   noReplicaCrashed,
   failoverWithinBound,
+  busyWithin,
 } from './layer-invariants.js';
 
 const window = { start: 1000, end: 11_000 };
@@ -57,6 +58,40 @@ describe('the scheduler, from its dispatches', () => {
       'dispatched 500 ms past its bound: after-fault-late by r1, 2500 ms after it was due',
       'never dispatched: never',
     ]);
+  });
+});
+
+describe('a backlog after a fault, drained one fire at a time', () => {
+  const handled = (at: number, fireId: string, node = 'r1'): HistoryEvent => ({ at, kind: 'handled', node, fireId });
+  // A fault from 2000 to 3000; fires a…d came due during it, each handler takes 400 ms; the bound is 500 ms.
+  const backlog = (gapBeforeD: number, handledBy = 'r1'): HistoryEvent[] => [
+    fault(2000, 'start'),
+    fault(3000, 'end'),
+    dispatch(3100, 'a', { scheduledAt: 2100 }),
+    handled(3500, 'a', handledBy),
+    dispatch(3500, 'b', { scheduledAt: 2200 }),
+    handled(3900, 'b', handledBy),
+    dispatch(3900, 'c', { scheduledAt: 2300 }),
+    handled(4300, 'c', handledBy),
+    dispatch(4300 + gapBeforeD, 'd', { scheduledAt: 2400 }),
+  ];
+  const judge = (history: HistoryEvent[]) => dueFiresDispatchedInTime(input(history, { recoveryMs: 500, expectedFireIds: ['a', 'b', 'c', 'd'] }), []);
+
+  it('is in time while the job was busy with the fires before it, back to back', () => {
+    expect(judge(backlog(0))).toMatchObject({ count: 0 });
+  });
+
+  it('is late when the scheduler sat idle past the bound with the job free', () => {
+    expect(judge(backlog(700)).violations).toEqual(['dispatched 300 ms past its bound: d by r1, 2600 ms after it was due (1200 ms of it busy with earlier fires)']);
+  });
+
+  it('earns nothing from another replica’s busy handlers', () => {
+    expect(judge(backlog(0, 'r2')).count).toBe(2);
+  });
+
+  it('counts overlapping busy time once, and only inside the window asked', () => {
+    expect(busyWithin([{ start: 0, end: 100 }, { start: 50, end: 150 }, { start: 300, end: 400 }], 20, 350)).toBe(130 + 50);
+    expect(busyWithin([{ start: 0, end: 100 }], 100, 200)).toBe(0);
   });
 });
 

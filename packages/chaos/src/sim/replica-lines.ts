@@ -6,6 +6,7 @@ import type { ProcessLine } from '../process/managed-process.js';
  * event. A replica (see `SimApp.replica`) prints one JSON object per line:
  * - `{ kind: 'belief', leader, token?, reason? }`: its belief about its leadership changed;
  * - `{ kind: 'dispatch', fireId, token, scheduledAt?, leading? }`: it dispatched a fire;
+ * - `{ kind: 'handled', fireId }`: the handler of a fire it dispatched returned or threw;
  * - `{ kind: 'write', fireId, token, outcome, reason?, highestBefore? }`: a write attempt and its outcome;
  * - `{ kind: 'failpoint', name, action? }`: it stopped (or stalled) itself at a failpoint it was armed with;
  * - `{ kind: 'repair', token }`: an election repaired the token counter;
@@ -30,6 +31,8 @@ export function historyEventOf(name: string, line: ProcessLine): HistoryEvent | 
         ...(typeof r['scheduledAt'] === 'number' ? { scheduledAt: r['scheduledAt'] } : {}),
         ...(typeof r['leading'] === 'boolean' ? { leading: r['leading'] } : {}),
       };
+    case 'handled':
+      return { at, kind: 'handled', node: name, fireId: String(r['fireId']) };
     case 'write':
       return {
         at,

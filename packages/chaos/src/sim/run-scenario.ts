@@ -141,7 +141,8 @@ export async function runScenario(app: SimApp, scenario: Scenario, mode: SimMode
       scenario: label,
       mode,
       elapsedMs: Date.now() - started,
-      durationMs: options.durationMs,
+      // What the run will take: a scenario's rounds that run at least once may outlast the time asked.
+      durationMs: Math.max(options.durationMs, scenario.leastFaultMs ?? 0),
       phase,
       leader: leader?.name,
       token: token?.kind === 'belief' ? token.token : undefined,
