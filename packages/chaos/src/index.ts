@@ -1,4 +1,5 @@
-export { startRedisServer, freePort, waitForPort, type RedisServerProcess, type RedisServerOptions } from './redis/redis-server.js';
+export { startRedisServer, type RedisServerProcess, type RedisServerOptions } from './redis/redis-server.js';
+export { freePort, waitForPort } from './ports.js';
 export { startRedisTopology, type RedisTopology } from './redis/redis-topology.js';
 export { redisCommand } from './redis/redis-command.js';
 export { startRedisCluster, parseClusterNodes, type ClusterNodeInfo, type RedisCluster, type RedisClusterOptions } from './redis/redis-cluster.js';

@@ -4,7 +4,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { randomBytes } from 'node:crypto';
 import { trackChild } from '../process/child-registry.js';
-import { freePort, waitForPort } from '../redis/redis-server.js';
+import { freePort, waitForPort } from '../ports.js';
 import { startFaultProxy, type FaultProxy } from '../fault-proxy.js';
 import { etcdApi, type EtcdMemberStatus } from './etcd-api.js';
 import { ownerOfConnection } from '../process/socket-owner.js';

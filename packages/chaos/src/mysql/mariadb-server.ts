@@ -3,7 +3,7 @@ import { existsSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { trackChild } from '../process/child-registry.js';
-import { freePort, waitForPort } from '../redis/redis-server.js';
+import { freePort, waitForPort } from '../ports.js';
 
 /**
  * A private MariaDB (or MySQL) server on a loopback port, in a data directory of its own: what the

@@ -2,7 +2,7 @@ import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
 import { chownSync, existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { freePort, waitForPort } from '../redis/redis-server.js';
+import { freePort, waitForPort } from '../ports.js';
 
 /** A PgBouncer of our own on a loopback port, in front of one PostgreSQL database. */
 export interface PgBouncerProcess {

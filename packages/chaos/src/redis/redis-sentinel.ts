@@ -2,7 +2,8 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { redisCommand } from './redis-command.js';
-import { freePort, startRedisServer, type RedisServerProcess } from './redis-server.js';
+import { freePort } from '../ports.js';
+import { startRedisServer, type RedisServerProcess } from './redis-server.js';
 import { breakReplication, restoreReplication } from './replication-fault.js';
 import { waitForReplicaSync } from './replica-sync.js';
 

@@ -1,9 +1,9 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
-import net from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { trackChild } from '../process/child-registry.js';
+import { freePort, waitForPort } from '../ports.js';
 
 /** A private redis-server on a loopback port, without persistence unless asked. */
 export interface RedisServerProcess {
@@ -42,38 +42,6 @@ export interface RedisServerOptions {
   readonly configFile?: string;
   /** Run as a Sentinel (`--sentinel`). */
   readonly sentinel?: boolean;
-}
-
-/** A free TCP port on 127.0.0.1 (the OS picks it). */
-export async function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const server = net.createServer();
-    server.once('error', reject);
-    server.listen(0, '127.0.0.1', () => {
-      const { port } = server.address() as net.AddressInfo;
-      server.close(() => resolve(port));
-    });
-  });
-}
-
-/** Resolves once something accepts TCP connections on the port, or rejects after `timeoutMs`. */
-export async function waitForPort(port: number, timeoutMs = 5000): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const open = await new Promise<boolean>((resolve) => {
-      const socket = net.connect({ host: '127.0.0.1', port }, () => {
-        socket.destroy();
-        resolve(true);
-      });
-      socket.once('error', () => {
-        socket.destroy();
-        resolve(false);
-      });
-    });
-    if (open) return;
-    if (Date.now() > deadline) throw new Error(`nothing listens on 127.0.0.1:${port} after ${timeoutMs} ms`);
-    await new Promise((r) => setTimeout(r, 20));
-  }
 }
 
 /** Starts a redis-server; `stop()` it when done (tests and the simulation never leave one behind). */

@@ -1,0 +1,69 @@
+import { readFileSync } from 'node:fs';
+import net from 'node:net';
+
+/**
+ * Where a server the toolkit starts gets its port. A port is picked free here and bound by the
+ * server a moment later, in another process; a port from the kernel's ephemeral range can be taken
+ * in between by any outgoing connection on the machine (every client of every test picks its local
+ * port there), and the server then fails to bind, or worse, the wait for its port finds the other
+ * socket. Below the ephemeral range only a listener asking for that very port can take it: ports are
+ * picked at random there and checked by binding them.
+ */
+const LOWEST = 10_000;
+
+/** The kernel's ephemeral range (Linux), or the IANA one where it cannot be read. */
+function ephemeralRange(): { low: number; high: number } {
+  try {
+    const [low, high] = readFileSync('/proc/sys/net/ipv4/ip_local_port_range', 'utf8').trim().split(/\s+/).map(Number);
+    if (Number.isInteger(low) && Number.isInteger(high)) return { low: low!, high: high! };
+  } catch {
+    // not Linux: fall through
+  }
+  return { low: 49_152, high: 65_535 };
+}
+
+/** Binds 127.0.0.1:`port` (0: the kernel picks) and frees it again; the port, or null if it was taken. */
+function tryPort(port: number): Promise<number | null> {
+  return new Promise((resolve, reject) => {
+    const server = net.createServer();
+    server.once('error', (err: NodeJS.ErrnoException) => (err.code === 'EADDRINUSE' || err.code === 'EACCES' ? resolve(null) : reject(err)));
+    server.listen(port, '127.0.0.1', () => {
+      const { port: bound } = server.address() as net.AddressInfo;
+      server.close(() => resolve(bound));
+    });
+  });
+}
+
+/** A free TCP port on 127.0.0.1, below the ephemeral range when there is room (see above). */
+export async function freePort(): Promise<number> {
+  const { low } = ephemeralRange();
+  if (low - LOWEST >= 1000) {
+    for (let attempt = 0; attempt < 50; attempt++) {
+      const port = await tryPort(LOWEST + Math.floor(Math.random() * (low - LOWEST)));
+      if (port !== null) return port;
+    }
+  }
+  const port = await tryPort(0);
+  if (port === null) throw new Error('no free port on 127.0.0.1');
+  return port;
+}
+
+/** Resolves once something accepts TCP connections on the port, or rejects after `timeoutMs`. */
+export async function waitForPort(port: number, timeoutMs = 5000): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const open = await new Promise<boolean>((resolve) => {
+      const socket = net.connect({ host: '127.0.0.1', port }, () => {
+        socket.destroy();
+        resolve(true);
+      });
+      socket.once('error', () => {
+        socket.destroy();
+        resolve(false);
+      });
+    });
+    if (open) return;
+    if (Date.now() > deadline) throw new Error(`nothing listens on 127.0.0.1:${port} after ${timeoutMs} ms`);
+    await new Promise((r) => setTimeout(r, 20));
+  }
+}
