@@ -3,7 +3,7 @@ import { createTestCertificates, startEtcdCluster, type EtcdCluster, type TestCe
 import { createCoordinator, type Coordinator } from '@fenced/coordinator';
 import { etcdLeases } from '@fenced/coordinator/etcd';
 import { isFencedError } from '@fenced/shared';
-import { uniqueEtcdPrefix, waitFor } from '#test-support';
+import { runCli, uniqueEtcdPrefix, waitFor } from '#test-support';
 import { Etcd3, type IOptions } from 'etcd3';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 
@@ -160,5 +160,32 @@ describe('the etcd lease store on a cluster with TLS and authentication', () => 
     expect(isFencedError(error), String(error)).toBe(true);
     expect(String(error)).toMatch(/finite number of ms/);
     expect(await store.release(won.leaseValue, 5000)).toBe(true);
+  });
+
+  it('fenced status and doctor reach it with --etcd-cacert, --etcd-cert, --etcd-key and --etcd-user; without the CA or with a wrong password they exit 3 saying which', async () => {
+    const lease = `cli-${++n}`;
+    const { c } = coordinator(client(asApp), lease);
+    await c.start();
+    await waitFor(() => c.isLeader(), 20_000);
+    const tls = ['--etcd-cacert', certs.ca, '--etcd-cert', certs.client.cert, '--etcd-key', certs.client.key];
+    const base = ['--lease-store', 'etcd', '--etcd', cluster.endpoints.join(','), '--etcd-prefix', prefix];
+    const env = { REDIS_URL: undefined, DATABASE_URL: undefined, ETCD_ENDPOINTS: undefined, ETCD_PASSWORD: APP_PASSWORD };
+    const status = await runCli(['status', ...base, ...tls, '--etcd-user', 'app', '--json'], env);
+    expect(status.code, status.stderr).toBe(0);
+    const leases = status.json<{ leases: Array<{ lease: string; leader: { token: string } | null }> }>().leases;
+    expect(leases.find((l) => l.lease === lease)?.leader?.token).toBe(String(c.token()));
+    const doctor = await runCli(['doctor', ...base, ...tls, '--etcd-user', `app:${APP_PASSWORD}`, '--json'], env);
+    const checks = doctor.json<{ checks: Array<{ id: string; verdict: string }> }>().checks;
+    expect(checks.find((x) => x.id === 'etcd.members')?.verdict, doctor.stdout).toBe('pass');
+    expect(checks.find((x) => x.id === 'etcd.cluster')?.verdict, doctor.stdout).toBe('warn'); // one member: no failure tolerated
+    const noCa = await runCli(['status', ...base, '--etcd-user', 'app'], env);
+    expect(noCa.code).toBe(3);
+    expect(noCa.stderr).toMatch(/TLS failed: check --etcd-cacert/);
+    const wrongPassword = await runCli(['status', ...base, ...tls, '--etcd-user', 'app:wrong'], env);
+    expect(wrongPassword.code).toBe(3);
+    expect(wrongPassword.stderr).toMatch(/etcd refused the user/);
+    const halfTls = await runCli(['status', ...base, '--etcd-cert', certs.client.cert], env);
+    expect(halfTls.code).toBe(2);
+    expect(halfTls.stderr).toMatch(/--etcd-cert and --etcd-key go together/);
   });
 });

@@ -11,10 +11,10 @@ import { createStatusHandler } from './status/status-handler.js';
 import { formatDoctor, runDoctor } from './doctor/run-doctor.js';
 import { lowerFence, pruneFires, showFence } from './admin/fence-admin.js';
 import { textTable } from './text-table.js';
-import { etcdEndpoints, openEtcd } from './etcd-connection.js';
+import { etcdEndpoints, etcdSecurity, openEtcd, type EtcdSecurity, type EtcdSecurityOptions } from './etcd-connection.js';
 import type { Etcd3 } from 'etcd3';
 
-interface GlobalOptions extends ConnectionOptions {
+interface GlobalOptions extends ConnectionOptions, EtcdSecurityOptions {
   readonly prefix: string;
   readonly schema: string;
   readonly table: string;
@@ -97,13 +97,14 @@ export async function main(argv: readonly string[], io: Io = { out: (t) => proce
     return { kind: 'postgres', pool: (await connectDatabase(o, true))! };
   };
   /** The etcd cluster of the etcd lease store, or null on another store. */
-  const connectEtcd = async (o: GlobalOptions): Promise<{ client: Etcd3; endpoints: string[]; prefix: string } | null> => {
+  const connectEtcd = async (o: GlobalOptions): Promise<{ client: Etcd3; endpoints: string[]; prefix: string; security: EtcdSecurity } | null> => {
     if (o.leaseStore !== 'etcd') return null;
     const named = etcdEndpoints(o.etcd);
     if (named === null) throw new CliError(ExitCode.USAGE, '--lease-store etcd needs the cluster: give --etcd http://host:port,… or set ETCD_ENDPOINTS');
-    const client = await openEtcd(named.endpoints, named.source);
+    const security = etcdSecurity(o);
+    const client = await openEtcd(named.endpoints, named.source, security);
     resources.push(async () => client.close());
-    return { client, endpoints: named.endpoints, prefix: o.etcdPrefix };
+    return { client, endpoints: named.endpoints, prefix: o.etcdPrefix, security };
   };
   const print = (o: GlobalOptions, value: unknown, text: () => string) => io.out(`${o.json ? JSON.stringify(value, null, 2) : text()}\n`);
 
@@ -121,6 +122,10 @@ export async function main(argv: readonly string[], io: Io = { out: (t) => proce
     .addOption(new Option('--lease-store <store>', 'where the leases live: redis, postgres (postgresLeases, beside the guard\'s table) or etcd (etcdLeases; with --etcd); Redis is then read only when given').choices(['redis', 'postgres', 'etcd']).default('redis'))
     .addOption(new Option('--etcd <endpoints>', 'etcd client endpoints, http://host:port,… (or set ETCD_ENDPOINTS), for --lease-store etcd'))
     .addOption(new Option('--etcd-prefix <prefix>', 'the key prefix of etcdLeases').default('fenced/'))
+    .addOption(new Option('--etcd-cacert <file>', 'the CA that signed the etcd members’ certificates (PEM; default: the system’s roots)'))
+    .addOption(new Option('--etcd-cert <file>', 'a client certificate for etcd (PEM), with --etcd-key'))
+    .addOption(new Option('--etcd-key <file>', 'the key of --etcd-cert (PEM)'))
+    .addOption(new Option('--etcd-user <name[:password]>', 'an etcd user; the password after the colon or in ETCD_PASSWORD'))
     .option('--json', 'machine-readable output', false)
     .addHelpText('after', EXIT_CODES_HELP)
     .showHelpAfterError('(run with --help for usage)')

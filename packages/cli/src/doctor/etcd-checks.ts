@@ -2,6 +2,7 @@ import { etcdClusterInfo, type EtcdClusterInfo } from '@fenced/coordinator/etcd'
 import type { Etcd3 } from 'etcd3';
 import type pg from 'pg';
 import { fail, pass, skip, warn, type CheckResult } from './check.js';
+import { etcdClient, type EtcdSecurity } from '../etcd-connection.js';
 
 // The checks of an etcd lease store (`etcdLeases`): what its promise needs from the cluster.
 
@@ -17,12 +18,11 @@ export function etcdClusterCheck(info: EtcdClusterInfo): CheckResult {
 }
 
 /** Each endpoint given, asked on its own: which answer, and who they follow. */
-export async function etcdMembersCheck(endpoints: readonly string[]): Promise<CheckResult> {
+export async function etcdMembersCheck(endpoints: readonly string[], security: EtcdSecurity): Promise<CheckResult> {
   const id = 'etcd.members';
-  const { Etcd3 } = await import('etcd3');
   const answers = await Promise.all(
     endpoints.map(async (endpoint) => {
-      const client = new Etcd3({ hosts: [endpoint], dialTimeout: 2000 });
+      const client = await etcdClient([endpoint], security, 2000);
       try {
         const status = await client.maintenance.status({ deadline: Date.now() + 3000 });
         return { endpoint, ok: true as const, leader: String(status.leader), term: String(status.raftTerm) };
@@ -69,12 +69,12 @@ export async function etcdClockCheck(pool: pg.Pool | null): Promise<CheckResult>
   return pass(id, `${text}; with postgresClock(pool) every replica reads the database's.`);
 }
 
-export async function etcdChecks(client: Etcd3, endpoints: readonly string[], pool: pg.Pool | null, ttlsMs: readonly number[]): Promise<CheckResult[]> {
+export async function etcdChecks(client: Etcd3, endpoints: readonly string[], security: EtcdSecurity, pool: pg.Pool | null, ttlsMs: readonly number[]): Promise<CheckResult[]> {
   let info: EtcdClusterInfo;
   try {
     info = await etcdClusterInfo(client, 5000);
   } catch (error) {
     return [fail('etcd.cluster', `the cluster did not answer: ${(error as Error).message}`, 'Check the endpoints and that a majority of members runs.')];
   }
-  return [etcdClusterCheck(info), await etcdMembersCheck(endpoints), etcdTtlCheck(info, ttlsMs), await etcdClockCheck(pool)];
+  return [etcdClusterCheck(info), await etcdMembersCheck(endpoints, security), etcdTtlCheck(info, ttlsMs), await etcdClockCheck(pool)];
 }

@@ -8,6 +8,7 @@ import { mysqlBinlogCheck, mysqlIsolationCheck, mysqlMigrationsCheck, mysqlTimeo
 import type { Mysql2PoolLike } from '@fenced/consumer-guard/mysql';
 import { clockCheck, evictionCheck, persistenceCheck, replicationCheck, sentinelCheck } from './redis-checks.js';
 import type { Etcd3 } from 'etcd3';
+import type { EtcdSecurity } from '../etcd-connection.js';
 import { leaseClockCheck, leaseDurabilityCheck, leaseIdleTimeoutCheck, leaseListenCheck, leaseMigrationsCheck, leaseReplicationCheck } from './postgres-lease-checks.js';
 
 export interface DoctorOptions {
@@ -16,7 +17,7 @@ export interface DoctorOptions {
   /** Where the leases live. @defaultValue `'redis'` */
   readonly leaseStore?: 'redis' | 'postgres' | 'etcd';
   /** The etcd cluster on the etcd lease store: a client, the endpoints it was given, the key prefix. */
-  readonly etcd?: { readonly client: Etcd3; readonly endpoints: readonly string[]; readonly prefix: string } | null;
+  readonly etcd?: { readonly client: Etcd3; readonly endpoints: readonly string[]; readonly prefix: string; readonly security: EtcdSecurity } | null;
   readonly pool: pg.Pool | null;
   /** MySQL/MariaDB holding the fences (`--mysql`): its checks replace PostgreSQL's guard checks. */
   readonly mysql?: Mysql2PoolLike | null;
@@ -66,7 +67,7 @@ export async function runDoctor(options: DoctorOptions): Promise<DoctorReport> {
     const ttls = status.leases.flatMap((l) => (l.elections[0] === undefined ? [] : [l.elections[0].ttlMs]));
     // Loaded only here: etcd3 is an optional peer, absent from deployments without etcd.
     const { etcdChecks } = await import('./etcd-checks.js');
-    checks.push(...(await etcdChecks(options.etcd!.client, options.etcd!.endpoints, options.pool, ttls)));
+    checks.push(...(await etcdChecks(options.etcd!.client, options.etcd!.endpoints, options.etcd!.security, options.pool, ttls)));
     checks.push(fencesCheck(status.leases));
     if (redis === null) for (const id of ['redis.eviction', 'redis.persistence', 'redis.replication']) checks.push(skip(id, 'skipped: the leases live in etcd and no Redis was given.'));
   }

@@ -4,3 +4,4 @@ export { etcdLeases, type EtcdLeases, type EtcdLeasesOptions } from './etcd-back
 export { etcdClusterInfo, type EtcdClusterInfo } from './etcd-cluster-info.js';
 export type { EtcdTimeSource } from './etcd-clock.js';
 export { inspectEtcdLeases, type EtcdLeaseInspection } from './etcd-inspect.js';
+export { etcdFailure } from './etcd-errors.js';
