@@ -30,7 +30,7 @@ export const ANOMALY_COLUMNS = [
   { column: 'lease', meaning: "breaks of the lease's own promise, whatever the effects: an election whose token is not above every one elected before it, a dispatch by a replica that did not lead" },
   {
     column: 'scheduler',
-    meaning: "breaks of the scheduler's promise: a dispatch after the replica's own lease ended, a dispatch before the fire was due by the server clock, a due fire not dispatched within the recovery bound (after it was due, or after the fault it came due in)",
+    meaning: "breaks of the scheduler's promise: a dispatch after the replica's own lease ended, a dispatch before the fire was due by the server clock, a due fire not dispatched within the recovery bound (after it was due, or after the fault it came due in, plus the time the job was busy with earlier fires)",
   },
   { column: 'handler', meaning: 'handlers started for a token below what the guard already knew just before, or while PostgreSQL and Redis were both unreachable: the pre-check let a fire run its side effects unchecked' },
   { column: 'guard', meaning: "breaks of the guard's promise: stale effects applied, and a Redis mark left ahead of the fence PostgreSQL committed" },
