@@ -135,12 +135,13 @@ describe('the etcd lease store on a cluster with TLS and authentication', () => 
     await c.start();
     await waitFor(() => c.isLeader(), 20_000);
     const revokedToken = c.token()!;
-    const revokedAt = performance.now();
     const role = root.role('app');
     await role.revoke({ permission: 'Readwrite', range: root.range({ prefix }) });
+    const revokedAt = performance.now();
     try {
       await waitFor(() => lost.length > 0, 20_000);
-      // A renew sent before the revocation may have extended the term, never beyond a TTL from it.
+      // A renew sent before the revocation was answered may have extended the term, never beyond a
+      // TTL from its send, which was before now.
       expect(lost[0]!.endedAt - revokedAt).toBeLessThanOrEqual(TTL);
       expect(c.isLeader()).toBe(false);
       expect(errors.some((err) => isFencedError(err, 'LEASE_STORE_UNAVAILABLE') && err.reason === 'auth'), errors.map(String).join('\n')).toBe(true);
