@@ -48,7 +48,6 @@ export function etcdLeaseStore(context: EtcdContext, lease: string, nodeId: stri
   const { client, keys, sessions, holders, clock, releases } = context;
   const key = keys.lease(lease);
   const baseKey = keys.base(lease);
-  /** The etcd lease each of this store's won terms is attached to, by lease value. */
   /**
    * The terms this store granted, by lease value: the session the key is attached to, and the key as
    * written (its creation revision and value), so that a release compares it without reading it first.
