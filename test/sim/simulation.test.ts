@@ -37,7 +37,8 @@ function sim(args: string[], env: Record<string, string> = {}): Promise<{ code: 
     let stderr = '';
     child.stdout.on('data', (d: Buffer) => (stdout += d.toString()));
     child.stderr.on('data', (d: Buffer) => (stderr += d.toString()));
-    child.on('exit', (code) => resolve({ code, stdout, stderr }));
+    // 'close', not 'exit': the process may exit before its last output has been read.
+    child.on('close', (code) => resolve({ code, stdout, stderr }));
   });
 }
 
@@ -95,7 +96,12 @@ describe('pnpm sim', () => {
       const rootReport = join(root, 'sim-report.html');
       const rootReportBefore = existsSync(rootReport) ? statSync(rootReport).mtimeMs : undefined;
       const result = await sim(['--scenario', 'all', '--duration', '6s', '--seed', String(SEED), '--replicas', '3', '--json']);
-      const summary = JSON.parse(result.stdout) as { ok: boolean; runs: CliRun[]; report: string };
+      let summary: { ok: boolean; runs: CliRun[]; report: string };
+      try {
+        summary = JSON.parse(result.stdout) as typeof summary;
+      } catch {
+        throw new Error(`pnpm sim printed no summary (exit ${result.code}); its stderr ends:\n${result.stderr.slice(-4000)}`);
+      }
       // Without --report, the report goes to a temporary folder (the path is printed), never into the
       // working directory.
       reportPath = summary.report;

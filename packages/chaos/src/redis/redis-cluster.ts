@@ -1,5 +1,6 @@
 import { spawn } from 'node:child_process';
 import { redisCommand } from './redis-command.js';
+import { freePort } from '../ports.js';
 import { startRedisServer, type RedisServerProcess } from './redis-server.js';
 import { breakReplication, restoreReplication } from './replication-fault.js';
 import { replicaInSync } from './replica-sync.js';
@@ -56,9 +57,12 @@ export async function startRedisCluster(options: RedisClusterOptions = {}): Prom
   const held: RedisServerProcess[] = [];
   try {
     for (let i = 0; i < 6; i++) {
+      // The cluster bus gets a free port of its own: by default it is the node's port + 10000, which
+      // nothing reserved (another node's port, or an outgoing connection's, may hold it).
+      const busPort = await freePort();
       servers.push(
         await startRedisServer({
-          args: ['--cluster-enabled', 'yes', '--cluster-config-file', 'nodes.conf', '--cluster-node-timeout', String(nodeTimeoutMs), '--repl-diskless-load', 'disabled'],
+          args: ['--cluster-enabled', 'yes', '--cluster-port', String(busPort), '--cluster-config-file', 'nodes.conf', '--cluster-node-timeout', String(nodeTimeoutMs), '--repl-diskless-load', 'disabled'],
         }),
       );
     }
