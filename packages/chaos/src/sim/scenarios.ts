@@ -305,7 +305,11 @@ export const scenarios: Record<ScenarioName, Scenario> = {
   },
 
   'sentinel-failover': {
-    leaseStores: REDIS_ONLY,
+    // On request only (`--scenario sentinel-failover`) since 2026-12-03: in two fresh-clone CI runs
+    // beside four CPU hogs its guarded run failed, once with 153 fires that never took effect and
+    // once toothless (no token repaired: the lossy variant lost nothing); clean alone beside the same
+    // hogs and in a quiet full run. The cause is not known yet (docs/simulation.md).
+    leaseStores: { default: [], possible: ['redis'] },
     name: 'sentinel-failover',
     summary: 'Sentinel: the primary freezes until a replica is promoted, then wakes up deposed; lossy too',
     redis: 'sentinel',
