@@ -11,15 +11,15 @@ import net from 'node:net';
  */
 const LOWEST = 10_000;
 
-/** The kernel's ephemeral range (Linux), or the IANA one where it cannot be read. */
-function ephemeralRange(): { low: number; high: number } {
+/** Where the kernel's ephemeral range starts (Linux), or the IANA one where it cannot be read. */
+function ephemeralLow(): number {
   try {
-    const [low, high] = readFileSync('/proc/sys/net/ipv4/ip_local_port_range', 'utf8').trim().split(/\s+/).map(Number);
-    if (Number.isInteger(low) && Number.isInteger(high)) return { low: low!, high: high! };
+    const low = Number(readFileSync('/proc/sys/net/ipv4/ip_local_port_range', 'utf8').trim().split(/\s+/)[0]);
+    if (Number.isInteger(low)) return low;
   } catch {
     // not Linux: fall through
   }
-  return { low: 49_152, high: 65_535 };
+  return 49_152;
 }
 
 /** Binds 127.0.0.1:`port` (0: the kernel picks) and frees it again; the port, or null if it was taken. */
@@ -36,7 +36,7 @@ function tryPort(port: number): Promise<number | null> {
 
 /** A free TCP port on 127.0.0.1, below the ephemeral range when there is room (see above). */
 export async function freePort(): Promise<number> {
-  const { low } = ephemeralRange();
+  const low = ephemeralLow();
   if (low - LOWEST >= 1000) {
     for (let attempt = 0; attempt < 50; attempt++) {
       const port = await tryPort(LOWEST + Math.floor(Math.random() * (low - LOWEST)));
