@@ -7,16 +7,22 @@
  *   unguarded  the same scheduler with no fence (a lease alone) → the same queue → a bare handler
  *              doing the same INSERT in a plain transaction (for pg-boss, in the batch's transaction
  *              of the same transactional worker): what a team runs with a lease alone
- * and, for pg-boss, a third: guarded-1by1, the batch's jobs checked one at a time under a savepoint
- * each (what the adapter did before it checked a whole batch at once),
+ * and, for pg-boss, two more:
+ *   floor         the unguarded pipeline plus the one write the guard cannot do without: each fire's
+ *                 claim row (one multi-row INSERT per batch into a table shaped like the guard's
+ *                 applied-fires table), so a redelivered fire applies once. The floor of the design:
+ *                 what guarded costs beyond it is the check itself
+ *   guarded-1by1  the batch's jobs checked one at a time under a savepoint each (what the adapter
+ *                 did before it checked a whole batch at once),
  * and prints, per pipeline, the fires dispatched and applied per second and each fire's end-to-end
  * lateness (commit time minus due time, by the Redis server's clock) over `--seconds` after a warm-up.
  *
- * Each pipeline runs twice, in mirrored order (A B C C B A), and its figures are the two runs' (rates
- * averaged, lateness over every fire of both): a variant always measured last would pay for the
- * others' leftovers in the database.
+ * Each pipeline runs twice per round, in mirrored order (A B C C B A), and its figures are all its
+ * runs' (rates averaged, lateness over every fire): a variant always measured last would pay for the
+ * others' leftovers in the database. More rounds (--rounds) narrow a ratio on a noisy machine.
  *
- * Flags: --jobs N (default 300), --seconds S (default 8), --queues bullmq,graphile-worker,pg-boss, --json.
+ * Flags: --jobs N (default 300), --seconds S (default 8), --rounds R (default 1),
+ * --queues bullmq,graphile-worker,pg-boss, --json.
  */
 import { randomBytes } from 'node:crypto';
 import { parseArgs } from 'node:util';
@@ -33,15 +39,17 @@ const { values: args } = parseArgs({
   options: {
     jobs: { type: 'string', default: '300' },
     seconds: { type: 'string', default: '8' },
+    rounds: { type: 'string', default: '1' },
     queues: { type: 'string', default: 'bullmq,graphile-worker,pg-boss' },
     json: { type: 'boolean', default: false },
   },
 });
 const jobCount = Number(args.jobs);
 const seconds = Number(args.seconds);
+const rounds = Number(args.rounds);
 const queues = args.queues.split(',').map((q) => q.trim());
-if (!(jobCount >= 1) || !(seconds > 0) || queues.some((q) => !['bullmq', 'graphile-worker', 'pg-boss'].includes(q))) {
-  process.stderr.write('usage: bench:pipeline [--jobs N] [--seconds S] [--queues bullmq,graphile-worker,pg-boss] [--json]\n');
+if (!(jobCount >= 1) || !(seconds > 0) || !Number.isInteger(rounds) || rounds < 1 || queues.some((q) => !['bullmq', 'graphile-worker', 'pg-boss'].includes(q))) {
+  process.stderr.write('usage: bench:pipeline [--jobs N] [--seconds S] [--rounds R] [--queues bullmq,graphile-worker,pg-boss] [--json]\n');
   process.exit(2);
 }
 
@@ -61,8 +69,12 @@ pool.on('error', () => {});
 const redis = new Redis(redisUrl, { maxRetriesPerRequest: null });
 redis.on('error', () => {});
 
-/** `guarded-1by1`: pg-boss only, its batch's jobs checked one at a time (a savepoint each), as before the batch check. */
-type Variant = 'guarded' | 'unguarded' | 'guarded-1by1';
+/**
+ * pg-boss only: `floor`, the unguarded batch plus each fire's claim row (the guard's one unavoidable
+ * write); `guarded-1by1`, its batch's jobs checked one at a time (a savepoint each), as before the
+ * batch check.
+ */
+type Variant = 'guarded' | 'unguarded' | 'floor' | 'guarded-1by1';
 
 /** graphile-worker's schemas, one per run, dropped at the end. */
 const gwSchemas: string[] = [];
@@ -230,13 +242,20 @@ async function startConsumer(queue: string, variant: Variant, table: string, res
       for (const job of jobs) if ((await oneAtATime(job.data, tx)).status === 'applied') onApplied(job.data as Envelope);
     });
   } else {
-    // Like for like: the same transactional worker, each job's INSERT in the batch's transaction.
+    // Like for like: the same transactional worker, each job's INSERT in the batch's transaction;
+    // the floor adds the batch's claim rows in one statement, as the guard's batch check inserts them.
+    const claims = variant === 'floor' ? await createClaimTable(table) : undefined;
     await boss.work(name, { ...polling, transactional: true }, async (jobs, tx) => {
-      for (const job of jobs) {
-        const envelope = job.data as Envelope;
-        await tx.executeSql(`INSERT INTO ${table} (fire_id, token) VALUES ($1, $2)`, [envelope.fireId, envelope.token]);
+      const envelopes = jobs.map((job) => job.data as Envelope);
+      if (claims !== undefined) {
+        await tx.executeSql(`INSERT INTO ${claims} (resource, fire_id, token) SELECT $1, f, t FROM unnest($2::text[], $3::bigint[]) AS u(f, t) ON CONFLICT DO NOTHING`, [
+          resource,
+          envelopes.map((e) => e.fireId),
+          envelopes.map((e) => e.token),
+        ]);
       }
-      for (const job of jobs) onApplied(job.data as Envelope);
+      for (const envelope of envelopes) await tx.executeSql(`INSERT INTO ${table} (fire_id, token) VALUES ($1, $2)`, [envelope.fireId, envelope.token]);
+      for (const envelope of envelopes) onApplied(envelope);
     });
   }
   return {
@@ -245,6 +264,19 @@ async function startConsumer(queue: string, variant: Variant, table: string, res
       await boss.stop({ graceful: false, close: true });
     },
   };
+}
+
+/**
+ * The floor's claims table, shaped as the guard's applied-fires table is (its key, its columns, the
+ * BRIN index on applied_at), so a claim row costs the floor what it costs the guard.
+ */
+async function createClaimTable(table: string): Promise<string> {
+  const claims = `${table}_claims`;
+  await pool.query(
+    `CREATE TABLE ${claims} (resource text NOT NULL, fire_id text NOT NULL, token bigint NOT NULL, applied_at timestamptz NOT NULL DEFAULT now(), outcome text, PRIMARY KEY (resource, fire_id))`,
+  );
+  await pool.query(`CREATE INDEX ON ${claims} USING brin (applied_at)`);
+  return claims;
 }
 
 /** One run of one pipeline: what it dispatched and applied in the window, each fire's lateness, this process's CPU. */
@@ -314,11 +346,12 @@ async function main(): Promise<void> {
     await createGuard({ db: pool, resource: 'setup', schema }).migrate();
     const offset = await serverOffset();
     for (const queue of queues) {
-      const variants: readonly Variant[] = queue === 'pg-boss' ? ['unguarded', 'guarded', 'guarded-1by1'] : ['unguarded', 'guarded'];
-      // Each variant twice, in mirrored order (A B C C B A): the database grows and vacuums over a
-      // run, and a variant always measured after the others would pay for their leftovers.
+      const variants: readonly Variant[] = queue === 'pg-boss' ? ['unguarded', 'floor', 'guarded', 'guarded-1by1'] : ['unguarded', 'guarded'];
+      // Each variant twice a round, in mirrored order (A B C C B A): the database grows and vacuums
+      // over a run, and a variant always measured after the others would pay for their leftovers.
       const runs = new Map<Variant, Array<Awaited<ReturnType<typeof runPipeline>>>>(variants.map((v) => [v, []]));
-      for (const [round, variant] of [...variants, ...[...variants].reverse()].entries()) {
+      const order = Array.from({ length: rounds }, () => [...variants, ...[...variants].reverse()]).flat();
+      for (const [round, variant] of order.entries()) {
         const run = await runPipeline(queue, variant, round, offset);
         runs.get(variant)!.push(run);
         if (!args.json) process.stderr.write(`${queue} ${variant}: ${Math.round(run.dispatched / seconds)} fires/s dispatched, ${Math.round(run.applied / seconds)} applied\n`);
@@ -329,7 +362,7 @@ async function main(): Promise<void> {
       process.stdout.write(`${JSON.stringify({ jobs: jobCount, seconds, results }, null, 2)}\n`);
       return;
     }
-    process.stdout.write(`pipeline benchmark: ${jobCount} jobs each every second (${jobCount} fires/s offered), ${CONCURRENCY} workers, ${seconds} s measured after ${WARMUP_MS / 1000} s, each pipeline twice in mirrored order (applied per run in brackets)\n`);
+    process.stdout.write(`pipeline benchmark: ${jobCount} jobs each every second (${jobCount} fires/s offered), ${CONCURRENCY} workers, ${seconds} s measured after ${WARMUP_MS / 1000} s, each pipeline twice a round in mirrored order, ${rounds} round${rounds === 1 ? '' : 's'} (applied per run in brackets)\n`);
     for (const r of results) {
       process.stdout.write(
         `  ${r.queue.padEnd(16)} ${r.variant.padEnd(13)} ${String(r.dispatchedPerSecond).padStart(6)} fires/s dispatched ${String(r.appliedPerSecond).padStart(6)} applied [${r.appliedPerSecondByRun.join(', ')}]   lateness median ${String(r.latenessMs.median).padStart(5)} ms, p99 ${String(r.latenessMs.p99).padStart(5)} ms   this process ${r.processCpu} cores   WAL ${r.walBytesPerFire} B/fire\n`,
@@ -339,6 +372,11 @@ async function main(): Promise<void> {
       const guarded = results.find((r) => r.queue === queue && r.variant === 'guarded')!;
       const bare = results.find((r) => r.queue === queue && r.variant === 'unguarded')!;
       process.stdout.write(`ratio ${queue} guarded over unguarded, fires/s applied: ${(guarded.appliedPerSecond / bare.appliedPerSecond).toFixed(2)}\n`);
+      const floor = results.find((r) => r.queue === queue && r.variant === 'floor');
+      if (floor !== undefined) {
+        process.stdout.write(`ratio ${queue} floor (unguarded + each fire's claim row) over unguarded, fires/s applied: ${(floor.appliedPerSecond / bare.appliedPerSecond).toFixed(2)}\n`);
+        process.stdout.write(`ratio ${queue} guarded over its floor, fires/s applied: ${(guarded.appliedPerSecond / floor.appliedPerSecond).toFixed(2)}\n`);
+      }
       const oneByOne = results.find((r) => r.queue === queue && r.variant === 'guarded-1by1');
       if (oneByOne !== undefined) process.stdout.write(`ratio ${queue} guarded one job at a time (a savepoint each) over unguarded, fires/s applied: ${(oneByOne.appliedPerSecond / bare.appliedPerSecond).toFixed(2)}\n`);
     }
