@@ -45,6 +45,8 @@ function specifiers(text: string): string[] {
  */
 const separated: ReadonlyArray<readonly [string, string]> = [
   ['packages/consumer-guard/src/postgres', 'packages/consumer-guard/src/redis'],
+  ['packages/consumer-guard/src/postgres', 'packages/consumer-guard/src/mysql'],
+  ['packages/consumer-guard/src/mysql', 'packages/consumer-guard/src/redis'],
   ['packages/coordinator/src/lease/etcd', 'packages/coordinator/src/lease/redis'],
   ['packages/coordinator/src/lease/etcd', 'packages/coordinator/src/lease/postgres'],
 ];
@@ -52,7 +54,8 @@ const separated: ReadonlyArray<readonly [string, string]> = [
 /**
  * Inside a package, layers that import only downward: the folder (or file) on the left never imports
  * the one on the right, types included. The guard imports nothing of the handler layer built on it,
- * the stores nothing of the guard that composes them, the checker nothing of the simulation it
+ * the stores nothing of the guard that composes them, the HTTP route no store (it runs over any),
+ * what the SQL stores share (src/sql) nothing of either, the checker nothing of the simulation it
  * judges, and the faults nothing of the rounds that schedule them.
  */
 const downward: ReadonlyArray<readonly [from: string, mustNotImport: string]> = [
@@ -64,6 +67,13 @@ const downward: ReadonlyArray<readonly [from: string, mustNotImport: string]> = 
   ['packages/consumer-guard/src/redis', 'packages/consumer-guard/src/combined-guard.ts'],
   ['packages/consumer-guard/src/handler', 'packages/consumer-guard/src/postgres'],
   ['packages/consumer-guard/src/handler', 'packages/consumer-guard/src/redis'],
+  ['packages/consumer-guard/src/handler', 'packages/consumer-guard/src/mysql'],
+  ['packages/consumer-guard/src/mysql', 'packages/consumer-guard/src/handler'],
+  ['packages/consumer-guard/src/mysql', 'packages/consumer-guard/src/combined-guard.ts'],
+  ['packages/consumer-guard/src/http', 'packages/consumer-guard/src/postgres'],
+  ['packages/consumer-guard/src/http', 'packages/consumer-guard/src/mysql'],
+  ['packages/consumer-guard/src/sql', 'packages/consumer-guard/src/postgres'],
+  ['packages/consumer-guard/src/sql', 'packages/consumer-guard/src/mysql'],
   ['packages/chaos/src/checker', 'packages/chaos/src/sim'],
   ['packages/chaos/src/checker', 'packages/chaos/src/report'],
   ['packages/chaos/src/sim/faults', 'packages/chaos/src/sim/fault-rounds.ts'],
@@ -166,7 +176,7 @@ describe('the layering of the workspace', () => {
     expect(violations()).toEqual([]);
   });
 
-  it('keeps the fence stores apart: no import between consumer-guard/src/postgres and /redis', () => {
+  it('keeps the fence stores apart: no import between consumer-guard/src/postgres, /mysql and /redis (what two share lives in /sql or beside them)', () => {
     expect(folderViolations()).toEqual([]);
   });
 

@@ -360,10 +360,10 @@ export const PLANTED_BUGS: readonly PlantedBug[] = [
     id: 'body-connection-error-passthrough',
     layer: 'survival',
     bug: "an error fn met because the connection died is passed through as fn's own: the caller gets a raw driver error, not GuardUnavailableError",
-    file: 'packages/consumer-guard/src/postgres/postgres-store.ts',
+    file: 'packages/consumer-guard/src/sql/write-attempts.ts',
     find: "if (phase === 'body' && !broken) throw cause;",
     replace: "if (phase === 'body') throw cause;",
-    tests: ['packages/consumer-guard/src/postgres/connection-loss.pg.test.ts'],
+    tests: ['packages/consumer-guard/src/postgres/connection-loss.pg.test.ts', 'test/fence-store/conformance-mysql.test.ts'],
   },
   {
     id: 'lost-commit-said-applied-nothing',

@@ -1,4 +1,5 @@
-import { ConfigError, parseResource, parseToken, type Token, type TokenInput } from '@fenced/shared';
+import { ConfigError, parseFireId, parseResource, parseToken, type Token, type TokenInput } from '@fenced/shared';
+import { storedToken } from '@fenced/shared/internal';
 
 // The records every fence store reads and writes outside the write path, in a module of their own:
 // each store's admin and inspection operations return them, the guards above the store seam pass
@@ -109,5 +110,30 @@ export interface GuardInspection {
      * format is reported because it cannot replicate every statement a handler might run safely.
      */
     readonly binlog?: { readonly enabled: boolean; readonly format: string };
+  };
+}
+
+/**
+ * Each job's latest fire, from the largest fire id per job a store read (within a job the largest id
+ * is the latest fire): job name to its scheduled time. Ids that are not a scheduler's fire are left out.
+ */
+export function latestFireByJob(fireIds: Iterable<string>): ReadonlyMap<string, number> {
+  const latest = new Map<string, number>();
+  for (const id of fireIds) {
+    const fire = parseFireId(id);
+    if (fire !== null) latest.set(fire.job, fire.scheduledAt);
+  }
+  return latest;
+}
+
+/** An audit row as a SQL store reads it (tokens as decimal text, from_token null for a first fence), its time read by the store. */
+export function auditEntryOf(row: Readonly<Record<string, unknown>>, at: Date): AuditEntry {
+  return {
+    resource: String(row['resource']),
+    from: row['from_token'] === null ? null : storedToken(String(row['from_token'])),
+    to: storedToken(String(row['to_token'])),
+    actor: String(row['actor']),
+    reason: String(row['reason']),
+    at,
   };
 }

@@ -1,5 +1,5 @@
 import type { Kysely, Transaction } from 'kysely';
-import { asTransaction } from '../postgres/kysely-session.js';
+import { asTransaction } from '../sql/kysely.js';
 import type { MysqlSession, Row } from './session.js';
 
 // kysely is an optional peer dependency: load it only when the caller handed us a Kysely instance.

@@ -1,6 +1,6 @@
-import { ConfigError, parseFireId, parseResource, type FencedLogger, type GuardUnavailableError, type Token } from '@fenced/shared';
+import { ConfigError, parseResource, type FencedLogger, type GuardUnavailableError, type Token } from '@fenced/shared';
 import { emit, storedToken } from '@fenced/shared/internal';
-import type { AppliedFire, AuditEntry, GuardInspection, ParsedLowerFenceRequest } from '../fence-records.js';
+import { auditEntryOf, latestFireByJob, type AppliedFire, type AuditEntry, type GuardInspection, type ParsedLowerFenceRequest } from '../fence-records.js';
 import { LATEST_MYSQL_MIGRATION } from './migrator.js';
 import type { MysqlObjectNames } from './names.js';
 import type { MysqlSession, Row } from './session.js';
@@ -81,12 +81,7 @@ export function mysqlAdminOperations(ctx: MysqlAdminContext) {
     } catch (err) {
       throw ctx.fail(resource, 'read applied fires', err);
     }
-    const latest = new Map<string, number>();
-    for (const row of rows) {
-      const fire = parseFireId(String(row['fire_id']));
-      if (fire !== null) latest.set(fire.job, fire.scheduledAt);
-    }
-    return latest;
+    return latestFireByJob(rows.map((row) => String(row['fire_id'])));
   }
 
   async function inspect(): Promise<GuardInspection> {
@@ -163,14 +158,7 @@ export function mysqlAdminOperations(ctx: MysqlAdminContext) {
     } catch (err) {
       throw ctx.fail(name ?? ctx.defaultResource, 'read audit', err);
     }
-    return rows.map((row) => ({
-      resource: String(row['resource']),
-      from: row['from_token'] === null ? null : storedToken(String(row['from_token'])),
-      to: storedToken(String(row['to_token'])),
-      actor: String(row['actor']),
-      reason: String(row['reason']),
-      at: dateOf(row['at'])!,
-    }));
+    return rows.map((row) => auditEntryOf(row, dateOf(row['at'])!));
   }
 
   return { lowerFence, pruneAppliedFires, lastAppliedFire, lastAppliedFires, inspect, auditLog };

@@ -4,7 +4,7 @@ import type { MeterProvider } from '@opentelemetry/api';
 import { fenceGuardOver, type FenceGuard } from '../fence-guard.js';
 import type { FenceStoreContext, FenceStoreFactory } from '../fence-store.js';
 import { GuardMetrics } from '../metrics/guard-metrics.js';
-import type { KyselyLike, KyselyTransactionOf } from '../postgres/kysely-like.js';
+import type { KyselyLike, KyselyTransactionOf } from '../sql/kysely-like.js';
 import { mysqlFenceStore } from './mysql-store.js';
 import { mysqlGuardOptionsSchema, mysqlStoreOptionsSchema, type MysqlGuardOptionsInput, type MysqlStoreOptionsInput } from './mysql-store-options.js';
 import type { Mysql2ConnectionOf, Mysql2PoolLike } from './mysql2-session.js';

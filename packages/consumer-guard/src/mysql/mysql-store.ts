@@ -1,4 +1,4 @@
-import { ConfigError, DuplicateFireError, FenceAheadError, GuardUnavailableError, isFencedError, parseResource, StaleTokenError, type Fence, type FencedLogger, type Token } from '@fenced/shared';
+import { ConfigError, DuplicateFireError, FenceAheadError, parseResource, StaleTokenError, type Fence, type Token } from '@fenced/shared';
 import { emit, storedToken } from '@fenced/shared/internal';
 import type { FenceStore, FenceStoreContext } from '../fence-store.js';
 import { advanceWithTakeover } from '../takeover/advance-with-takeover.js';
@@ -7,7 +7,7 @@ import type { AppliedOutcome } from '../fence-records.js';
 import type { GuardedWriteContext } from '../write-context.js';
 import { BoundedMap } from '../internal/bounded-map.js';
 import { retryBackoff as backoff } from '../internal/retry-backoff.js';
-import { isKyselyLike } from '../postgres/kysely-session.js';
+import { isKyselyLike } from '../sql/kysely.js';
 import { kyselyMysqlSession } from './kysely-session.js';
 import { mysqlAdminOperations } from './mysql-admin.js';
 import { CheckRefusal, DUPLICATE_ENTRY, DUPLICATE_FIRE, errnoOf, FENCE_AHEAD, fenceInRefusal, isNotMigrated, isRetryable, STALE_TOKEN } from './mysql-errors.js';
@@ -16,7 +16,9 @@ import { mysqlTakeoverStore } from './mysql-takeover.js';
 import { isMysql2PoolLike, mysql2Session } from './mysql2-session.js';
 import { migrateMysql } from './migrator.js';
 import { mysqlObjectNames } from './names.js';
-import { PhaseError, runGuardedTransaction, type MysqlConnection, type MysqlSession } from './session.js';
+import { runGuardedTransaction, type MysqlConnection, type MysqlSession } from './session.js';
+import { storeUnavailable } from '../sql/store-unavailable.js';
+import { runWriteAttempts, type WriteErrorRules } from '../sql/write-attempts.js';
 import { mysqlStatements } from './statements.js';
 
 /**
@@ -40,7 +42,8 @@ export function mysqlFenceStore(options: MysqlStoreOptions, context: FenceStoreC
     return seen === undefined || token > seen;
   };
 
-  const unavailable = (resource: string, phase: string, cause: unknown, outcomeUnknown = false) => mysqlUnavailable(logger, resource, phase, cause, outcomeUnknown);
+  const unavailable = (resource: string, phase: string, cause: unknown, outcomeUnknown = false) =>
+    storeUnavailable(logger, 'MySQL', { resource, phase, cause, outcomeUnknown, notMigrated: isNotMigrated(cause) });
 
   /** The procedure's refusal as its typed error (reported), or undefined. */
   function refusalOf(cause: unknown, resource: string, token: Token, fireId: string | null): StaleTokenError | DuplicateFireError | undefined {
@@ -63,7 +66,8 @@ export function mysqlFenceStore(options: MysqlStoreOptions, context: FenceStoreC
     return metrics.timeWrite(args.resource, () => writeWithRetries(args, fn));
   }
 
-  async function writeWithRetries<T>({ token, resource, fireId, recordOutcome }: WriteArguments, fn: (trx: unknown, ctx: GuardedWriteContext) => Promise<T>): Promise<T> {
+  async function writeWithRetries<T>(args: WriteArguments, fn: (trx: unknown, ctx: GuardedWriteContext) => Promise<T>): Promise<T> {
+    const { token, resource, fireId, recordOutcome } = args;
     const check = (connection: MysqlConnection) => checkFence(connection, token, resource, fireId);
     const closing =
       fireId === null || recordOutcome === undefined
@@ -71,33 +75,25 @@ export function mysqlFenceStore(options: MysqlStoreOptions, context: FenceStoreC
         : async (connection: MysqlConnection, result: T) => {
             await connection.run(statements.recordOutcome, [recordOutcome(result), resource, fireId]);
           };
-    for (let attempt = 1; ; attempt++) {
-      try {
-        const result = await session.withConnection((connection, trx) =>
-          runGuardedTransaction(connection, trx, options.isolationLevel, check, (t) => fn(t, { token, resource, attempt }), closing),
-        );
-        lastSeen.set(resource, token);
-        emit(logger, { type: 'token.accepted', resource, token });
-        return result;
-      } catch (err) {
-        const phase = err instanceof PhaseError ? err.phase : 'open';
-        const cause = err instanceof PhaseError ? err.cause : err;
-        if (isRetryable(cause) && attempt <= options.maxRetries) {
-          emit(logger, { type: 'guard.retry', resource, token, sqlstate: String(errnoOf(cause)), attempt });
-          await backoff(attempt);
-          continue;
-        }
-        const refused = refusalOf(cause, resource, token, fireId);
-        if (refused !== undefined) throw refused;
-        const broken = err instanceof PhaseError && err.connectionBroken;
-        // The caller's own errors pass through untouched; an error fn met because the connection
-        // died under it is the guard's to report.
-        if (phase === 'body' && !broken) throw cause;
-        if (isRetryable(cause) || (isFencedError(cause) && !broken)) throw cause;
-        throw unavailable(resource, phase, cause, err instanceof PhaseError && err.outcomeUnknown);
-      }
-    }
+    return runWriteAttempts(
+      args,
+      (attempt) =>
+        session.withConnection((connection, trx) => runGuardedTransaction(connection, trx, options.isolationLevel, check, (t) => fn(t, { token, resource, attempt }), closing)),
+      errorRules,
+      options.maxRetries,
+    );
   }
+
+  const errorRules: WriteErrorRules = {
+    isRetryable,
+    retrying: ({ resource, token }, cause, attempt) => emit(logger, { type: 'guard.retry', resource, token, sqlstate: String(errnoOf(cause)), attempt }),
+    refusalOf: ({ resource, token, fireId }, cause) => refusalOf(cause, resource, token, fireId),
+    unavailable: ({ resource }, phase, cause, outcomeUnknown) => unavailable(resource, phase, cause, outcomeUnknown),
+    accepted: ({ resource, token }) => {
+      lastSeen.set(resource, token);
+      emit(logger, { type: 'token.accepted', resource, token });
+    },
+  };
 
   /**
    * The check, first in the write's transaction. A write of the fence's own token takes the shared
@@ -212,14 +208,5 @@ function openSession(db: object, pool: object | undefined, onConnectionError: (e
   }
   if (isMysql2PoolLike(db)) return mysql2Session(db, onConnectionError) as MysqlSession<unknown>;
   throw new ConfigError('mysql fences', [{ path: 'db', message: "must be a mysql2 promise pool (require('mysql2/promise').createPool) or a Kysely instance over MysqlDialect" }]);
-}
-
-/** The typed error for a database the store could not use, with a hint when it was never migrated. */
-function mysqlUnavailable(logger: FencedLogger | undefined, resource: string, phase: string, cause: unknown, outcomeUnknown: boolean): GuardUnavailableError {
-  emit(logger, { type: 'guard.unavailable', resource, error: cause });
-  const hint = isNotMigrated(cause) ? ' (was guard.migrate() run?)' : '';
-  const outcome = outcomeUnknown ? '; the commit outcome is unknown' : '; nothing was applied';
-  const message = cause instanceof Error ? cause.message : String(cause);
-  return new GuardUnavailableError(`MySQL guard failed during ${phase}${outcome}: ${message}${hint}`, { cause });
 }
 

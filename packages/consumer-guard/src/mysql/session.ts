@@ -1,9 +1,7 @@
 // How the MySQL store talks to its database, whatever the caller handed it (a mysql2 promise pool or
 // a Kysely instance over MysqlDialect). Everything above this file sees rows, never a driver.
 import { failpoints } from '@fenced/shared/failpoints';
-import { PhaseError, type TransactionPhase } from '../postgres/session.js';
-
-export { PhaseError, type TransactionPhase };
+import { PhaseError, type TransactionPhase } from '../sql/phase-error.js';
 
 /** A row as the store reads it: column name to value. */
 export type Row = Record<string, unknown>;

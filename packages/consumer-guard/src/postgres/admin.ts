@@ -1,9 +1,9 @@
 import { emit } from '@fenced/shared/internal';
-import { ConfigError, parseFireId, type FencedLogger, type GuardUnavailableError, type Token } from '@fenced/shared';
+import { ConfigError, type FencedLogger, type GuardUnavailableError, type Token } from '@fenced/shared';
 import { storedToken } from '@fenced/shared/internal';
 import type { GuardObjectNames } from './names.js';
 import type { GuardSession } from './session.js';
-import type { AppliedFire, ParsedLowerFenceRequest } from '../fence-records.js';
+import { latestFireByJob, type AppliedFire, type ParsedLowerFenceRequest } from '../fence-records.js';
 
 /** What the admin operations need from the guard that owns them. */
 export interface AdminContext {
@@ -85,12 +85,7 @@ export function adminOperations(ctx: AdminContext) {
     } catch (err) {
       throw ctx.fail(resource, 'read applied fires', err);
     }
-    const latest = new Map<string, number>();
-    for (const row of rows) {
-      const fire = parseFireId(String(row['fire_id']));
-      if (fire !== null) latest.set(fire.job, fire.scheduledAt);
-    }
-    return latest;
+    return latestFireByJob(rows.map((row) => String(row['fire_id'])));
   }
 
   return { lowerFence, pruneAppliedFires, lastAppliedFire, lastAppliedFires };

@@ -13,5 +13,5 @@ export {
 } from './postgres-guard.js';
 export type { PgClientLike, PgPoolEvents, PgPoolLike, PoolClientOf } from './pg-pool-session.js';
 export type { IsolationLevel } from './session.js';
-export type { KyselyLike, KyselyTransactionOf } from './kysely-like.js';
+export type { KyselyLike, KyselyTransactionOf } from '../sql/kysely-like.js';
 export { postgresFences } from './postgres-fences.js';

@@ -1,7 +1,7 @@
 import { parseResource } from '@fenced/shared';
 import type { AdminContext } from './admin.js';
 import { LATEST_MIGRATION } from './migrator.js';
-import type { AuditEntry, GuardInspection } from '../fence-records.js';
+import { auditEntryOf, type AuditEntry, type GuardInspection } from '../fence-records.js';
 
 export type { AuditEntry, FenceReport, GuardInspection } from '../fence-records.js';
 import { storedToken } from '@fenced/shared/internal';
@@ -82,14 +82,7 @@ export function inspectionOperations(ctx: Omit<AdminContext, 'onLowered'>) {
     } catch (err) {
       throw ctx.fail(name ?? ctx.defaultResource, 'read audit', err);
     }
-    return rows.map((row) => ({
-      resource: String(row['resource']),
-      from: row['from_token'] === null ? null : storedToken(String(row['from_token'])),
-      to: storedToken(String(row['to_token'])),
-      actor: String(row['actor']),
-      reason: String(row['reason']),
-      at: asDate(row['at'])!,
-    }));
+    return rows.map((row) => auditEntryOf(row, asDate(row['at'])!));
   }
 
   return { inspect, auditLog };

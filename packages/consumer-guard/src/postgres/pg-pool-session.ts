@@ -1,6 +1,7 @@
 import { watchCheckout, watchPool, type CheckoutWatch } from './connection-errors.js';
 import { isConnectionFailure } from './sql-state.js';
-import { runGuardedTransaction, PhaseError, toParams, type GuardSession } from './session.js';
+import { PhaseError } from '../sql/phase-error.js';
+import { runGuardedTransaction, toParams, type GuardSession } from './session.js';
 
 /**
  * The parts of `pg.PoolClient` the guard uses. Our own structural type, so that the guard does not

@@ -1,6 +1,6 @@
 import { parseOptions } from '@fenced/shared/internal';
 import type { FenceStoreContext, FenceStoreFactory } from '../fence-store.js';
-import type { KyselyLike, KyselyTransactionOf } from './kysely-like.js';
+import type { KyselyLike, KyselyTransactionOf } from '../sql/kysely-like.js';
 import type { PgPoolEvents, PgPoolLike, PoolClientOf } from './pg-pool-session.js';
 import { postgresStoreOptionsSchema, type PostgresStoreOptionsInput } from './postgres-guard-options.js';
 import { postgresFenceStore } from './postgres-store.js';

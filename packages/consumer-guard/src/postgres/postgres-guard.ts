@@ -3,7 +3,7 @@ import { parseOptions } from '@fenced/shared/internal';
 import { postgresGuardOptionsSchema, type PostgresGuardOptionsInput } from './postgres-guard-options.js';
 import type { MeterProvider } from '@opentelemetry/api';
 import { GuardMetrics } from '../metrics/guard-metrics.js';
-import type { KyselyLike, KyselyTransactionOf } from './kysely-like.js';
+import type { KyselyLike, KyselyTransactionOf } from '../sql/kysely-like.js';
 import { fenceGuardOver, type FenceGuard } from '../fence-guard.js';
 import type { FenceStore } from '../fence-store.js';
 import type { PgPoolEvents, PgPoolLike, PoolClientOf } from './pg-pool-session.js';

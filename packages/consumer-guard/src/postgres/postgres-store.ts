@@ -1,21 +1,22 @@
-import { ConfigError, DuplicateFireError, FenceAheadError, isFencedError, NotLeaderError, parseResource, StaleTokenError, type Fence, type Token } from '@fenced/shared';
+import { ConfigError, DuplicateFireError, FenceAheadError, NotLeaderError, parseResource, StaleTokenError, type Fence, type Token } from '@fenced/shared';
 import { emit, storedToken } from '@fenced/shared/internal';
 import type { PostgresStoreOptions } from './postgres-guard-options.js';
 import type { BatchFire, BatchVerdict, FenceStore, FenceStoreContext } from '../fence-store.js';
-import { isKyselyLike, kyselySession } from './kysely-session.js';
+import { isKyselyLike } from '../sql/kysely.js';
+import { kyselySession } from './kysely-session.js';
 import { adminOperations } from './admin.js';
 import { inspectionOperations } from './inspection.js';
-import { guardUnavailable } from './guard-errors.js';
+import { storeUnavailable } from '../sql/store-unavailable.js';
+import { runWriteAttempts, type WriteErrorRules } from '../sql/write-attempts.js';
 import { migrate } from './migrator.js';
 import { BoundedMap } from '../internal/bounded-map.js';
-import { retryBackoff as backoff } from '../internal/retry-backoff.js';
 import { guardObjectNames } from './names.js';
 import { isPgPoolLike, pgPoolSession } from './pg-pool-session.js';
 import { checkCall, leaseCheckedCall } from './check-call.js';
 import { postgresTakeoverStore } from './postgres-takeover.js';
 import { advanceWithTakeover } from '../takeover/advance-with-takeover.js';
-import { PhaseError, toParams, type GuardSession } from './session.js';
-import { detailOf, DUPLICATE_FIRE, FENCE_AHEAD, isRetryable, LEASE_NOT_HELD, sqlStateOf, STALE_TOKEN } from './sql-state.js';
+import { toParams, type GuardSession } from './session.js';
+import { detailOf, DUPLICATE_FIRE, FENCE_AHEAD, isNotMigrated, isRetryable, LEASE_NOT_HELD, sqlStateOf, STALE_TOKEN } from './sql-state.js';
 import type { WriteArguments } from '../write-arguments.js';
 import type { AppliedOutcome } from '../fence-records.js';
 import { quoteLiteral } from './sql-text.js';
@@ -34,7 +35,8 @@ export function postgresFenceStore(options: PostgresStoreOptions, context: Fence
   const names = guardObjectNames(options.schema, options.table);
   const session = openSession(options.db, options.pool, (error) => emit(logger, { type: 'guard.connection-lost', resource: context.resource, error }));
 
-  const unavailable = (resource: string, phase: string, cause: unknown, outcomeUnknown = false) => guardUnavailable(logger, resource, phase, cause, outcomeUnknown);
+  const unavailable = (resource: string, phase: string, cause: unknown, outcomeUnknown = false) =>
+    storeUnavailable(logger, 'PostgreSQL', { resource, phase, cause, outcomeUnknown, notMigrated: isNotMigrated(cause) });
   const leaseOf = leaseResolver(options.checkLease);
   const check = leaseOf === undefined ? checkCall(names.checkFn) : leaseCheckedCall(names.checkedFn, leaseOf);
   // The last fence this process saw per resource. Only a hint for the check's statement order (see
@@ -83,31 +85,24 @@ export function postgresFenceStore(options: PostgresStoreOptions, context: Fence
   async function writeWithRetries<T>(args: WriteArguments, fn: (trx: unknown, ctx: GuardedWriteContext) => Promise<T>): Promise<T> {
     const { token, resource, fireId, issuer } = args;
     const closing = outcomeRecorder<T>(args);
-    for (let attempt = 1; ; attempt++) {
-      try {
-        const result = await session.transaction(options.isolationLevel, check.inline(token, resource, raises(token, resource), fireId, issuer), (trx) => fn(trx, { token, resource, attempt }), closing);
-        lastSeen.set(resource, token);
-        emit(logger, { type: 'token.accepted', resource, token });
-        return result;
-      } catch (err) {
-        const phase = err instanceof PhaseError ? err.phase : 'open';
-        const cause = err instanceof PhaseError ? err.cause : err;
-        if (isRetryable(cause) && attempt <= options.maxRetries) {
-          emit(logger, { type: 'guard.retry', resource, token, sqlstate: sqlStateOf(cause) ?? '', attempt });
-          await backoff(attempt);
-          continue;
-        }
-        const refused = refusalOf(cause, resource, token, fireId);
-        if (refused !== undefined) throw refused;
-        const broken = err instanceof PhaseError && err.connectionBroken;
-        // The caller's own errors pass through untouched; an error fn met because the connection
-        // died under it is the guard's to report.
-        if (phase === 'body' && !broken) throw cause;
-        if (isRetryable(cause) || (isFencedError(cause) && !broken)) throw cause;
-        throw unavailable(resource, phase, cause, err instanceof PhaseError && err.outcomeUnknown);
-      }
-    }
+    return runWriteAttempts(
+      args,
+      (attempt) => session.transaction(options.isolationLevel, check.inline(token, resource, raises(token, resource), fireId, issuer), (trx) => fn(trx, { token, resource, attempt }), closing),
+      errorRules,
+      options.maxRetries,
+    );
   }
+
+  const errorRules: WriteErrorRules = {
+    isRetryable,
+    retrying: ({ resource, token }, cause, attempt) => emit(logger, { type: 'guard.retry', resource, token, sqlstate: sqlStateOf(cause) ?? '', attempt }),
+    refusalOf: ({ resource, token, fireId }, cause) => refusalOf(cause, resource, token, fireId),
+    unavailable: ({ resource }, phase, cause, outcomeUnknown) => unavailable(resource, phase, cause, outcomeUnknown),
+    accepted: ({ resource, token }) => {
+      lastSeen.set(resource, token);
+      emit(logger, { type: 'token.accepted', resource, token });
+    },
+  };
 
   // The savepoint that lets a refusal inside someone else's transaction leave that transaction usable.
   const SAVEPOINT = 'fenced_guarded_write';

@@ -1,5 +1,6 @@
 // How the guard talks to PostgreSQL, whatever the caller handed it (a Kysely instance or a pg pool).
 import { failpoints } from '@fenced/shared/failpoints';
+import { PhaseError, type TransactionPhase } from '../sql/phase-error.js';
 
 export type IsolationLevel = 'read committed' | 'repeatable read' | 'serializable';
 
@@ -7,36 +8,6 @@ export type IsolationLevel = 'read committed' | 'repeatable read' | 'serializabl
 export interface Statement {
   readonly text: string;
   readonly values: readonly (string | bigint | number | boolean | null)[];
-}
-
-/** Where in a guarded transaction an error came from. */
-export type TransactionPhase = 'open' | 'body' | 'commit';
-
-/** What a failed guarded transaction left behind, beside the error itself. */
-export interface PhaseErrorState {
-  /**
-   * The connection failed (it reported an error, or the ROLLBACK failed too): it must not go back to
-   * its pool, and an error `fn` threw in the body phase came from the lost connection, not from `fn`.
-   */
-  readonly connectionBroken?: boolean;
-  /** The COMMIT was sent and no answer came back: whether it took effect is not known. */
-  readonly outcomeUnknown?: boolean;
-}
-
-/** An error thrown inside a guarded transaction, tagged with the phase it came from. */
-export class PhaseError extends Error {
-  override readonly name = 'PhaseError';
-  readonly connectionBroken: boolean;
-  readonly outcomeUnknown: boolean;
-  constructor(
-    readonly phase: TransactionPhase,
-    override readonly cause: unknown,
-    state: PhaseErrorState = {},
-  ) {
-    super(`guarded transaction failed in phase ${phase}`, { cause });
-    this.connectionBroken = state.connectionBroken ?? false;
-    this.outcomeUnknown = state.outcomeUnknown ?? false;
-  }
 }
 
 export interface GuardSession<Trx> {

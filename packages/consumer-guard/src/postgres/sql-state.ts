@@ -29,6 +29,12 @@ export function detailOf(err: unknown): string | undefined {
   return typeof detail === 'string' ? detail : undefined;
 }
 
+/** The guard's objects are missing (its check function or a table): the store was never migrated. */
+export function isNotMigrated(err: unknown): boolean {
+  const state = sqlStateOf(err);
+  return state === UNDEFINED_FUNCTION || state === UNDEFINED_TABLE;
+}
+
 /** True for errors after which running the whole transaction again is the documented remedy. */
 export function isRetryable(err: unknown): boolean {
   const state = sqlStateOf(err);
