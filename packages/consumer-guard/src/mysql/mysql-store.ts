@@ -5,7 +5,7 @@ import { advanceWithTakeover } from '../takeover/advance-with-takeover.js';
 import type { WriteArguments } from '../write-arguments.js';
 import type { AppliedOutcome } from '../fence-records.js';
 import type { GuardedWriteContext } from '../write-context.js';
-import { BoundedMap } from '../internal/bounded-map.js';
+import { FenceHints } from '../sql/fence-hints.js';
 import { retryBackoff as backoff } from '../internal/retry-backoff.js';
 import { isKyselyLike } from '../sql/kysely.js';
 import { kyselyMysqlSession } from './kysely-session.js';
@@ -34,13 +34,7 @@ export function mysqlFenceStore(options: MysqlStoreOptions, context: FenceStoreC
   const session = openSession(options.db, options.pool, (error) => emit(logger, { type: 'guard.connection-lost', resource: context.resource, error }));
   const checkSql = `CALL ${names.checkProc}(?, ?, ?, ?)`;
   const statements = mysqlStatements(names);
-  // The last fence this process saw per resource: only the check's hint (share the row, or take it
-  // to raise); a stale or missing entry costs a lock upgrade at worst, never correctness.
-  const lastSeen = new BoundedMap<string, Token>(10_000);
-  const raises = (token: Token, resource: string) => {
-    const seen = lastSeen.get(resource);
-    return seen === undefined || token > seen;
-  };
+  const hints = new FenceHints();
 
   const unavailable = (resource: string, phase: string, cause: unknown, outcomeUnknown = false) =>
     storeUnavailable(logger, 'MySQL', { resource, phase, cause, outcomeUnknown, notMigrated: isNotMigrated(cause) });
@@ -50,12 +44,12 @@ export function mysqlFenceStore(options: MysqlStoreOptions, context: FenceStoreC
     const errno = errnoOf(cause);
     if (errno === STALE_TOKEN) {
       const highest = storedToken(fenceInRefusal(cause) ?? '');
-      lastSeen.set(resource, highest);
+      hints.saw(resource, highest);
       emit(logger, { type: 'token.rejected', resource, token, highest, via: 'mysql' });
       return new StaleTokenError(resource, token, highest);
     }
     if (errno === DUPLICATE_FIRE && fireId !== null) {
-      lastSeen.set(resource, token);
+      hints.saw(resource, token);
       emit(logger, { type: 'guard.duplicate', resource, token, fireId });
       return new DuplicateFireError(resource, fireId);
     }
@@ -90,7 +84,7 @@ export function mysqlFenceStore(options: MysqlStoreOptions, context: FenceStoreC
     refusalOf: ({ resource, token, fireId }, cause) => refusalOf(cause, resource, token, fireId),
     unavailable: ({ resource }, phase, cause, outcomeUnknown) => unavailable(resource, phase, cause, outcomeUnknown),
     accepted: ({ resource, token }) => {
-      lastSeen.set(resource, token);
+      hints.saw(resource, token);
       emit(logger, { type: 'token.accepted', resource, token });
     },
   };
@@ -101,7 +95,7 @@ export function mysqlFenceStore(options: MysqlStoreOptions, context: FenceStoreC
    * the fence, or finds none, calls the check procedure, which takes the row exclusively.
    */
   async function checkFence(connection: MysqlConnection, token: Token, resource: string, fireId: string | null): Promise<void> {
-    if (!raises(token, resource)) {
+    if (!hints.raises(token, resource)) {
       const [row] = await connection.run(statements.readFenceShared, [resource]);
       if (row !== undefined) {
         const highest = storedToken(String(row['token']));
@@ -146,11 +140,11 @@ export function mysqlFenceStore(options: MysqlStoreOptions, context: FenceStoreC
         throw unavailable(resource, 'advance', err);
       }
     }
-    lastSeen.set(resource, token);
+    hints.saw(resource, token);
     emit(logger, { type: 'fence.advanced', resource, token });
   }
 
-  const admin = mysqlAdminOperations({ session: session as MysqlSession<unknown>, names, defaultResource: context.resource, logger, fail: unavailable, onLowered: (resource, token) => lastSeen.set(resource, token) });
+  const admin = mysqlAdminOperations({ session: session as MysqlSession<unknown>, names, defaultResource: context.resource, logger, fail: unavailable, onLowered: (resource, token) => hints.saw(resource, token) });
 
   async function appliedOutcome(resource: string, fireId: string): Promise<AppliedOutcome | null> {
     let rows: Record<string, unknown>[];

@@ -9,7 +9,7 @@ import { inspectionOperations } from './inspection.js';
 import { storeUnavailable } from '../sql/store-unavailable.js';
 import { runWriteAttempts, type WriteErrorRules } from '../sql/write-attempts.js';
 import { migrate } from './migrator.js';
-import { BoundedMap } from '../internal/bounded-map.js';
+import { FenceHints } from '../sql/fence-hints.js';
 import { guardObjectNames } from './names.js';
 import { isPgPoolLike, pgPoolSession } from './pg-pool-session.js';
 import { checkCall, leaseCheckedCall } from './check-call.js';
@@ -39,15 +39,7 @@ export function postgresFenceStore(options: PostgresStoreOptions, context: Fence
     storeUnavailable(logger, 'PostgreSQL', { resource, phase, cause, outcomeUnknown, notMigrated: isNotMigrated(cause) });
   const leaseOf = leaseResolver(options.checkLease);
   const check = leaseOf === undefined ? checkCall(names.checkFn) : leaseCheckedCall(names.checkedFn, leaseOf);
-  // The last fence this process saw per resource. Only a hint for the check's statement order (see
-  // the SQL): a stale or missing entry costs one more statement, never correctness.
-  const lastSeen = new BoundedMap<string, Token>(10_000);
-
-  /** The hint the check takes: whether this write may raise the fence. */
-  function raises(token: Token, resource: string): boolean {
-    const seen = lastSeen.get(resource);
-    return seen === undefined || token > seen;
-  }
+  const hints = new FenceHints();
 
   /** The check's refusal as its typed error (reported, and the fence it named remembered), or undefined. */
   function refusalOf(cause: unknown, resource: string, token: Token, fireId: string | null): StaleTokenError | DuplicateFireError | NotLeaderError | undefined {
@@ -59,12 +51,12 @@ export function postgresFenceStore(options: PostgresStoreOptions, context: Fence
     }
     if (sqlStateOf(cause) === STALE_TOKEN) {
       const highest = storedToken(detailOf(cause) ?? '');
-      lastSeen.set(resource, highest);
+      hints.saw(resource, highest);
       emit(logger, { type: 'token.rejected', resource, token, highest, via: 'postgres' });
       return new StaleTokenError(resource, token, highest);
     }
     if (sqlStateOf(cause) === DUPLICATE_FIRE && fireId !== null) {
-      lastSeen.set(resource, token);
+      hints.saw(resource, token);
       emit(logger, { type: 'guard.duplicate', resource, token, fireId });
       return new DuplicateFireError(resource, fireId);
     }
@@ -87,7 +79,7 @@ export function postgresFenceStore(options: PostgresStoreOptions, context: Fence
     const closing = outcomeRecorder<T>(args);
     return runWriteAttempts(
       args,
-      (attempt) => session.transaction(options.isolationLevel, check.inline(token, resource, raises(token, resource), fireId, issuer), (trx) => fn(trx, { token, resource, attempt }), closing),
+      (attempt) => session.transaction(options.isolationLevel, check.inline(token, resource, hints.raises(token, resource), fireId, issuer), (trx) => fn(trx, { token, resource, attempt }), closing),
       errorRules,
       options.maxRetries,
     );
@@ -99,7 +91,7 @@ export function postgresFenceStore(options: PostgresStoreOptions, context: Fence
     refusalOf: ({ resource, token, fireId }, cause) => refusalOf(cause, resource, token, fireId),
     unavailable: ({ resource }, phase, cause, outcomeUnknown) => unavailable(resource, phase, cause, outcomeUnknown),
     accepted: ({ resource, token }) => {
-      lastSeen.set(resource, token);
+      hints.saw(resource, token);
       emit(logger, { type: 'token.accepted', resource, token });
     },
   };
@@ -120,7 +112,7 @@ export function postgresFenceStore(options: PostgresStoreOptions, context: Fence
       throw unavailable(resource, 'open', err);
     }
     try {
-      const statement = check.statement(token, resource, raises(token, resource), fireId, issuer);
+      const statement = check.statement(token, resource, hints.raises(token, resource), fireId, issuer);
       await tx.executeSql(statement.text, toParams(statement.values));
     } catch (err) {
       // Only the check is undone; the caller's transaction goes on. If the caller has already ended
@@ -140,7 +132,7 @@ export function postgresFenceStore(options: PostgresStoreOptions, context: Fence
     } catch (err) {
       throw unavailable(resource, 'body', err);
     }
-    lastSeen.set(resource, token);
+    hints.saw(resource, token);
     emit(logger, { type: 'token.accepted', resource, token });
     return result;
   }
@@ -207,7 +199,7 @@ export function postgresFenceStore(options: PostgresStoreOptions, context: Fence
     defaultResource: context.resource,
     fail: unavailable,
     logger,
-    onLowered: (resource, token) => lastSeen.set(resource, token),
+    onLowered: (resource, token) => hints.saw(resource, token),
   });
 
   const { inspect, auditLog } = inspectionOperations({
