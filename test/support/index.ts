@@ -6,4 +6,4 @@ export { inMemoryMetrics } from './metrics.js';
 export { runCli, serveCli, type CliRun } from './cli.js';
 export { createMysqlPool, createTestMysqlDatabase, testMysqlUrl } from './mysql.js';
 export { countingEtcdClient, createEtcdClient, deleteEtcdPrefix, testEtcdEndpoints, uniqueEtcdPrefix } from './etcd.js';
-export { expectStreamHeld, freezeUntilStuck, streamThroughFault, type WriteOutcome, type WriteStream } from './write-stream.js';
+export { expectStreamHeld, freezeUntilStuck, streamThroughFault, type StreamProgress, type WriteOutcome, type WriteStream } from './write-stream.js';

@@ -7,6 +7,19 @@ import { waitFor } from './redis.js';
 
 export type WriteOutcome = 'committed' | 'nothing applied' | 'outcome unknown';
 
+/** How many writers the stream runs at once. */
+const WRITERS = 4;
+
+/** The stream as a fault sees it while it strikes. */
+export interface StreamProgress {
+  /** Writers the stream runs at once. */
+  readonly writers: number;
+  /** Writes started and not yet answered. */
+  readonly inFlight: number;
+  /** Writes answered (committed or failed). */
+  readonly completed: number;
+}
+
 export interface WriteStream {
   /** What each write said: committed, or failed typed (GUARD_UNAVAILABLE, saying whether its commit's outcome is unknown). */
   readonly outcomes: ReadonlyMap<number, WriteOutcome>;
@@ -17,17 +30,18 @@ export interface WriteStream {
 }
 
 /**
- * Runs the stream: `fault` strikes once 40 writes committed (it is handed `stream`, to wait on the
- * writers), and the stream ends once 40 more committed after it (bounded by `boundMs`).
+ * Runs the stream (`WRITERS` writers): `fault` strikes once 40 writes committed (it is handed the
+ * stream's progress, to wait on the writers), and the stream ends once 40 more committed after it
+ * (bounded by `boundMs`).
  */
 export async function streamThroughFault(
   write: (id: number) => Promise<void>,
-  fault: (stream: { readonly inFlight: number; readonly completed: number }) => Promise<void>,
+  fault: (stream: StreamProgress) => Promise<void>,
   boundMs = 45_000,
 ): Promise<WriteStream> {
   const outcomes = new Map<number, WriteOutcome>();
   const unexpected: unknown[] = [];
-  const stream = { inFlight: 0, completed: 0 };
+  const stream = { writers: WRITERS, inFlight: 0, completed: 0 };
   let faultOver = false;
   let committedAfterFault = 0;
   let next = 0;
@@ -54,7 +68,7 @@ export async function streamThroughFault(
   const writer = async () => {
     while (committedAfterFault < 40 && performance.now() < deadline && unexpected.length === 0) await writeOne(++next);
   };
-  const writers = Promise.all([writer(), writer(), writer(), writer()]);
+  const writers = Promise.all(Array.from({ length: WRITERS }, writer));
   await waitFor(() => [...outcomes.values()].filter((o) => o === 'committed').length >= 40, 20_000);
   await fault(stream);
   faultOver = true;
@@ -81,7 +95,7 @@ export function expectStreamHeld(stream: WriteStream, present: ReadonlySet<numbe
  * The freeze: the server stopped (SIGSTOP) until every writer is waiting on it and none has finished
  * for `quietMs`, then woken. Nothing breaks in a freeze, so every write must then commit.
  */
-export async function freezeUntilStuck(server: { pause(): void; resume(): void }, stream: { readonly inFlight: number; readonly completed: number }, quietMs = 1000): Promise<void> {
+export async function freezeUntilStuck(server: { pause(): void; resume(): void }, stream: StreamProgress, quietMs = 1000): Promise<void> {
   server.pause();
   try {
     let seen = stream.completed;
@@ -92,7 +106,7 @@ export async function freezeUntilStuck(server: { pause(): void; resume(): void }
           seen = stream.completed;
           quietSince = performance.now();
         }
-        return stream.inFlight === 4 && performance.now() - quietSince >= quietMs;
+        return stream.inFlight === stream.writers && performance.now() - quietSince >= quietMs;
       },
       20_000,
       20,
