@@ -21,6 +21,7 @@ export {
   type CreateSchedulerOptions,
   type FireContext,
   type FireHandler,
+  type SchedulerEventMap,
   type JobDefinition,
   type QueueLike,
 } from './scheduler/scheduler.js';
@@ -28,3 +29,4 @@ export {
 export { dispatchKey, fireId, parseFireId } from '@fenced/shared';
 export { graphileWorkerQueue, pgBossQueue, type GraphileWorkerAddJob, type PgBossSend } from './scheduler/queue-targets.js';
 export { type MisfirePolicy } from './scheduler/catch-up.js';
+export type { RetryPolicy } from './scheduler/retry-delay.js';

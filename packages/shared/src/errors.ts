@@ -53,6 +53,11 @@ export const FencedErrorCode = {
    * half-written, and a leader that cannot renew ends its term by its own deadline.
    */
   LEASE_STORE_UNAVAILABLE: 'LEASE_STORE_UNAVAILABLE',
+  /**
+   * A fire's handler gave the fire up on purpose (`throw new FireGivenUpError(reason)`): the scheduler
+   * does not dispatch it again, and reports it (`fire.given-up`, a metric) instead of retrying it.
+   */
+  FIRE_GIVEN_UP: 'FIRE_GIVEN_UP',
 } as const;
 
 export type FencedErrorCode = (typeof FencedErrorCode)[keyof typeof FencedErrorCode];
@@ -88,6 +93,7 @@ export interface FencedErrorByCode {
   SCHEMA_MISSING: SchemaMissingError;
   INVALID_MUTATION: InvalidMutationError;
   LEASE_STORE_UNAVAILABLE: LeaseStoreUnavailableError;
+  FIRE_GIVEN_UP: FireGivenUpError;
 }
 
 // Every code has its class: adding a code without one fails to compile here.
@@ -273,6 +279,26 @@ export class EnvelopeSignatureError extends FencedError {
     readonly kid: string | undefined,
   ) {
     super(FencedErrorCode.BAD_SIGNATURE, `envelope refused: ${reason === 'unsigned' ? 'not signed' : reason === 'unknown-key' ? `unknown key id ${JSON.stringify(kid)}` : 'signature does not match'}`);
+  }
+}
+
+/**
+ * Thrown by a fire's handler to give the fire up: the scheduler stops retrying it, records it as
+ * settled (the job's later fires go on) and reports it as `fire.given-up`. Anything else a handler
+ * throws is retried.
+ *
+ * @example
+ * ```ts
+ * if (customer === null) throw new FireGivenUpError('the customer was deleted');
+ * ```
+ */
+export class FireGivenUpError extends FencedError {
+  override readonly name = 'FireGivenUpError';
+  constructor(
+    readonly reason: string,
+    options?: { cause?: unknown },
+  ) {
+    super(FencedErrorCode.FIRE_GIVEN_UP, `fire given up: ${reason}`, options);
   }
 }
 

@@ -57,7 +57,19 @@ export type FencedEvent =
    */
   | { type: 'lease.takeover'; lease: string; nodeId: string; ended: number }
   | { type: 'fire.dispatched'; lease: string; nodeId: string; job: string; fireId: string; token: bigint }
-  | { type: 'fire.failed'; lease: string; nodeId: string; job: string; fireId: string; token: bigint; error: unknown }
+  /**
+   * One dispatch of a fire failed (its handler threw, its queue refused it): `attempt` counts this
+   * term's dispatches of the fire; `retryInMs` is when it goes again, or null when this term will not
+   * dispatch it again (the term ended: the next term catches it up).
+   */
+  | { type: 'fire.failed'; lease: string; nodeId: string; job: string; fireId: string; token: bigint; error: unknown; attempt: number; retryInMs: number | null }
+  /**
+   * A fire will never be dispatched again: its handler gave it up (`FireGivenUpError`, or a
+   * `failed-permanent` outcome), or it failed until it fell out of the catch-up window.
+   */
+  | { type: 'fire.given-up'; lease: string; nodeId: string; job: string; fireId: string; token: bigint; reason: string; attempts: number; error?: unknown }
+  /** A fire's write was refused as stale: a later term leads, so this one stops dispatching the job and leaves the fire to it. */
+  | { type: 'fire.stale'; lease: string; nodeId: string; job: string; fireId: string; token: bigint }
   | { type: 'fire.skipped'; lease: string; nodeId: string; job: string; missed: number; reason: string };
 
 /** Why a node stopped leading. */

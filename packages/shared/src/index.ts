@@ -19,6 +19,7 @@ export {
   SchemaMissingError,
   InvalidMutationError,
   LeaseStoreUnavailableError,
+  FireGivenUpError,
   type LeaseStoreFailure,
   type FencedErrorByCode,
   type ValidationIssue,
@@ -32,3 +33,4 @@ export { type FencedEvent, type FencedLogger, type LeaseLossReason } from './eve
 export { ENVELOPE_VERSION, DEFAULT_MAX_PAYLOAD_BYTES, createEnvelope, parseEnvelope, parseFireIdText, parseIssuerText, type Envelope, type EnvelopeFields, type ReceivedEnvelope } from './envelope.js';
 export { canonicalEnvelope, canonicalSignedFields, payloadDigest, signEnvelope, verifyEnvelope, verifySignedFields, type SignedFields, type SigningKey, type VerificationKeys } from './signing.js';
 export { FIRE_HEADER, MAX_FIRE_HEADER_LENGTH, encodeFireHeader, parseFireHeader, verifyFire, type FireHeaderFields, type ReceivedFire } from './fire-header.js';
+export { outcomeOfError, outcomeOfResult, type DispatchOutcome, type DispatchOutcomeStatus } from './dispatch-outcome.js';

@@ -9,6 +9,8 @@ export class SchedulerMetrics {
   readonly #caughtUp: Counter;
   readonly #skipped: Counter;
   readonly #failed: Counter;
+  readonly #givenUp: Counter;
+  readonly #stale: Counter;
   readonly #lateness: Histogram;
   readonly #failoverGap: Histogram;
   readonly #backlog: ObservableGauge;
@@ -25,7 +27,18 @@ export class SchedulerMetrics {
       description: 'Dispatched fires that were planned as catch-up at an election (due before the term began)',
     });
     this.#skipped = meter.createCounter('fenced.scheduler.fires.skipped', { unit: '{fire}', description: 'Missed fires the misfire policy chose not to run' });
-    this.#failed = meter.createCounter('fenced.scheduler.fires.failed', { unit: '{fire}', description: 'Dispatches whose handler threw or whose queue refused the job' });
+    this.#failed = meter.createCounter('fenced.scheduler.fires.failed', {
+      unit: '{fire}',
+      description: 'Dispatches that failed (the handler threw, the queue refused the job); each such fire is dispatched again',
+    });
+    this.#givenUp = meter.createCounter('fenced.scheduler.fires.given_up', {
+      unit: '{fire}',
+      description: 'Fires never to be dispatched again: given up by their handler, or still failing when they fell out of the catch-up window',
+    });
+    this.#stale = meter.createCounter('fenced.scheduler.fires.stale', {
+      unit: '{fire}',
+      description: "Fires whose write was refused as stale: a later term leads and catches them up",
+    });
     this.#lateness = secondsHistogram(meter, 'fenced.scheduler.fire.lateness', 'How long after its due time (by the Redis server clock) each fire was dispatched');
     this.#failoverGap = secondsHistogram(
       meter,
@@ -59,6 +72,14 @@ export class SchedulerMetrics {
 
   failed(job: string): void {
     this.#failed.add(1, this.#attributes(job));
+  }
+
+  givenUp(job: string): void {
+    this.#givenUp.add(1, this.#attributes(job));
+  }
+
+  stale(job: string): void {
+    this.#stale.add(1, this.#attributes(job));
   }
 
   skipped(job: string, count: number): void {

@@ -74,6 +74,21 @@ export const schedulerOptionsSchema = z
      * @defaultValue `256`
      */
     concurrency: z.number().int().min(1).max(100_000).default(256),
+    /**
+     * How a fire whose dispatch failed (its handler threw, its queue refused it) is dispatched again:
+     * after a backoff that doubles from `minDelayMs` up to `maxDelayMs`, each delay drawn at random
+     * between half of it and all of it (so that jobs failing together do not retry together). A fire is
+     * retried while its term lasts and it is inside `catchUpWindowMs`; the job's later fires wait
+     * behind it, in order.
+     * @defaultValue `{ minDelayMs: 100, maxDelayMs: 2000 }`
+     */
+    retry: z
+      .strictObject({
+        minDelayMs: z.number().int().min(1).max(60_000).default(100),
+        maxDelayMs: z.number().int().min(1).max(3_600_000).default(2000),
+      })
+      .refine((retry) => retry.minDelayMs <= retry.maxDelayMs, { message: 'minDelayMs must not be above maxDelayMs', path: ['minDelayMs'] })
+      .default({ minDelayMs: 100, maxDelayMs: 2000 }),
     /** Receives structured events. */
     logger: z.custom<(event: never) => void>(isFunction, { message: 'must be a function' }).optional(),
     meterProvider: meterProviderSchema.optional(),

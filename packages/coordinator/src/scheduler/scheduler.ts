@@ -1,10 +1,15 @@
+import { EventEmitter } from 'node:events';
 import { failpoints } from '@fenced/shared/failpoints';
 import {
   ConfigError,
   createEnvelope,
   dispatchKey,
   fireId,
+  outcomeOfError,
+  outcomeOfResult,
+  type DispatchOutcome,
   type Envelope,
+  type FencedEvent,
   type FencedLogger,
 } from '@fenced/shared';
 import { emit, parseOptions } from '@fenced/shared/internal';
@@ -17,16 +22,31 @@ import { recoverLastFires, resumePoint } from './resume.js';
 import { DueQueue } from './due-queue.js';
 import { cronSchedule, intervalSchedule, type JobSchedule } from './job-schedule.js';
 import { SchedulerMetrics } from '../metrics/scheduler-metrics.js';
+import { retryDelayMs, type RetryPolicy } from './retry-delay.js';
 import type { MeterProvider } from '@opentelemetry/api';
 
 /** What an in-process handler is given besides the envelope. */
 export interface FireContext {
-  /** Aborts when this node stops leading. */
+  /**
+   * Aborts when this term ends (the lease lost, handed over or stopped): pass it to what the handler
+   * waits on (`sendFire(url, { envelope, signal })`, a query's cancellation) so that a deposed
+   * leader's handler stops early. The fence refuses its writes either way.
+   */
   readonly signal: AbortSignal;
 }
 
-/** An in-process fire handler. */
+/**
+ * An in-process fire handler. The scheduler owns the fire's delivery and reads what the handler did
+ * as a {@link DispatchOutcome}: a resolved value is `applied` (a wrapped handler's
+ * `{ status: 'duplicate' | 'stale' }`, or a fenced service's answer from `sendFire`, says more); a
+ * throw is retried, except a stale token (the term is over), a fire already applied (`DUPLICATE_FIRE`:
+ * success) and `FireGivenUpError` (given up, reported). See `outcomeOfResult` and `outcomeOfError`.
+ */
 export type FireHandler = (envelope: Envelope, context: FireContext) => unknown;
+
+/** The events a scheduler reports about fires, as `scheduler.on(type, listener)` hears them (the logger gets them too). */
+export type SchedulerEventMap = { [K in SchedulerEventType]: [Extract<FencedEvent, { type: K }>] };
+type SchedulerEventType = 'fire.dispatched' | 'fire.failed' | 'fire.given-up' | 'fire.stale' | 'fire.skipped';
 
 /**
  * Where a job's fires are enqueued: a BullMQ `Queue` as it is, or an adapter
@@ -93,6 +113,8 @@ interface Job {
   readonly pending: number[];
   /** How many of the first pending fires were planned as catch-up at the election. */
   catchUp: number;
+  /** The term in which a write of this job was refused as stale: that term dispatches the job no more. */
+  staleIn: LeaderTerm | null;
   inFlight: boolean;
   /** In the ready queue (see #pump). */
   queued: boolean;
@@ -103,7 +125,7 @@ interface Job {
  * shared envelope; the last dispatched fire per job lives in the lease's store (Redis or PostgreSQL),
  * written only by a call that checks the lease there; due times come from that server's clock.
  */
-export class Scheduler {
+export class Scheduler extends EventEmitter<SchedulerEventMap> {
   readonly #coordinator: Leadership;
   readonly #jobs: ReadonlyMap<string, Job>;
   readonly #misfire: MisfirePolicy;
@@ -111,6 +133,7 @@ export class Scheduler {
   readonly #maxCatchUpFires: number;
   readonly #tickMs: number;
   readonly #concurrency: number;
+  readonly #retryPolicy: RetryPolicy;
   readonly #logger: FencedLogger | undefined;
   readonly #seal: (envelope: Envelope) => Envelope;
   readonly #records: FireLog;
@@ -136,10 +159,13 @@ export class Scheduler {
   /** Jobs whose drain ended with fires left (a queue refused one, or more came due meanwhile): the next tick's. */
   readonly #retry: Job[] = [];
   #idle: Array<() => void> = [];
+  /** Drains waiting out a retry's backoff: woken at once when the scheduler stands down. */
+  readonly #backoffs = new Set<() => void>();
   readonly #onElected = () => void this.#lead();
   readonly #onLost = () => this.#standDown();
 
   constructor(input: CreateSchedulerOptions) {
+    super();
     const options = parseOptions('scheduler', schedulerOptionsSchema, input);
     this.#coordinator = input.coordinator;
     this.#misfire = options.misfire;
@@ -147,6 +173,7 @@ export class Scheduler {
     this.#maxCatchUpFires = options.maxCatchUpFires;
     this.#tickMs = options.tickMs;
     this.#concurrency = options.concurrency;
+    this.#retryPolicy = options.retry;
     this.#logger = input.logger;
     this.#seal = input.seal ?? ((e) => e);
     this.#records = this.#coordinator.fireLog();
@@ -159,7 +186,7 @@ export class Scheduler {
       } catch (err) {
         throw new ConfigError('scheduler', [{ path: `jobs.${name}.cron`, message: (err as Error).message }]);
       }
-      jobs.set(name, { name, schedule, handler: def.handler, queue: def.queue, payload: def.payload, pending: [], catchUp: 0, inFlight: false, queued: false });
+      jobs.set(name, { name, schedule, handler: def.handler, queue: def.queue, payload: def.payload, pending: [], catchUp: 0, staleIn: null, inFlight: false, queued: false });
     }
     this.#jobs = jobs;
     this.#metrics = new SchedulerMetrics(options.meterProvider as MeterProvider | undefined, this.#coordinator.lease, () =>
@@ -271,7 +298,7 @@ export class Scheduler {
     job.catchUp = plan.fires.length;
     this.#metrics.skipped(job.name, plan.skipped);
     if (plan.skipped > 0 || plan.beforeWindow) {
-      emit(this.#logger, {
+      this.#report({
         type: 'fire.skipped',
         lease: this.#coordinator.lease,
         nodeId: this.#coordinator.nodeId,
@@ -307,7 +334,20 @@ export class Scheduler {
     for (const job of this.#jobs.values()) {
       job.pending.length = 0;
       job.catchUp = 0;
+      job.staleIn = null;
       job.queued = false;
+    }
+    for (const wake of [...this.#backoffs]) wake();
+  }
+
+  /** Reports an event about fires to the logger and to this emitter's listeners; neither can break a dispatch. */
+  #report(event: Extract<FencedEvent, { type: SchedulerEventType }>): void {
+    emit(this.#logger, event);
+    if (this.listenerCount(event.type) === 0) return;
+    try {
+      (this.emit as (type: string, event: unknown) => boolean)(event.type, event);
+    } catch {
+      // A listener that throws must not turn a dispatched fire into a lost one.
     }
   }
 
@@ -345,6 +385,7 @@ export class Scheduler {
 
   #markReady(job: Job): void {
     if (job.inFlight || job.queued || job.pending.length === 0) return;
+    if (job.staleIn !== null && job.staleIn === this.#term) return;
     job.queued = true;
     this.#ready.push(job);
   }
@@ -382,21 +423,45 @@ export class Scheduler {
     return this.#context.context;
   }
 
-  /**
-   * Hands one fire to its queue or handler. False when the queue refused it (it stays pending for a
-   * later tick); a handler that threw saw the fire, so that fire counts as dispatched.
-   */
-  async #dispatch(job: Job, envelope: Envelope, term: LeaderTerm): Promise<boolean> {
+  /** Hands one fire to its queue or handler, and reads how that ended. */
+  async #dispatch(job: Job, envelope: Envelope, term: LeaderTerm): Promise<DispatchOutcome> {
     try {
-      if (job.queue !== undefined) await job.queue.add(job.name, envelope, { jobId: dispatchKey(envelope) });
-      else await job.handler!(envelope, this.#contextOf(term));
-      return true;
+      if (job.queue !== undefined) {
+        await job.queue.add(job.name, envelope, { jobId: dispatchKey(envelope) });
+        return ENQUEUED;
+      }
+      return outcomeOfResult(await job.handler!(envelope, this.#contextOf(term)));
     } catch (error) {
-      this.#metrics.failed(job.name);
-      emit(this.#logger, { type: 'fire.failed', ...this.#fireFields(job, envelope.fireId, term), error });
-      // Not enqueued: try again later. The handler's own failure is the handler's to retry (at-least-once).
-      return job.queue === undefined;
+      return outcomeOfError(error);
     }
+  }
+
+  /** The envelope of one fire of this term (the payload function and the seal may throw). */
+  #envelopeOf(job: Job, scheduledAt: number, term: LeaderTerm): Envelope {
+    return this.#seal(
+      createEnvelope({
+        job: job.name,
+        scheduledAt,
+        token: term.token,
+        issuer: this.#coordinator.nodeId,
+        payload: typeof job.payload === 'function' ? (job.payload as (at: number) => unknown)(scheduledAt) : job.payload,
+      }),
+    );
+  }
+
+  /** Waits out a retry's backoff; ends early when the term ends or the scheduler stands down. */
+  #backoff(ms: number, term: LeaderTerm): Promise<void> {
+    return new Promise<void>((resolve) => {
+      const wake = () => {
+        clearTimeout(timer);
+        term.signal.removeEventListener('abort', wake);
+        this.#backoffs.delete(wake);
+        resolve();
+      };
+      const timer = setTimeout(wake, ms);
+      term.signal.addEventListener('abort', wake, { once: true });
+      this.#backoffs.add(wake);
+    });
   }
 
   /** Takes a dispatch slot, waiting for one when all are in use. */
@@ -417,9 +482,15 @@ export class Scheduler {
   }
 
   /**
-   * Dispatches a job's pending fires in order, then records each one; stops when the term ends.
-   * Enters holding a dispatch slot (#pump took it for the first fire) and holds one only while a
-   * fire is in dispatch: the record is written after the slot is freed.
+   * Delivers a job's pending fires in order, recording each once it is settled; stops when the term
+   * ends. Enters holding a dispatch slot (#pump took it for the first fire) and holds one only while
+   * a fire is in dispatch: a retry's backoff and the record are waited for without one.
+   *
+   * A fire is settled when it took effect (applied, or a duplicate of a dispatch that did) or was
+   * given up (by its handler, or after it fell out of the catch-up window). Until then it is
+   * dispatched again after a backoff, and the job's later fires wait behind it. A fire refused as
+   * stale, or one still failing when the term ends, is not recorded: the record is where the next
+   * term's catch-up starts, so that term dispatches it again.
    */
   async #drain(job: Job, term: LeaderTerm): Promise<void> {
     let holding = true;
@@ -434,42 +505,78 @@ export class Scheduler {
           // while the coordinator still leads).
           if (this.#term !== term || job.pending.length === 0) return;
         }
-        // Self-fence before every dispatch: the term must still be current by our own deadline.
-        if (this.#coordinator.currentTerm() !== term) return;
         const scheduledAt = job.pending[0]!;
-        const dispatchedAt = this.#coordinator.serverNow();
-        let envelope: Envelope;
-        try {
-          envelope = this.#seal(
-            createEnvelope({
-              job: job.name,
-              scheduledAt,
-              token: term.token,
-              issuer: this.#coordinator.nodeId,
-              payload: typeof job.payload === 'function' ? (job.payload as (at: number) => unknown)(scheduledAt) : job.payload,
-            }),
-          );
-        } catch (error) {
-          // The job's payload function or the seal threw: nothing was dispatched. Like a queue that
-          // refused the fire, it stays pending for a later tick.
+        let envelope: Envelope | undefined;
+        let dispatchedAt: number | null = null;
+        let gapMs: number | null = null;
+        let outcome: DispatchOutcome;
+        let attempt = 0;
+        for (;;) {
+          attempt++;
+          // Self-fence before every dispatch: the term must still be current by our own deadline.
+          if (this.#coordinator.currentTerm() !== term) return;
+          let current: DispatchOutcome | undefined;
+          try {
+            envelope ??= this.#envelopeOf(job, scheduledAt, term);
+          } catch (error) {
+            // The job's payload function or the seal threw: nothing was dispatched; try again.
+            current = { status: 'failed-retryable', error };
+          }
+          if (current === undefined) {
+            if (dispatchedAt === null) {
+              dispatchedAt = this.#coordinator.serverNow();
+              gapMs = this.#countDispatch(job, scheduledAt, dispatchedAt, term);
+              // Built only for a logger or a listener: in a burst, every object made per fire is garbage to collect.
+              if (this.#logger !== undefined || this.listenerCount('fire.dispatched') > 0) this.#report({ type: 'fire.dispatched', ...this.#fireFields(job, envelope!.fireId, term) });
+            }
+            current = await this.#dispatch(job, envelope!, term);
+          }
+          outcome = current;
+          if (outcome.status !== 'failed-retryable') break;
+          const error = outcome.error;
           this.#metrics.failed(job.name);
-          emit(this.#logger, { type: 'fire.failed', ...this.#fireFields(job, fireId(job.name, scheduledAt), term), error });
+          const now = this.#coordinator.serverNow();
+          const termGoesOn = this.#term === term && this.#coordinator.currentTerm() === term;
+          const inWindow = now === null || now - scheduledAt <= this.#catchUpWindowMs;
+          const retryInMs = termGoesOn && inWindow ? retryDelayMs(attempt, this.#retryPolicy) : null;
+          this.#report({ type: 'fire.failed', ...this.#fireFields(job, fireId(job.name, scheduledAt), term), error, attempt, retryInMs });
+          if (!inWindow && termGoesOn) {
+            outcome = { status: 'failed-permanent', reason: `still failing after ${attempt} dispatches when it fell out of the catch-up window (${this.#catchUpWindowMs} ms)`, error };
+            break;
+          }
+          // The term is over: the fire was not recorded, so the next term's catch-up dispatches it.
+          if (retryInMs === null) return;
+          this.#releaseSlot(term);
+          holding = false;
+          await this.#backoff(retryInMs, term);
+          if (this.#term !== term) return;
+          await this.#takeSlot();
+          holding = true;
+          if (this.#term !== term || job.pending[0] !== scheduledAt) return;
+        }
+        const fire = fireId(job.name, scheduledAt);
+        if (outcome.status === 'stale') {
+          // A later term wrote: this one no longer leads, whatever its own deadline says yet. It leaves
+          // the fire, unrecorded, to that term's catch-up and dispatches this job no more.
+          this.#metrics.stale(job.name);
+          this.#report({ type: 'fire.stale', ...this.#fireFields(job, fire, term) });
+          if (this.#term === term) job.staleIn = term;
           return;
         }
-        if (!(await this.#dispatch(job, envelope, term))) return;
-        // Dispatched: the slot goes to the next fire while this one is recorded.
+        if (outcome.status === 'failed-permanent') {
+          this.#metrics.givenUp(job.name);
+          this.#report({ type: 'fire.given-up', ...this.#fireFields(job, fire, term), reason: outcome.reason, attempts: attempt, ...(outcome.error === undefined ? {} : { error: outcome.error }) });
+        }
+        // Settled: the slot goes to the next fire while this one is recorded.
         this.#releaseSlot(term);
         holding = false;
-        const gapMs = this.#countDispatch(job, scheduledAt, dispatchedAt, term);
-        // Built only for a logger: in a burst, every object made per fire is garbage to collect.
-        if (this.#logger !== undefined) emit(this.#logger, { type: 'fire.dispatched', ...this.#fireFields(job, envelope.fireId, term) });
         // The term may have ended while the handler ran, and a new term may already have planned this
-        // job's fires again (this very one included, if its write was refused): its pending list is not
-        // ours to touch any more, nor is the record.
+        // job's fires again (this very one included): its pending list is not ours to touch any more,
+        // nor is the record.
         if (this.#term !== term) return;
         job.pending.shift();
         if (failpoints.armed) await failpoints.hit('scheduler.dispatched-before-record');
-        // Recorded after dispatch: a crash in between dispatches the fire again (at-least-once), which
+        // Recorded once settled: a crash in between dispatches the fire again (at-least-once), which
         // the guard's dedupe on fireId makes harmless. The script refuses a stale lease.
         let recorded: number;
         try {
@@ -495,6 +602,9 @@ export class Scheduler {
     }
   }
 }
+
+/** A queue took the fire: for the scheduler, delivered (the worker's write is fenced in its turn). */
+const ENQUEUED: DispatchOutcome = Object.freeze({ status: 'applied' });
 
 /**
  * Creates a scheduler on a coordinator.
