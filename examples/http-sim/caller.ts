@@ -4,8 +4,8 @@
  * EVERY_MS, and each fire is one HTTP call to the service.
  *
  * MODE=guarded: the coordinator's lease and tokens, the scheduler with a handler that sends the
- * signed fire in its `Fenced-Fire` header (`sendFire`); a call the service answers 503, or that gets
- * no answer, is sent again while the term lasts. MODE=control: the same calls on the lease alone, the
+ * signed fire in its `Fenced-Fire` header (`sendFire`) and returns the answer; the scheduler sends
+ * a fire the service answered 503, or that got no answer, again while the term lasts. MODE=control: the same calls on the lease alone, the
  * token in the body, as the team ran it before.
  *
  * The moment the simulation aims mid-write faults at (`handler.prechecked-before-write`) is, here,
@@ -16,7 +16,7 @@
  * Env: NODE_NAME, MODE, REDIS_URL, KEY_PREFIX, TTL_MS, RENEW_MS, EVERY_MS, SERVICE_URL, SIGNING_KEY.
  */
 import { Redis } from 'ioredis';
-import { createCoordinator, createScheduler, type FireContext } from '@fenced/coordinator';
+import { createCoordinator, createScheduler } from '@fenced/coordinator';
 import { sendFire, type FireResponse } from '@fenced/consumer-guard/http';
 import { createEnvelope, parseToken, signEnvelope, type Envelope } from '@fenced/shared';
 import { listenForFailpointCommands } from '../ledger-sim/failpoint-commands.js';
@@ -43,11 +43,10 @@ function outcomeOf(response: FireResponse): string {
 }
 
 /**
- * Calls the service for one fire, again while `signal` (the term) lasts when it fails or gets no
- * answer. The call itself is not aborted with the term: a caller that wakes from a pause does not know
- * yet that its term ended, and its late request is exactly what the service must refuse.
+ * The control's call: the service for one fire, again until it answers (the team's own loop before
+ * fenced; the control's scheduler records a fire as dispatched either way).
  */
-async function call(envelope: Envelope, body: unknown, signal: AbortSignal): Promise<void> {
+async function callUntilAnswered(envelope: Envelope, body: unknown): Promise<void> {
   const fire = { fireId: envelope.fireId, token: envelope.token };
   line({ kind: 'write', outcome: 'begin', ...fire });
   for (;;) {
@@ -63,7 +62,6 @@ async function call(envelope: Envelope, body: unknown, signal: AbortSignal): Pro
     }
     line({ kind: 'write', outcome, ...fire, ...(reason === undefined ? {} : { reason }) });
     if (outcome !== 'failed') return;
-    if (signal.aborted) throw new Error(`the term ended before ${fire.fireId} was posted`);
     await new Promise((r) => setTimeout(r, 100));
   }
 }
@@ -77,10 +75,25 @@ if (mode === 'guarded') {
     jobs: {
       [JOB]: {
         everyMs,
-        handler: async (envelope: Envelope, context: FireContext) => {
+        // The handler as the READMEs show it: one sendFire, its answer returned. The scheduler reads
+        // the answer's Fenced-Outcome and dispatches the fire again when the service answered 503 or
+        // not at all. The call is not aborted with the term (no `signal`): a caller that wakes from a
+        // pause does not know yet that its term ended, and its late request is exactly what the
+        // service must refuse. The lines around it are the simulation's instrumentation.
+        handler: async (envelope: Envelope) => {
           const leading = coordinator.currentTerm()?.token === BigInt(envelope.token);
-          line({ kind: 'dispatch', fireId: envelope.fireId, token: envelope.token, scheduledAt: Date.parse(envelope.scheduledAt), leading });
-          await call(envelope, { caller: node }, context.signal);
+          const fire = { fireId: envelope.fireId, token: envelope.token };
+          line({ kind: 'dispatch', ...fire, scheduledAt: Date.parse(envelope.scheduledAt), leading });
+          line({ kind: 'write', outcome: 'begin', ...fire });
+          try {
+            const response = await sendFire(serviceUrl, { envelope, body: { caller: node } });
+            const outcome = outcomeOf(response);
+            line({ kind: 'write', outcome, ...fire, ...(outcome === 'failed' ? { reason: `HTTP ${response.status}` } : {}) });
+            return response;
+          } catch (err) {
+            line({ kind: 'write', outcome: 'failed', ...fire, reason: (err as Error).message });
+            throw err;
+          }
         },
       },
     },
@@ -107,7 +120,7 @@ if (mode === 'guarded') {
     deliver: async ({ fireId, scheduledAt, token }) => {
       // The same client as the guarded run (so the same moment can be stopped), the fire in the body.
       const envelope = createEnvelope({ job: JOB, scheduledAt, token: parseToken(token), issuer: node, payload: null });
-      await call(envelope, { fireId, token: token.toString(), caller: node, scheduledAt }, new AbortController().signal);
+      await callUntilAnswered(envelope, { fireId, token: token.toString(), caller: node, scheduledAt });
     },
   });
   await coordinator.start();

@@ -27,7 +27,6 @@ import { postgresClock, postgresLeases } from '@fenced/coordinator/postgres';
 import { etcdLeases } from '@fenced/coordinator/etcd';
 import { Etcd3 } from 'etcd3';
 import { circuitBreaker, ConsecutiveBreaker, handleAll } from 'cockatiel';
-import { isFencedError } from '@fenced/shared';
 import { failpoints } from '@fenced/shared/failpoints';
 import { listenForFailpointCommands } from './failpoint-commands.js';
 import { INSERT_SQL, JOB, LEASE, RESOURCE } from './ledger.js';
@@ -135,7 +134,7 @@ if (mode === 'guarded') {
     jobs: {
       [JOB]: {
         everyMs,
-        handler: async (envelope, { signal }) => {
+        handler: async (envelope) => {
           // For the simulation's layer checks: whether this replica's own lease is current with the
           // envelope's token at the moment of dispatch (read before anything is awaited), and (on
           // the handler's begin line) the highest token the guard's mark held before it was called.
@@ -143,22 +142,17 @@ if (mode === 'guarded') {
           line({ kind: 'dispatch', fireId: envelope.fireId, token: envelope.token, scheduledAt: Date.parse(envelope.scheduledAt), leading });
           const highestBefore = mark === undefined ? undefined : await withinMs(200, mark.highest()).catch(() => undefined);
           if (highestBefore != null) knownBefore.set(envelope.fireId, highestBefore);
-          // At-least-once is the handler's business: a write the guard could not make (PostgreSQL
-          // unreachable: nothing applied) is delivered again, same fire id, until it is applied or
-          // refused, or this term ends (the next leader then dispatches the fire again: it was never
-          // recorded). The dedupe makes every repeat safe.
+          // The handler as the coordinator's README shows it (`handler: (envelope) => handle(envelope)`):
+          // no retry of its own. The scheduler reads what it returns or throws, and dispatches a fire
+          // whose write failed (PostgreSQL unreachable: nothing applied) again until it takes effect,
+          // is refused, or the term ends. The lines around it are the simulation's instrumentation.
           try {
-            for (let attempt = 1; ; attempt++) {
-              try {
-                const outcome = await handle(envelope);
-                if (outcome.status !== 'applied') line({ kind: 'write', outcome: outcome.status, fireId: envelope.fireId, token: envelope.token });
-                return;
-              } catch (err) {
-                line({ kind: 'write', outcome: 'failed', fireId: envelope.fireId, token: envelope.token, reason: (err as Error).message });
-                if (!isFencedError(err, 'GUARD_UNAVAILABLE') || signal.aborted) throw err;
-                await sleep(Math.min(500, 25 * 2 ** attempt));
-              }
-            }
+            const outcome = await handle(envelope);
+            if (outcome.status !== 'applied') line({ kind: 'write', outcome: outcome.status, fireId: envelope.fireId, token: envelope.token });
+            return outcome;
+          } catch (err) {
+            line({ kind: 'write', outcome: 'failed', fireId: envelope.fireId, token: envelope.token, reason: (err as Error).message });
+            throw err;
           } finally {
             knownBefore.delete(envelope.fireId); // a fire refused before its handler began leaves one
             // The job is free for its next fire: the checker credits a catch-up with this busy time.

@@ -1,7 +1,10 @@
 import { isFencedError } from '@fenced/shared';
 
+/** Every value of the `Fenced-Outcome` header. */
+export const FIRE_OUTCOMES = ['applied', 'replayed', 'stale', 'duplicate', 'refused', 'unavailable'] as const;
+
 /** How a fenced endpoint answered (its `Fenced-Outcome` header). */
-export type FireOutcome = 'applied' | 'replayed' | 'stale' | 'duplicate' | 'refused' | 'unavailable';
+export type FireOutcome = (typeof FIRE_OUTCOMES)[number];
 
 /**
  * The JSON body of every refusal a fenced endpoint answers (docs/http-fire-header.md): a code a

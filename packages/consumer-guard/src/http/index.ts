@@ -2,7 +2,7 @@
 // fire to its request (`fireHeaders`, `sendFire`); the service checks its token in the write's own
 // transaction on its own database (`guard.wrapRoute`, then an adapter for node:http, Express or
 // Fastify). The header's format is in docs/http-fire-header.md. Nothing here imports a framework.
-export { fireHeaders, sendFire, type FireResponse, type SendFireOptions } from './caller.js';
+export { DEFAULT_SEND_TIMEOUT_MS, FireCallTimeoutError, fireHeaders, sendFire, type FireResponse, type SendFireOptions } from './caller.js';
 export { toExpressHandler, toFastifyHandler, toNodeListener, type ExpressRequestLike, type FastifyReplyLike, type FastifyRequestLike, type NodeAdapterOptions } from './adapters.js';
 export {
   OUTCOME_HEADER,
