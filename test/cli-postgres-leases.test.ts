@@ -49,6 +49,17 @@ describe('fenced on the PostgreSQL lease store', () => {
     expect(text.stdout).toContain('node-a');
   });
 
+  it('status lists the elections newest first by token as a number (token 10 above 9), not as text (a regression)', async () => {
+    // Elections with tokens past one digit, as a lease that has run a while has.
+    for (const token of [8, 9, 10, 11]) {
+      await schema.pool.query(`INSERT INTO "${schema.name}".fenced_fences_elections (lease, token, node, ttl_ms, fences, regressed, at) VALUES ('billing', $1, 'node-z', 5000, 1, false, now() - make_interval(mins => $2))`, [token, 20 - token]);
+    }
+    const run = await runCli(['status', ...args(), '--json', '--history', '3'], noRedis);
+    expect(run.code, run.stderr).toBe(0);
+    const billing = run.json<{ leases: Array<{ lease: string; elections: Array<{ token: string }> }> }>().leases.find((l) => l.lease === 'billing')!;
+    expect(billing.elections.map((e) => e.token)).toEqual(['11', '10', '9']);
+  });
+
   it('doctor checks the lease store: migrations, durability, replication, timeouts, LISTEN, clock', async () => {
     const run = await runCli(['doctor', ...args(), '--json'], noRedis);
     const report = run.json<{ ok: boolean; checks: Array<{ id: string; verdict: string; detail: string }> }>();

@@ -772,4 +772,43 @@ export const PLANTED_BUGS: readonly PlantedBug[] = [
     replace: "const reply = await withinBudget('txn', timeoutMs, (o) => client.kv.txn({ compare: [], success: ops }, o));",
     tests: ETCD_LEASE_TESTS,
   },
+  {
+    id: 'scheduler-drops-failed-fire',
+    layer: 'scheduler',
+    bug: 'a fire whose handler threw counts as dispatched: it is recorded and never dispatched again, though its write took no effect',
+    file: 'packages/coordinator/src/scheduler/scheduler.ts',
+    find: "if (outcome.status !== 'failed-retryable') break;",
+    replace: 'break;',
+    tests: ['packages/coordinator/src/scheduler/delivery.redis.test.ts', 'test/scheduler-write-faults.test.ts'],
+    sim: 'postgres-down',
+  },
+  {
+    id: 'retry-past-window',
+    layer: 'scheduler',
+    bug: 'a failing fire is retried for ever, past its catch-up window: one fire that can never apply holds its job up for good, and is never reported',
+    file: 'packages/coordinator/src/scheduler/scheduler.ts',
+    find: 'const inWindow = now === null || now - scheduledAt <= this.#catchUpWindowMs;',
+    replace: 'const inWindow = true;',
+    tests: ['packages/coordinator/src/scheduler/delivery.redis.test.ts'],
+  },
+  {
+    id: 'thrown-error-reads-applied',
+    layer: 'handler',
+    bug: "the dispatch outcome reads any error a handler throws as the fire applied: a failed write is never delivered again",
+    file: 'packages/shared/src/dispatch-outcome.ts',
+    find: "  return { status: 'failed-retryable', error };
+}",
+    replace: '  return APPLIED;
+}',
+    tests: ['packages/shared/src/dispatch-outcome.test.ts', 'packages/coordinator/src/scheduler/delivery.redis.test.ts'],
+  },
+  {
+    id: 'service-answer-reads-applied',
+    layer: 'handler',
+    bug: "a fenced service's answer is read as applied whatever it says: a fire the service answered 503 is never sent again",
+    file: 'packages/shared/src/dispatch-outcome.ts',
+    find: "if (typeof status === 'number' && 'outcome' in value) return outcomeOfAnswer(status, (value as { outcome?: unknown }).outcome);",
+    replace: '',
+    tests: ['packages/shared/src/dispatch-outcome.test.ts', 'test/scheduler-write-faults.test.ts'],
+  },
 ];

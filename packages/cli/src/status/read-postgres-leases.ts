@@ -26,10 +26,12 @@ export async function readPostgresLeases(pool: pg.Pool, schema: string, table: s
       [only === undefined ? null : [...only]],
     );
     const fires = await client.query<{ lease: string; field: string; value: string }>(`SELECT lease, field, value::text FROM ${names.fires}`);
+    // Ordered by the row number (token descending, as a number): in the outer ORDER BY, `token`
+    // would name the output column, token::text, and sort 9 above 10.
     const elections = await client.query<{ lease: string; token: string; node: string; ttl_ms: string; fences: number; regressed: boolean; at: Date }>(
       `SELECT lease, token::text, node, ttl_ms::text, fences, regressed, at FROM (
          SELECT e.*, row_number() OVER (PARTITION BY lease ORDER BY token DESC) AS n FROM ${names.elections} e) x
-        WHERE n <= $1 ORDER BY lease, token DESC`,
+        WHERE n <= $1 ORDER BY lease, n`,
       [history],
     );
     await client.query('COMMIT');
