@@ -61,6 +61,19 @@ describe('fenced on MySQL fences', () => {
     expect(shown.json()).toMatchObject({ fence: '12', mark: '12', audit: [{ from: '40', to: '12', reason: 'a forged token' }] });
   });
 
+  it('fence lower in a deployment with no Redis named touches no Redis: no mark is written at the default address (a regression)', async () => {
+    const guard = createMysqlGuard({ db: db.pool, resource: 'payments' });
+    await guard.guardedWrite(30n, async () => undefined);
+    // REDIS_URL unset and no --redis: the deployment fences in MariaDB alone, though a Redis answers
+    // at the default address (the run's own).
+    const run = await runCli(['fence', 'lower', '--mysql', url, '--prefix', prefix, '--resource', 'payments', '--to', '5', '--actor', 'ops@example.com', '--reason', 'no redis here', '--json'], { REDIS_URL: undefined });
+    expect(run.code, run.stderr).toBe(0);
+    expect(run.json()).toMatchObject({ before: { fence: '30', mark: null }, after: { fence: '5', mark: null } });
+    expect(await redis.keys(`${prefix}*payments*`)).toEqual([]);
+    const shown = await runCli(['fence', 'show', '--mysql', url, '--prefix', prefix, '--resource', 'payments', '--json'], { REDIS_URL: undefined });
+    expect(shown.json()).toMatchObject({ fence: '5', mark: null });
+  });
+
   it('fires prune deletes old applied-fire records from MySQL; a URL that is not mysql:// is a usage error', async () => {
     const run = await runCli(['fires', 'prune', ...connection(), '--older-than', '1ms', '--json']);
     expect(run.code, run.stderr).toBe(0);

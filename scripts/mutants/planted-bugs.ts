@@ -796,10 +796,8 @@ export const PLANTED_BUGS: readonly PlantedBug[] = [
     layer: 'handler',
     bug: "the dispatch outcome reads any error a handler throws as the fire applied: a failed write is never delivered again",
     file: 'packages/shared/src/dispatch-outcome.ts',
-    find: "  return { status: 'failed-retryable', error };
-}",
-    replace: '  return APPLIED;
-}',
+    find: "  return { status: 'failed-retryable', error };\n}",
+    replace: '  return APPLIED;\n}',
     tests: ['packages/shared/src/dispatch-outcome.test.ts', 'packages/coordinator/src/scheduler/delivery.redis.test.ts'],
   },
   {

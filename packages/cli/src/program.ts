@@ -200,16 +200,16 @@ export async function main(argv: readonly string[], io: Io = { out: (t) => proce
     .description('the fence of a resource in PostgreSQL, its Redis mark, and the latest audited lowerings')
     .requiredOption('--resource <name>', 'the resource')
     .option('--history <n>', 'audit entries to show', positiveInt('--history'), 10)
-    .option('--no-mark', 'the guard runs on PostgreSQL alone (no Redis fast path): do not read a Redis mark')
+    .option('--no-mark', 'the guard runs without the Redis fast path: do not read a Redis mark (none is read unless a Redis is named)')
     .addHelpText('after', EXIT_CODES_HELP)
     .action(async (local: { resource: string; history: number; mark: boolean }, command: Command) => {
       const o = command.optsWithGlobals<GlobalOptions>();
       const fences = await connectFences(o);
-      const redis = local.mark ? await connectRedis(o) : null;
+      const redis = local.mark && redisGiven(o) ? await connectRedis(o) : null;
       const shown = await showFence({ fences, redis, ...installationNames(o) }, local.resource, local.history);
       print(o, shown, () =>
         [
-          `resource ${shown.resource}: fence ${shown.fence ?? '(none)'}, redis mark ${local.mark ? (shown.mark ?? '(none)') : '(not read)'}`,
+          `resource ${shown.resource}: fence ${shown.fence ?? '(none)'}, redis mark ${redis !== null ? (shown.mark ?? '(none)') : local.mark ? '(no Redis named: not read)' : '(not read)'}`,
           ...(shown.audit.length === 0 ? ['no audited lowering'] : ['audited lowerings (newest first):', textTable(['at', 'from', 'to', 'actor', 'reason'], shown.audit.map((a) => [a.at, a.from ?? '-', a.to, a.actor, a.reason]))]),
         ].join('\n'),
       );
@@ -217,13 +217,13 @@ export async function main(argv: readonly string[], io: Io = { out: (t) => proce
     });
   fence
     .command('lower')
-    .description('lowers a poisoned fence: only downwards, only with an actor and a reason; writes the audit row in the same transaction and resets the Redis mark; prints before and after')
+    .description('lowers a poisoned fence: only downwards, only with an actor and a reason; writes the audit row in the same transaction and resets the Redis mark (of the Redis named, if any); prints before and after')
     // Required, and checked together in the action: an operator hears of every missing one at once.
     .option('--resource <name>', 'the resource (required)')
     .option('--to <token>', 'the new fence, below the current one (required)')
     .option('--actor <who>', 'who does this, kept in the audit table (required)')
     .option('--reason <why>', 'why, kept in the audit table (required)')
-    .option('--no-mark', 'the guard runs on PostgreSQL alone (no Redis fast path): there is no Redis mark to reset')
+    .option('--no-mark', 'the guard runs without the Redis fast path: there is no Redis mark to reset (none is reset unless a Redis is named)')
     .addHelpText('after', EXIT_CODES_HELP)
     .action(async (given: { resource?: string; to?: string; actor?: string; reason?: string; mark: boolean }, command: Command) => {
       const missing = (['resource', 'to', 'actor', 'reason'] as const).filter((name) => given[name] === undefined).map((name) => `--${name}`);
@@ -232,8 +232,10 @@ export async function main(argv: readonly string[], io: Io = { out: (t) => proce
       const o = command.optsWithGlobals<GlobalOptions>();
       const fences = await connectFences(o);
       // Redis first: if it cannot be reached, nothing is changed (a lowered fence under a mark left
-      // above it would keep refusing what the lowering lets through).
-      const redis = local.mark ? await connectRedis(o) : null;
+      // above it would keep refusing what the lowering lets through). Only a Redis that was named
+      // (--redis, --cluster, --sentinels or REDIS_URL): a deployment without Redis must not get a
+      // mark in whatever answers at the default address.
+      const redis = local.mark && redisGiven(o) ? await connectRedis(o) : null;
       const result = await lowerFence({ fences, redis, ...installationNames(o) }, local);
       print(o, result, () =>
         [
