@@ -73,6 +73,21 @@ describe('the MySQL store', () => {
     void kysely.destroy();
   });
 
+  it('refuses a store that is not one with a ConfigError whose suggestion works as written (a regression: it suggested mysqlFences({ pool }), itself refused)', () => {
+    const refused = (() => {
+      try {
+        createGuard({ store: { not: 'a store' }, resource: 'x' } as never);
+      } catch (err) {
+        return err as Error;
+      }
+    })();
+    expect(refused).toMatchObject({ code: 'INVALID_CONFIG' });
+    const suggestion = /such as (mysqlFences\(\{ [^}]* \}\))/.exec(refused!.message)?.[1];
+    expect(suggestion).toBe('mysqlFences({ db: pool })');
+    const pool = db.pool;
+    expect(() => createGuard({ store: mysqlFences({ db: pool }), resource: 'x' })).not.toThrow();
+  });
+
   it('serves the combined guard and the handler: Redis refuses a stale fire without a query, duplicates apply once, guardedWriteIn is refused typed', async () => {
     const resource = `h-${++n}`;
     const guard = createGuard({ store: mysqlFences({ db: db.pool }), resource, redis, keyPrefix: prefix });

@@ -50,7 +50,7 @@ type CommonInput = {
 
 type CreateStoreGuardOptions<Trx> = Omit<StoreGuardOptionsInput, 'store' | 'redis' | 'logger' | 'keys' | 'meterProvider'> &
   CommonInput & {
-    /** The fence store: `mysqlFences({ pool })` from `@fenced/consumer-guard/mysql`, `postgresFences({ db })` from `/postgres`. */
+    /** The fence store: `mysqlFences({ db: pool })` from `@fenced/consumer-guard/mysql`, `postgresFences({ db })` from `/postgres`. */
     store: FenceStoreFactory<Trx>;
   };
 
@@ -80,7 +80,7 @@ type CreateGuardOptions<Db> = Omit<GuardOptionsInput, 'db' | 'pool' | 'redis' | 
  * worker.process((job) => handle(job.data));
  *
  * // MySQL or MariaDB (mysql2's promise pool):
- * const guard = createGuard({ store: mysqlFences({ pool }), resource: 'billing', keys });
+ * const guard = createGuard({ store: mysqlFences({ db: pool }), resource: 'billing', keys });
  * ```
  */
 export function createGuard<Db extends KyselyLike>(options: CreateGuardOptions<Db> & { pool: PgPoolEvents }): Guard<KyselyTransactionOf<Db>>;

@@ -44,10 +44,10 @@ const combinedOptionsShape = {
   appliedFireRetentionMs: z.number().int().min(60_000).default(7 * 86_400_000),
 };
 
-/** Options of `createGuard` over a store from its factory (`store: mysqlFences({ pool })`). */
+/** Options of `createGuard` over a store from its factory (`store: mysqlFences({ db: pool })`). */
 export const storeGuardOptionsSchema = fenceGuardOptionsSchema.extend({
   /** The fence store: `postgresFences(...)` from `@fenced/consumer-guard/postgres`, `mysqlFences(...)` from `/mysql`. */
-  store: z.custom<FenceStoreFactory<unknown>>(isFenceStoreFactory, { message: 'must be a fence store, such as mysqlFences({ pool }) or postgresFences({ db })' }),
+  store: z.custom<FenceStoreFactory<unknown>>(isFenceStoreFactory, { message: 'must be a fence store, such as mysqlFences({ db: pool }) or postgresFences({ db })' }),
   ...combinedOptionsShape,
 });
 

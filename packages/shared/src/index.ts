@@ -31,6 +31,6 @@ export { fireId, parseFireId } from './fire-id.js';
 export { dispatchKey } from './dispatch-key.js';
 export { type FencedEvent, type FencedLogger, type LeaseLossReason } from './events.js';
 export { ENVELOPE_VERSION, DEFAULT_MAX_PAYLOAD_BYTES, createEnvelope, parseEnvelope, parseFireIdText, parseIssuerText, type Envelope, type EnvelopeFields, type ReceivedEnvelope } from './envelope.js';
-export { canonicalEnvelope, canonicalSignedFields, payloadDigest, signEnvelope, verifyEnvelope, verifySignedFields, type SignedFields, type SigningKey, type VerificationKeys } from './signing.js';
+export { canonicalEnvelope, canonicalSignedFields, MIN_SECRET_BYTES, payloadDigest, signEnvelope, verifyEnvelope, verifySignedFields, type SignedFields, type SigningKey, type VerificationKeys } from './signing.js';
 export { FIRE_HEADER, MAX_FIRE_HEADER_LENGTH, encodeFireHeader, parseFireHeader, verifyFire, type FireHeaderFields, type ReceivedFire } from './fire-header.js';
 export { outcomeOfError, outcomeOfResult, type DispatchOutcome, type DispatchOutcomeStatus } from './dispatch-outcome.js';

@@ -1,6 +1,6 @@
 import { createHash, createHmac, timingSafeEqual } from 'node:crypto';
 import type { Envelope, ReceivedEnvelope } from './envelope.js';
-import { EnvelopeSignatureError } from './errors.js';
+import { ConfigError, EnvelopeSignatureError } from './errors.js';
 
 /**
  * Signed envelopes: a token is an order, not a credential. Whoever can hand a guard token 2^63-1
@@ -11,7 +11,7 @@ import { EnvelopeSignatureError } from './errors.js';
 /** A signing key: its id travels in the envelope (`kid`) so keys can be rotated. */
 export interface SigningKey {
   readonly kid: string;
-  /** At least 32 bytes of secret. */
+  /** At least 32 bytes of secret ({@link MIN_SECRET_BYTES}): `randomBytes(32).toString('base64url')`. */
   readonly secret: string | Buffer;
 }
 
@@ -70,16 +70,25 @@ export function verifySignedFields(fields: SignedFields & { readonly kid?: strin
   }
 }
 
+/** The shortest secret a signing key may have, in bytes: HMAC-SHA-256 is as strong as its key, up to its 32-byte output. */
+export const MIN_SECRET_BYTES = 32;
+
 /**
  * Signs an envelope with HMAC-SHA-256.
  *
+ * @throws {ConfigError} (`INVALID_CONFIG`) when the key's secret is under {@link MIN_SECRET_BYTES}
+ * bytes or its `kid` is empty; nothing is signed.
  * @example
  * ```ts
  * createScheduler({ coordinator, jobs, seal: (e) => signEnvelope(e, { kid: '2026-11', secret }) });
  * ```
  */
 export function signEnvelope(envelope: Envelope, key: SigningKey): Envelope {
-  if (Buffer.byteLength(key.secret) < 32) throw new TypeError('signing secret must be at least 32 bytes');
+  const issues = [];
+  if (typeof key?.kid !== 'string' || key.kid === '') issues.push({ path: 'kid', message: 'must be a non-empty string' });
+  if (typeof key?.secret !== 'string' && !Buffer.isBuffer(key?.secret)) issues.push({ path: 'secret', message: 'must be a string or a Buffer' });
+  else if (Buffer.byteLength(key.secret) < MIN_SECRET_BYTES) issues.push({ path: 'secret', message: `must be at least ${MIN_SECRET_BYTES} bytes (got ${Buffer.byteLength(key.secret)}); for example randomBytes(32).toString('base64url')` });
+  if (issues.length > 0) throw new ConfigError('signing key', issues);
   const { sig: _sig, kid: _kid, ...unsigned } = envelope;
   const sig = createHmac('sha256', key.secret).update(canonicalEnvelope(unsigned, key.kid)).digest('base64url');
   return { ...unsigned, kid: key.kid, sig };
