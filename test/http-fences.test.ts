@@ -4,7 +4,7 @@
 import { createGuard, type Guard } from '@fenced/consumer-guard';
 import { mysqlFences } from '@fenced/consumer-guard/mysql';
 import { fireHeaders, sendFire, toExpressHandler, toFastifyHandler, toNodeListener, type FencedEndpoint, type FencedRouteHandler } from '@fenced/consumer-guard/http';
-import { createEnvelope, FIRE_HEADER, isFencedError, parseToken, signEnvelope, type Envelope } from '@fenced/shared';
+import { createEnvelope, FIRE_HEADER, isFencedError, outcomeOfResult, parseToken, signEnvelope, type Envelope } from '@fenced/shared';
 import { createTestMysqlDatabase, createTestSchema, withPgClient } from '#test-support';
 import express from 'express';
 import Fastify from 'fastify';
@@ -109,6 +109,19 @@ describe.each([
     expect((await service.rows()).map((r) => r.token)).toEqual(['5', '7']);
   });
 
+  it('answers a fire applied under an earlier token, sent again under a later one (a catch-up), 409 duplicate without running the route; the scheduler reads it as delivered', async () => {
+    const service = pgService();
+    const url = await serve(service.endpoint);
+    const early = fire(5n);
+    expect(await sendFire(url, { envelope: early, body: {} })).toMatchObject({ status: 201, outcome: 'applied' });
+    const again = signEnvelope(createEnvelope({ job: early.job, scheduledAt: Date.parse(early.scheduledAt), token: parseToken(6n), issuer: 'node-b', payload: null }), KEY);
+    expect(again.fireId).toBe(early.fireId);
+    const answer = await sendFire(url, { envelope: again, body: {} });
+    expect(answer).toMatchObject({ status: 409, outcome: 'duplicate', body: { error: { code: 'DUPLICATE_FIRE', fireId: early.fireId } } });
+    expect(outcomeOfResult(answer)).toEqual({ status: 'duplicate' });
+    expect(service.runs()).toBe(1);
+  });
+
   it('refuses a missing, malformed, unsigned or forged fire header (400, 401) with a typed body, running nothing', async () => {
     const service = pgService();
     const url = await serve(service.endpoint);
@@ -118,6 +131,11 @@ describe.each([
     expect(await post({})).toMatchObject({ status: 400, outcome: 'refused', body: { error: { code: 'INVALID_ENVELOPE' } } });
     expect(await post({ [FIRE_HEADER]: 'not base64url!' })).toMatchObject({ status: 400, body: { error: { code: 'INVALID_ENVELOPE' } } });
     expect(await post({ [FIRE_HEADER]: Buffer.from('{"v":1}').toString('base64url') })).toMatchObject({ status: 400, body: { error: { code: 'INVALID_ENVELOPE' } } });
+    // Two headers (node:http joins them with a comma): refused for what it is, not as bad base64url.
+    const one = fireHeaders(fire(9n))[FIRE_HEADER];
+    const twice = await fetch(url, { method: 'POST', headers: new Headers([['content-type', 'application/json'], [FIRE_HEADER, one], [FIRE_HEADER, one]]), body: '{}' });
+    expect(twice.status).toBe(400);
+    expect(((await twice.json()) as { error: { code: string; message: string } }).error).toMatchObject({ code: 'INVALID_ENVELOPE', message: expect.stringContaining('sent more than once') });
     expect(await post(fireHeaders(fire(9n, null, false)))).toMatchObject({ status: 401, body: { error: { code: 'BAD_SIGNATURE', reason: 'unsigned' } } });
     expect(await post(fireHeaders(signEnvelope(fire(9n, null, false), { kid: 'k2', secret: SECRET })))).toMatchObject({ status: 401, body: { error: { reason: 'unknown-key' } } });
     // A token raised after signing: the signature no longer matches.

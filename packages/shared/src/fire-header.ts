@@ -55,7 +55,10 @@ export function encodeFireHeader(envelope: Envelope | ReceivedEnvelope): string 
  * @throws {InvalidEnvelopeError} naming what is wrong (path `fenced-fire` when the value itself is not base64url JSON).
  */
 export function parseFireHeader(value: unknown): ReceivedFire {
+  if (Array.isArray(value)) throw headerError('was sent more than once');
   if (typeof value !== 'string' || value.length === 0) throw headerError('is missing');
+  // Node's http joins a header sent twice with ", ": base64url has no comma, so one means two headers.
+  if (value.includes(',')) throw headerError('was sent more than once');
   if (value.length > MAX_FIRE_HEADER_LENGTH) throw headerError(`is ${value.length} characters, at most ${MAX_FIRE_HEADER_LENGTH} allowed`);
   if (!/^[A-Za-z0-9_-]+$/.test(value)) throw headerError('must be base64url without padding');
   let json: unknown;

@@ -45,6 +45,6 @@ export function errorReply(err: unknown): { status: number; outcome: FireOutcome
     // fire's claim makes it apply once (and answers the first reply if it already did).
     return { status: 503, outcome: 'unavailable', body: { error: { code: err.code, message } }, headers: { 'retry-after': '1' } };
   }
-  // A malformed request the header parser did not get to (the header sent twice).
+  // The header parser throws only typed errors; anything else is still a request refused, not run.
   return { status: 400, outcome: 'refused', body: { error: { code: 'INVALID_ENVELOPE', message } } };
 }

@@ -85,7 +85,6 @@ export function fencedEndpoint<Trx>(port: GuardPort<Trx>, settings: EndpointSett
   function receive(request: FireRequest): ReceivedFire | FencedReply {
     const header = request.headers[FIRE_HEADER];
     try {
-      if (Array.isArray(header)) throw new TypeError(`the ${FIRE_HEADER} header must appear once`);
       const fire = parseFireHeader(header);
       if (settings.keys !== undefined) verifyFire(fire, settings.keys);
       return fire;
