@@ -112,17 +112,35 @@ async function start(dir: string, entry: string): Promise<Record<string, unknown
   }
 }
 
-/** `fenced …` through the manager's own way of running an installed bin (npx, pnpm exec, yarn run); its JSON. */
-async function fencedBin(manager: Manager, dir: string, args: readonly string[]): Promise<unknown> {
+/** How the manager runs an installed bin (npx, pnpm exec, yarn run), against the local services. */
+function fencedCommand(manager: Manager): { command: string; prefix: readonly string[]; env: NodeJS.ProcessEnv } {
   const env = { ...userEnv, DATABASE_URL: testDatabaseUrl(), REDIS_URL: testRedisUrl() };
-  const [command, prefix] =
-    manager === 'npm' ? ['npx', ['--no-install', 'fenced']] : manager === 'pnpm' ? ['pnpm', ['exec', 'fenced']] : [process.execPath, [yarnJs, 'fenced']];
+  if (manager === 'npm') return { command: 'npx', prefix: ['--no-install', 'fenced'], env };
+  if (manager === 'pnpm') return { command: 'pnpm', prefix: ['exec', 'fenced'], env };
+  return { command: process.execPath, prefix: [yarnJs, 'fenced'], env };
+}
+
+/** `fenced …` through the manager's own way of running an installed bin; its JSON. */
+async function fencedBin(manager: Manager, dir: string, args: readonly string[]): Promise<unknown> {
+  const { command, prefix, env } = fencedCommand(manager);
   try {
     const { stdout } = await run(command, [...prefix, ...args], { cwd: dir, env, timeout: 60_000 });
     return JSON.parse(stdout) as unknown;
   } catch (err) {
     throw new Error(`${manager}: fenced ${args.join(' ')} failed:\n${output(err)}`);
   }
+}
+
+/** `fenced …` that must fail: its exit code and what it printed on stderr. */
+async function fencedBinFailure(manager: Manager, dir: string, args: readonly string[]): Promise<{ code: number; stderr: string }> {
+  const { command, prefix, env } = fencedCommand(manager);
+  try {
+    await run(command, [...prefix, ...args], { cwd: dir, env, timeout: 60_000 });
+  } catch (err) {
+    const e = err as { code?: unknown; stderr?: string };
+    return { code: typeof e.code === 'number' ? e.code : -1, stderr: e.stderr ?? '' };
+  }
+  throw new Error(`${manager}: fenced ${args.join(' ')} succeeded, and should not have`);
 }
 
 function output(err: unknown): string {
@@ -164,6 +182,12 @@ describe.concurrent('installed from the packed tarballs', () => {
         expect(BigInt(result['refusedAt'] as string)).toBe(BigInt(result['token'] as string) + 1n);
         // The operators' command line, as the package manager runs an installed bin.
         if (ioredis === versions.ioredis6) expect(await fencedBin(manager, dir, ['status', '--json', '--prefix', `fenced-install-${manager}`])).toMatchObject({ leases: [], database: true });
+      }
+      // etcd3 is an optional peer this project did not install: asked for etcd, the command line says
+      // what to install, exit 2 (bad usage), not "could not be reached" (a regression).
+      if (manager === 'npm') {
+        const refused = await fencedBinFailure(manager, dir, ['status', '--lease-store', 'etcd', '--etcd', 'http://127.0.0.1:9', '--json']);
+        expect(refused).toMatchObject({ code: 2, stderr: expect.stringContaining('npm install etcd3') });
       }
     },
     INSTALL_TIMEOUT_MS,

@@ -58,7 +58,10 @@ export function etcdSecurity(o: EtcdSecurityOptions): EtcdSecurity {
 
 /** A client of `hosts` with the given TLS and user; etcd3 is loaded only when a command needs it. */
 export async function etcdClient(hosts: readonly string[], security: EtcdSecurity, dialTimeout: number): Promise<Etcd3> {
-  const { Etcd3 } = await import('etcd3');
+  // etcd3 is an optional peer: loaded only when an operator points the CLI at etcd.
+  const { Etcd3 } = await import('etcd3').catch((cause: unknown) => {
+    throw new CliError(ExitCode.USAGE, `--lease-store etcd: the etcd3 package is not installed beside @fenced/cli (npm install etcd3)`, { cause });
+  });
   return new Etcd3({ hosts: [...hosts], dialTimeout, ...security });
 }
 
