@@ -205,6 +205,17 @@ describe.concurrent('installed from the packed tarballs', () => {
   );
 
   it(
+    'pnpm: a scheduler on PostgreSQL alone (leases, guard, wrapped handler) needs no ioredis, compiles under exactOptionalPropertyTypes with every declaration checked, and delivers a fire whose first dispatch failed',
+    async () => {
+      const dir = newProject({ ...sdk(['shared', 'coordinator', 'consumer-guard']), pg: versions.pg, '@types/pg': versions.typesPg, '@types/node': versions.typesNode });
+      await install('pnpm', dir);
+      await compile(dir, 'node16', 'pg-leases.ts');
+      expect(await start(dir, 'pg-leases.ts')).toMatchObject({ ok: true, failed: [1] });
+    },
+    INSTALL_TIMEOUT_MS,
+  );
+
+  it(
     'pnpm: two replicas of an installed app, the leader frozen 20 s inside its transaction: the other leads within TTL + renew + 1 s, and the frozen write fails typed when it wakes',
     async () => {
       const FREEZE_MS = 20_000;

@@ -1,13 +1,13 @@
 import { defineScripts, withTimeout } from '@fenced/shared/internal';
 import type { GroupMembership } from '../../lease/lease-backend.js';
-import type { RedisClient } from '../../redis-client.js';
+import type { IoRedisClient } from '../../lease/redis/ioredis-client.js';
 import { luaScripts } from './lua/generated-lua.js';
 
 /**
  * A lease group's members in a sorted set scored by the Redis server's clock (lua/heartbeat-1.lua):
  * a member is live until its last heartbeat + TTL.
  */
-export function redisMembership(redis: RedisClient, keyPrefix: string, group: string): GroupMembership {
+export function redisMembership(redis: IoRedisClient, keyPrefix: string, group: string): GroupMembership {
   const key = `${keyPrefix}:group:{${group}}:members`;
   const { heartbeat } = defineScripts(redis, { heartbeat: luaScripts.heartbeat });
   return {

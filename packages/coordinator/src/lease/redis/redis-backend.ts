@@ -1,6 +1,7 @@
 import { keyPrefixSchema, parseOptions, redisClientSchema } from '@fenced/shared/internal';
 import { z } from 'zod';
 import type { RedisClient } from '../../redis-client.js';
+import type { IoRedisClient } from './ioredis-client.js';
 import { redisMembership } from '../../lease-group/redis/redis-membership.js';
 import { redisFireLog } from '../../scheduler/redis/redis-fire-log.js';
 import type { LeaseBackend } from '../lease-backend.js';
@@ -33,8 +34,10 @@ export type RedisLeasesOptions = Omit<z.input<typeof redisLeasesOptionsSchema>, 
  * const coordinator = createCoordinator({ store: redisLeases(redis, { keyPrefix: 'billing' }), lease: 'invoices' });
  * ```
  */
-export function redisLeases(redis: RedisClient, options: RedisLeasesOptions = {}): LeaseBackend {
-  const { keyPrefix } = parseOptions('redis leases', redisLeasesOptionsSchema, { ...options, redis });
+export function redisLeases(client: RedisClient, options: RedisLeasesOptions = {}): LeaseBackend {
+  const { keyPrefix } = parseOptions('redis leases', redisLeasesOptionsSchema, { ...options, redis: client });
+  // The schema checked that it is an ioredis client: from here on, one.
+  const redis = client as IoRedisClient;
   return Object.freeze({
     kind: 'redis' as const,
     openLease: (lease: string, nodeId: string, timeoutMs: number) => redisLeaseStore(redis, leaseKeys(keyPrefix, lease), nodeId, timeoutMs),

@@ -1,12 +1,12 @@
 import type { Cluster, Redis } from 'ioredis';
-import type { RedisClient } from '../../redis-client.js';
+import type { IoRedisClient } from './ioredis-client.js';
 import { withTimeout } from '@fenced/shared/internal';
 
 /**
  * The problem with Redis's eviction policy, if any: an evicted lease or token counter is a silent
  * split brain. Null when the policy is safe, or when CONFIG is renamed or forbidden (managed Redis).
  */
-export async function evictionProblem(redis: RedisClient, timeoutMs: number): Promise<string | null> {
+export async function evictionProblem(redis: IoRedisClient, timeoutMs: number): Promise<string | null> {
   // On a Cluster every primary holds some leases, so every primary is asked.
   const servers = redis.isCluster ? (redis as Cluster).nodes('master') : [redis as Redis];
   const problems = await Promise.all(servers.map((server) => serverProblem(server, timeoutMs)));

@@ -1,6 +1,6 @@
 import type { Token } from '@fenced/shared';
 import { storedToken, withTimeout } from '@fenced/shared/internal';
-import type { RedisClient } from '../../redis-client.js';
+import type { IoRedisClient } from './ioredis-client.js';
 import { leaseScripts } from './lease-scripts.js';
 import type { LeaseKeys } from './lease-keys.js';
 import type { AcquireReply, LeaseStore } from '../lease-store.js';
@@ -17,7 +17,7 @@ const ELECTIONS_KEPT = 32;
  * by the acquire script (lua/), a release channel, and a capped stream of elections. On a Sentinel
  * client every grant and renew counts only when the sentinels name the server it came from.
  */
-export function redisLeaseStore(redis: RedisClient, keys: LeaseKeys, nodeId: string, confirmTimeoutMs: number): LeaseStore {
+export function redisLeaseStore(redis: IoRedisClient, keys: LeaseKeys, nodeId: string, confirmTimeoutMs: number): LeaseStore {
   const scripts = leaseScripts(redis);
   const primary = primaryConfirmer(redis, confirmTimeoutMs);
 

@@ -1,14 +1,14 @@
 import { withTimeout } from '@fenced/shared/internal';
 import type { ReleaseHub } from '../lease-backend.js';
 import { duplicateForSubscribing } from './release-listener.js';
-import type { RedisClient } from '../../redis-client.js';
+import type { IoRedisClient } from './ioredis-client.js';
 
 /**
  * One subscriber connection for every lease of a group (a coordinator alone opens one of its own):
  * each lease's release channel (`channelOf(lease)`) is subscribed on it, and a message is handed to
  * that lease's listener. ioredis subscribes again by itself after a reconnect.
  */
-export async function openReleaseHub(redis: RedisClient, channelOf: (lease: string) => string, timeoutMs: number, onError: (error: unknown) => void): Promise<ReleaseHub> {
+export async function openReleaseHub(redis: IoRedisClient, channelOf: (lease: string) => string, timeoutMs: number, onError: (error: unknown) => void): Promise<ReleaseHub> {
   const subscriber = duplicateForSubscribing(redis);
   const listeners = new Map<string, () => void>();
   subscriber.on('error', onError);

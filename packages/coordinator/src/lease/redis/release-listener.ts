@@ -1,5 +1,5 @@
 import type { Cluster, Redis } from 'ioredis';
-import type { RedisClient } from '../../redis-client.js';
+import type { IoRedisClient } from './ioredis-client.js';
 import { withTimeout } from '@fenced/shared/internal';
 import type { ReleaseListener } from '../lease-store.js';
 
@@ -10,7 +10,7 @@ import type { ReleaseListener } from '../lease-store.js';
  * still start, as a standby. After a reconnect it subscribes again.
  */
 export async function listenForReleases(
-  redis: RedisClient,
+  redis: IoRedisClient,
   channel: string,
   timeoutMs: number,
   handlers: { onRelease: () => void; onError: (error: unknown) => void },
@@ -32,7 +32,7 @@ export async function listenForReleases(
  * would race our own `connect()`) and retrying forever. The two client kinds take their overrides
  * differently: `Cluster.duplicate(startupNodes, options)`, `Redis.duplicate(options)`.
  */
-export function duplicateForSubscribing(redis: RedisClient): RedisClient {
+export function duplicateForSubscribing(redis: IoRedisClient): IoRedisClient {
   if (redis.isCluster) return (redis as Cluster).duplicate(undefined, { lazyConnect: true });
   return (redis as Redis).duplicate({ lazyConnect: true, maxRetriesPerRequest: null });
 }

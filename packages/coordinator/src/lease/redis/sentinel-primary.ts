@@ -1,6 +1,6 @@
 import type { Redis } from 'ioredis';
 import { withTimeout } from '@fenced/shared/internal';
-import type { RedisClient } from '../../redis-client.js';
+import type { IoRedisClient } from './ioredis-client.js';
 
 /**
  * For a Sentinel client: was a reply from the primary that the sentinels name?
@@ -28,7 +28,7 @@ export interface PrimaryConfirmer {
 const confirmers = new WeakMap<object, PrimaryConfirmer>();
 
 /** The confirmer of `redis`, or undefined when it is not a Sentinel client. */
-export function primaryConfirmer(redis: RedisClient, timeoutMs: number): PrimaryConfirmer | undefined {
+export function primaryConfirmer(redis: IoRedisClient, timeoutMs: number): PrimaryConfirmer | undefined {
   if (redis.isCluster) return undefined;
   const client = redis as Redis;
   const options = client.options;
