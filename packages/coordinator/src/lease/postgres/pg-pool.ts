@@ -16,7 +16,9 @@ export interface PgLeaseClient {
   query(text: string, values?: unknown[]): Promise<{ rows: unknown[] }>;
   release(err?: boolean | Error): void;
   on(event: 'error' | 'end', listener: (err?: Error) => void): unknown;
-  on(event: 'notification', listener: (message: { channel: string; payload?: string }) => void): unknown;
+  // `| undefined` spelled out: pg's Notification has it, and under exactOptionalPropertyTypes a plain
+  // pg.Pool would not fit without it.
+  on(event: 'notification', listener: (message: { channel: string; payload?: string | undefined }) => void): unknown;
   removeAllListeners(event?: string): unknown;
 }
 
