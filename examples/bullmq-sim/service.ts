@@ -24,6 +24,7 @@ import { failpoints } from '@fenced/shared/failpoints';
 import { listenForFailpointCommands } from '../ledger-sim/failpoint-commands.js';
 import { JOB, LEASE, QUEUE, RESOURCE } from './names.js';
 import { env, line, reportLeadership, startControlScheduler, writeUnguarded } from '../sim-support.js';
+import { startStarvationProbe } from '@fenced/chaos/replica';
 
 const node = env('NODE_NAME');
 const mode = env('MODE');
@@ -32,6 +33,8 @@ const workMs = Number(env('WORK_MS'));
 const keyPrefix = env('KEY_PREFIX');
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 listenForFailpointCommands(line);
+// How long this machine keeps the replica off the CPU: the simulation credits it to lateness.
+startStarvationProbe(line);
 
 // Short timeouts on the lease's client: a partitioned replica must notice, not hang. BullMQ blocks
 // on its own connection, which must retry forever (its requirement).

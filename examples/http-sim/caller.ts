@@ -22,6 +22,7 @@ import { createEnvelope, parseToken, signEnvelope, type Envelope } from '@fenced
 import { listenForFailpointCommands } from '../ledger-sim/failpoint-commands.js';
 import { env, line, reportLeadership, startControlScheduler } from '../sim-support.js';
 import { JOB, KEY_ID, LEASE } from './names.js';
+import { startStarvationProbe } from '@fenced/chaos/replica';
 
 const node = env('NODE_NAME');
 const mode = env('MODE');
@@ -29,6 +30,8 @@ const everyMs = Number(env('EVERY_MS'));
 const keyPrefix = env('KEY_PREFIX');
 const serviceUrl = env('SERVICE_URL');
 listenForFailpointCommands(line, { 'handler.prechecked-before-write': 'http.headers-sent-before-body' });
+// How long this machine keeps the replica off the CPU: the simulation credits it to lateness.
+startStarvationProbe(line);
 
 const redis = new Redis(env('REDIS_URL'), { maxRetriesPerRequest: 1, connectTimeout: 500, commandTimeout: 1000, retryStrategy: () => 100 });
 redis.on('error', () => {});

@@ -32,6 +32,7 @@ import { listenForFailpointCommands } from './failpoint-commands.js';
 import { INSERT_SQL, JOB, LEASE, RESOURCE } from './ledger.js';
 import { connectRedis, parseRedisEndpoint } from './redis-endpoint.js';
 import { env, line, reportLeadership, startControlScheduler, writeUnguarded } from '../sim-support.js';
+import { startStarvationProbe } from '@fenced/chaos/replica';
 
 const node = env('NODE_NAME');
 const mode = env('MODE');
@@ -57,6 +58,8 @@ const pool = new pg.Pool({
 pool.on('error', () => {});
 
 listenForFailpointCommands(line);
+// How long this machine keeps the replica off the CPU: the simulation credits it to lateness.
+startStarvationProbe(line);
 
 const onPostgres = env('LEASE_STORE') === 'postgres';
 const onEtcd = env('LEASE_STORE') === 'etcd';

@@ -68,7 +68,9 @@ function targetedSim(scratch: string, scenario: string): string {
   });
   const line = run.stdout.trim().split('\n').at(-1) ?? '';
   try {
-    const { clean, verdict } = JSON.parse(line) as { clean: boolean; verdict: string };
+    const { clean, inconclusive, verdict } = JSON.parse(line) as { clean: boolean; inconclusive?: boolean; verdict: string };
+    // A run the machine starved too long to judge caught nothing: say so rather than count it.
+    if (inconclusive === true) return `MISSED (${scenario}: ${verdict}; run it again on a quieter machine)`;
     return clean ? `MISSED (${scenario}: clean)` : `caught (${scenario}: ${verdict})`;
   } catch {
     return `MISSED (${scenario} did not run: ${(run.stderr || run.stdout).trim().split('\n').at(-1) ?? ''})`;

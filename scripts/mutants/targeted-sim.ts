@@ -19,7 +19,7 @@ try {
   // The seed the suite's own sim test uses, and its duration: a schedule known to land every aim.
   const result = await runScenario(ledgerApp, scenario, 'guarded', { databaseUrl: postgres.url, replicas: 3, durationMs: 6000, seed: 7, ttlMs: 1000, renewIntervalMs: 250, everyMs: 250 });
   const verdict = verdictOf({ mode: 'guarded', check: result.check, exercises: scenario.exercises });
-  process.stdout.write(`${JSON.stringify({ clean: verdict.ok, verdict: verdict.text, violations: result.check.violations.slice(0, 3) })}\n`);
+  process.stdout.write(`${JSON.stringify({ clean: verdict.ok, inconclusive: verdict.inconclusive, verdict: verdict.text, violations: result.check.violations.slice(0, 3) })}\n`);
 } finally {
   await postgres.stop();
 }

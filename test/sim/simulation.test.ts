@@ -4,7 +4,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { leaseStoresOf, RESULT_COLUMNS, runScenario, scenarioLabel, scenarios, SCENARIO_NAMES } from '@fenced/chaos';
-import { testDatabaseUrl } from '#test-support';
+import { judgedSimulation, testDatabaseUrl } from '#test-support';
 import { describe, expect, it } from 'vitest';
 import { ledgerApp } from '../../examples/ledger-sim/app.js';
 import { regressions } from './regressions.js';
@@ -40,6 +40,17 @@ function sim(args: string[], env: Record<string, string> = {}): Promise<{ code: 
     // 'close', not 'exit': the process may exit before its last output has been read.
     child.on('close', (code) => resolve({ code, stdout, stderr }));
   });
+}
+
+/**
+ * A scenario whose run came out inconclusive, run again alone (judgedSimulation: until judged, up to
+ * three times, on the next seeds): an inconclusive run proves nothing about timing, so it must not
+ * let the scenario pass. Returns the last runs.
+ */
+async function judgedAgain(label: string): Promise<CliRun[]> {
+  const [scenario, leaseStore = 'redis'] = label.split('@') as [string, string?];
+  const { summary } = await judgedSimulation((seed) => sim(['--scenario', scenario, '--lease-store', leaseStore, '--duration', '6s', '--seed', String(seed), '--replicas', '3', '--json']), SEED + 1);
+  return summary.runs as unknown as CliRun[];
 }
 
 describe('pnpm sim', () => {
@@ -111,15 +122,22 @@ describe('pnpm sim', () => {
       expect(summary.runs.map((r) => `${r.scenario} ${r.mode}`)).toEqual(DEFAULT_RUNS.flatMap((s) => [`${s} guarded`, `${s} control`]));
       expect(DEFAULT_RUNS.filter((s) => s.endsWith('@postgres')).length).toBeGreaterThanOrEqual(5);
       expect(DEFAULT_RUNS).toContain('pause@etcd');
+      // No run failed; a run the machine starved too long to judge its timing (inconclusive) is run
+      // again alone below, so that no scenario passes on an inconclusive run alone.
+      expect(summary.ok, table.join('\n')).toBe(true);
+      expect(result.code).toBe(summary.runs.some((r) => r.verdict.startsWith('inconclusive')) ? 3 : 0);
+      const unjudged = [...new Set(summary.runs.filter((r) => r.verdict.startsWith('inconclusive')).map((r) => r.scenario))];
+      const judged = new Map<string, CliRun[]>();
+      for (const label of unjudged) judged.set(label, await judgedAgain(label));
       for (const run of summary.runs) {
+        const [again] = (judged.get(run.scenario) ?? []).filter((r) => r.mode === run.mode);
+        const final = run.verdict.startsWith('inconclusive') && again !== undefined ? again : run;
         // Clean, and not toothless: every protection its scenario exercises was seen at work.
-        if (run.mode === 'guarded') expect(run.verdict, table.join('\n')).toBe('no anomaly');
-        else expect(run.anomalies, `${run.scenario}: the control must show damage\n${table.join('\n')}`).toBeGreaterThan(0);
+        if (final.mode === 'guarded') expect(final.verdict, `${table.join('\n')}${again ? `\nrun again: ${again.verdict}` : ''}`).toBe('no anomaly');
+        else expect(final.anomalies, `${final.scenario}: the control must show damage\n${table.join('\n')}`).toBeGreaterThan(0);
       }
-      expect(summary.ok).toBe(true);
-      expect(result.code).toBe(0);
     },
-    15 * 60_000,
+    25 * 60_000,
   );
 
   it('writes a report a person can read: a timeline per replica and the table, rendered in Chromium', async () => {
@@ -186,16 +204,22 @@ describe('pnpm sim', () => {
 
 describe('named regression seeds', () => {
   it.each(regressions)('$name ($scenario, seed $seed) stays clean', async ({ scenario, seed }) => {
-    const result = await runScenario(ledgerApp, scenarios[scenario], 'guarded', {
-      databaseUrl: testDatabaseUrl(),
-      replicas: 3,
-      durationMs: 8000,
-      seed,
-      ttlMs: 1000,
-      renewIntervalMs: 250,
-      everyMs: 250,
-    });
+    const once = () =>
+      runScenario(ledgerApp, scenarios[scenario], 'guarded', {
+        databaseUrl: testDatabaseUrl(),
+        replicas: 3,
+        durationMs: 8000,
+        seed,
+        ttlMs: 1000,
+        renewIntervalMs: 250,
+        everyMs: 250,
+      });
+    // The same seed again while the machine starves the run too long to judge its timing: it must
+    // come out judged, and clean.
+    let result = await once();
+    for (let attempt = 1; attempt < 3 && result.check.inconclusive !== null && result.check.anomalies === 0; attempt++) result = await once();
     expect(result.check.violations).toEqual([]);
     expect(result.check.anomalies).toBe(0);
-  }, 120_000);
+    expect(result.check.inconclusive).toBeNull();
+  }, 360_000);
 });

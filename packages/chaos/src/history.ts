@@ -34,6 +34,12 @@ export type HistoryEvent =
   | { at: number; kind: 'process'; node: string; event: 'started' | 'exited' | 'paused' | 'resumed'; crashed?: boolean }
   /** An election-time advance ended (or was not allowed to end) a deposed leader's transaction that blocked it. */
   | { at: number; kind: 'takeover'; node: string; ended: boolean }
+  /**
+   * A process's event loop ran `ms` late, up to `at` (the machine starved it of CPU): from `at - ms`
+   * to `at` it could not act. Reported by each replica's probe and by the supervisor's own (`node:
+   * 'supervisor'`); see sim/starvation.ts.
+   */
+  | { at: number; kind: 'starved'; node: string; ms: number }
   /** A replica's lease store refused a grant or renewal from a deposed PostgreSQL primary (a failover it did not see). */
   | { at: number; kind: 'deposed'; node: string; operation: string };
 

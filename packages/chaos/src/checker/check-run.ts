@@ -2,6 +2,7 @@ import type { HistoryEvent } from '../history.js';
 import type { CheckInput, EffectMark, InvariantResult } from './check-types.js';
 import { ANOMALY_COLUMNS, INVARIANTS, type AnomalyColumn } from './invariants.js';
 import { PROTECTIONS, type Protection } from './protections.js';
+import { INCONCLUSIVE_STARVATION_MS, mostStarved, starvedIntervals, SUPERVISOR } from '../sim/starvation.js';
 
 export type { CheckInput, FenceState } from './check-types.js';
 
@@ -32,6 +33,32 @@ export interface CheckResult {
   readonly violations: readonly string[];
   /** The effects the invariants found wrong, for the report to draw. */
   readonly marks: readonly EffectMark[];
+  /**
+   * Timing checks that could not be judged, and why: their breaks are not anomalies, and the run
+   * proves nothing about them. Null when every check was judged. See {@link inconclusiveChecks}.
+   */
+  readonly inconclusive: { readonly reason: string; readonly count: number; readonly violations: readonly string[] } | null;
+  /** The most any one process (a replica, or the supervisor) was starved of CPU outside the faults aimed at it, ms. */
+  readonly starvedMs: number;
+}
+
+/** Checks of timing: a starved machine can break them through no fault of the code. */
+const TIMING_CHECKS: ReadonlySet<keyof typeof INVARIANTS> = new Set(['dueDispatched', 'silence', 'failover', 'started']);
+/** Checks of the run's tail: a fire may still be on its way when a run that never settled ends. */
+const TAIL_CHECKS: ReadonlySet<keyof typeof INVARIANTS> = new Set(['missed', 'failedApplyLater']);
+
+/**
+ * Which checks a run cannot judge: when some process was starved of CPU for
+ * {@link INCONCLUSIVE_STARVATION_MS} or more (outside the faults aimed at it), its timing checks
+ * (lateness after the starvation credit, silences, failover bounds), and, if the run also never
+ * settled, the checks of its tail (fires that never took effect, failed writes never applied). Safety
+ * checks (stale or duplicate effects, early effects, the lease's order, the handler's and the guard's
+ * promises, crashed replicas) are always judged. Without such starvation every check is judged: a
+ * run that did not settle on a machine that let it run has lost its fires.
+ */
+export function inconclusiveChecks(starvedMs: number, settled: boolean): ReadonlySet<keyof typeof INVARIANTS> {
+  if (starvedMs < INCONCLUSIVE_STARVATION_MS) return new Set();
+  return settled ? TIMING_CHECKS : new Set([...TIMING_CHECKS, ...TAIL_CHECKS]);
 }
 
 const MAX_VIOLATIONS = 20;
@@ -46,14 +73,17 @@ export function checkRun(input: CheckInput): CheckResult {
   const byCommit = [...input.effects].sort((a, b) => a.commitSeq - b.commitSeq);
   const results = Object.fromEntries(Object.entries(INVARIANTS).map(([name, entry]) => [name, entry.check(input, byCommit)])) as Record<keyof typeof INVARIANTS, InvariantResult>;
   const entries = Object.entries(INVARIANTS) as Array<[keyof typeof INVARIANTS, (typeof INVARIANTS)[keyof typeof INVARIANTS]]>;
+  const lastEventAt = input.history.reduce((last, e) => Math.max(last, e.at), input.window.end);
+  const starved = mostStarved(starvedIntervals(input.history), input.window.start, lastEventAt);
+  const unjudged = inconclusiveChecks(starved?.ms ?? 0, input.settled ?? true);
+  const judged = entries.filter(([name]) => !unjudged.has(name));
+  const notJudged = entries.filter(([name]) => unjudged.has(name) && results[name].count > 0);
   const columns = Object.fromEntries(ANOMALY_COLUMNS.map(({ column }) => [column, 0])) as Record<AnomalyColumn, number>;
-  for (const [name, entry] of entries) for (const column of entry.columns) columns[column] += results[name].count;
+  for (const [name, entry] of judged) for (const column of entry.columns) columns[column] += results[name].count;
   const protections = Object.fromEntries(Object.entries(PROTECTIONS).map(([name, p]) => [name, p.count(input, byCommit)])) as Record<Protection, number>;
 
-  const violations = Object.values(results)
-    .flatMap((r) => r.violations)
-    .slice(0, MAX_VIOLATIONS);
-  const marks = Object.values(results).flatMap((r) => r.marks);
+  const violations = judged.flatMap(([name]) => results[name].violations).slice(0, MAX_VIOLATIONS);
+  const marks = judged.flatMap(([name]) => results[name].marks);
   const staleSeqs = new Set(results.staleApplied.marks.map((m) => m.commitSeq));
   const staleEffects = byCommit.filter((e) => staleSeqs.has(e.commitSeq));
   const overlaps = leadershipOverlaps(input.history, input.window).map((w) => ({
@@ -69,9 +99,18 @@ export function checkRun(input: CheckInput): CheckResult {
     overlaps,
     maxFailoverGapMs: maxDispatchGap(input.history, input.window),
     // Each break once, though a column of a layer and a column of the effects may both show it.
-    anomalies: Object.values(results).reduce((sum, r) => sum + r.count, 0),
+    anomalies: judged.reduce((sum, [name]) => sum + results[name].count, 0),
     violations,
     marks,
+    inconclusive:
+      notJudged.length === 0
+        ? null
+        : {
+            reason: `${starved!.node === SUPERVISOR ? 'the supervisor' : `replica ${starved!.node}`} starved of CPU for ${(starved!.ms / 1000).toFixed(1)} s${input.settled === false ? ', and the run did not settle' : ''}`,
+            count: notJudged.reduce((sum, [name]) => sum + results[name].count, 0),
+            violations: notJudged.flatMap(([name]) => results[name].violations).slice(0, MAX_VIOLATIONS),
+          },
+    starvedMs: Math.round(starved?.ms ?? 0),
   };
 }
 

@@ -23,6 +23,14 @@ export interface CheckInput {
    * its guarded transaction): TTL + renew interval + 1 s. Not judged without it.
    */
   readonly failoverBound?: { readonly ms: number; readonly fault: string };
+  /**
+   * Whether the run settled after its faults healed (one leader, caught up, no write open; see
+   * quiescence.ts) before it ended. A run that did not, on a starved machine, leaves its tail unjudged.
+   * @defaultValue true
+   */
+  readonly settled?: boolean;
+  /** Why the run's replicas never got going (no leader, or no dispatch, in time): one break of liveness. */
+  readonly startFailure?: string;
   /** Per resource, the fence PostgreSQL committed and the guard's Redis mark, read after the run. */
   readonly fences?: readonly FenceState[];
 }

@@ -11,6 +11,7 @@ import {
   noHandlerWhileGuardUnreachable,
   noLongSilence,
   noReplicaCrashed,
+  replicasStarted,
 } from './layer-invariants.js';
 import { dispatchOnlyWhileLeading, electionsInTokenOrder } from './lease-invariants.js';
 
@@ -38,7 +39,7 @@ export const ANOMALY_COLUMNS = [
   {
     column: 'liveness',
     meaning:
-      'stretches outside the faults longer than the recovery bound with no dispatch by anyone; failovers after a leader froze inside its transaction slower than TTL + renew interval + 1 s; replica processes that died on their own (an unhandled error), in any scenario',
+      'stretches outside the faults longer than the recovery bound with no dispatch by anyone; failovers after a leader froze inside its transaction slower than TTL + renew interval + 1 s; replica processes that died on their own (an unhandled error), in any scenario; a run whose replicas elected no leader, or dispatched nothing, within 30 s of starting',
   },
 ] as const;
 
@@ -71,4 +72,5 @@ export const INVARIANTS = {
   silence: { check: noLongSilence, columns: ['liveness'] },
   crashes: { check: noReplicaCrashed, columns: ['liveness'] },
   failover: { check: failoverWithinBound, columns: ['liveness'] },
+  started: { check: replicasStarted, columns: ['liveness'] },
 } as const satisfies Record<string, InvariantEntry>;

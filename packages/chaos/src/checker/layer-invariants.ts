@@ -1,5 +1,6 @@
 import { faultSpans, type HistoryEvent } from '../history.js';
 import type { CheckInput, Invariant, InvariantResult } from './check-types.js';
+import { coveredWithin, starvedIntervals, SUPERVISOR } from '../sim/starvation.js';
 
 // Each layer's own promise, judged from what the replicas reported rather than from the effects: the
 // fence downstream absorbs a scheduler, handler or guard that breaks its promise, so the effects alone
@@ -43,15 +44,19 @@ export const noEarlyDispatch: Invariant = (input) => {
  * Every fire due in the window is dispatched, catch-up included, within the bound: `recoveryMs` after
  * it was due, or after the end of the fault it came due in, plus the time the dispatching replica's
  * job was busy with earlier fires meanwhile (from each dispatch to its `handled` line: the scheduler
- * runs one fire of a job at a time, so a backlog drains no faster than its handler). Time the job sat
- * idle earns nothing: a scheduler that does not dispatch a due fire while it could is still caught.
- * Fires are judged by their first dispatch. Not judged without `recoveryMs`.
+ * runs one fire of a job at a time, so a backlog drains no faster than its handler), plus the time
+ * the machine starved that replica or the supervisor of CPU (their probes' `starved` reports, outside
+ * the faults aimed at them; see starvation.ts). Time the job sat idle on a machine that let it run
+ * earns nothing: a scheduler that does not dispatch a due fire while it could is still caught. Fires
+ * are judged by their first dispatch. Not judged without `recoveryMs`.
  */
 export const dueFiresDispatchedInTime: Invariant = (input) => {
   const recoveryMs = input.recoveryMs;
   if (recoveryMs === undefined) return result(0, []);
   const faults = faultIntervals(input.history, input.window.end);
   const busy = busyIntervals(input.history);
+  const starved = starvedIntervals(input.history);
+  const supervisorStarved = starved.get(SUPERVISOR) ?? [];
   const first = new Map<string, Dispatch>();
   for (const e of input.history) if (e.kind === 'dispatch' && !first.has(e.fireId)) first.set(e.fireId, e);
   const violations: string[] = [];
@@ -66,11 +71,11 @@ export const dueFiresDispatchedInTime: Invariant = (input) => {
     if (dispatch.scheduledAt === undefined) continue;
     const covering = faults.find((f) => f.start <= dispatch.scheduledAt! && dispatch.scheduledAt! <= f.end);
     const from = Math.max(dispatch.scheduledAt, covering?.end ?? 0);
-    const held = busyWithin(busy.get(dispatch.node) ?? [], from, dispatch.at);
+    const held = coveredWithin([...(busy.get(dispatch.node) ?? []), ...(starved.get(dispatch.node) ?? []), ...supervisorStarved], from, dispatch.at);
     const bound = from + recoveryMs + held;
     if (dispatch.at > bound) {
       count++;
-      violations.push(`dispatched ${Math.round(dispatch.at - bound)} ms past its bound: ${id} by ${dispatch.node}, ${Math.round(dispatch.at - dispatch.scheduledAt)} ms after it was due${held > 0 ? ` (${Math.round(held)} ms of it busy with earlier fires)` : ''}`);
+      violations.push(`dispatched ${Math.round(dispatch.at - bound)} ms past its bound: ${id} by ${dispatch.node}, ${Math.round(dispatch.at - dispatch.scheduledAt)} ms after it was due${held > 0 ? ` (${Math.round(held)} ms of it busy with earlier fires or starved of CPU)` : ''}`);
     }
   }
   return result(count, violations);
@@ -96,20 +101,7 @@ function busyIntervals(history: readonly HistoryEvent[]): Map<string, Array<{ st
 }
 
 /** How long, within [from, until), at least one of the intervals was running (their union, clipped). */
-export function busyWithin(intervals: readonly { start: number; end: number }[], from: number, until: number): number {
-  const clipped = intervals
-    .map((i) => ({ start: Math.max(i.start, from), end: Math.min(i.end, until) }))
-    .filter((i) => i.end > i.start)
-    .sort((a, b) => a.start - b.start);
-  let total = 0;
-  let reached = from;
-  for (const i of clipped) {
-    const start = Math.max(i.start, reached);
-    if (i.end > start) total += i.end - start;
-    reached = Math.max(reached, i.end);
-  }
-  return total;
-}
+export const busyWithin = coveredWithin;
 
 /**
  * The handler's pre-check: no handler starts for a token below the highest the guard already knew
@@ -227,6 +219,9 @@ export function faultIntervals(
   }
   return out;
 }
+
+/** The replicas got going: one leader, then a first dispatch, in time (see `CheckInput.startFailure`). */
+export const replicasStarted: Invariant = (input) => result(input.startFailure === undefined ? 0 : 1, input.startFailure === undefined ? [] : [input.startFailure]);
 
 /**
  * No replica process dies on its own. A process a fault killed ends by a signal; one that exits with

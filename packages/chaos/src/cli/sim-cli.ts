@@ -49,7 +49,9 @@ function helpText(): string {
     USAGE,
     '',
     'Runs each scenario twice with the same seed: guarded (the app with its protections) and control (without).',
-    'Exit 0 when every guarded run is clean and every control shows damage; 1 otherwise; 2 for bad input or a missing service.',
+    'Exit 0 when every guarded run is clean and every control shows damage; 1 when a run failed; 3 when none failed but some could not be',
+    'judged (inconclusive: the machine starved the processes of CPU, measured, too long to judge timing; safety is always judged); 2 for',
+    'bad input or a missing service.',
     '',
     'scenarios:',
     ...SCENARIO_NAMES.map((name) => `  ${name.padEnd(nameWidth + 2)}${scenarios[name].summary}`),
@@ -79,7 +81,8 @@ const TIMINGS = { ttlMs: 1000, renewIntervalMs: 250, everyMs: 250 };
 /**
  * `pnpm sim`: runs each scenario guarded and unguarded (the control) with the same seed, prints one
  * table row per run, writes the HTML report. Exit 0 when every guarded run is clean and every control
- * shows damage; 1 when not; 2 for a usage or set-up problem (one line naming the fix).
+ * shows damage; 1 when a run failed; 3 when none failed but some were inconclusive (see `verdictOf`);
+ * 2 for a usage or set-up problem (one line naming the fix).
  */
 export async function runSimCli(app: SimApp, argv: readonly string[], io: CliIo = defaultIo): Promise<number> {
   let args;
@@ -181,8 +184,9 @@ export async function runSimCli(app: SimApp, argv: readonly string[], io: CliIo 
         runs.push(run);
         const [row] = resultTableRows([run]);
         io.err(`[${index}/${total}] ${row![0]} ${row![1]}: ${row![row!.length - 1]}\n`);
-        if (mode === 'guarded' && !verdictOf(run).ok) {
-          for (const v of result.check.violations) io.err(`  ${v}\n`);
+        const verdict = verdictOf(run);
+        if (mode === 'guarded' && !verdict.ok) {
+          for (const v of verdict.inconclusive ? (result.check.inconclusive?.violations ?? []) : result.check.violations) io.err(`  ${v}\n`);
         }
       }
     }
@@ -193,9 +197,11 @@ export async function runSimCli(app: SimApp, argv: readonly string[], io: CliIo 
 
   const reportPath = args.report === undefined ? join(mkdtempSync(join(tmpdir(), 'fenced-sim-')), 'sim-report.html') : resolve(args.report);
   writeFileSync(reportPath, renderHtmlReport(runs, { title: `fenced split-brain simulation (${app.name})`, generatedAt: new Date(), command: `pnpm sim ${argv.join(' ')}`.trim() }));
-  const guardedBad = runs.filter((r) => r.mode === 'guarded' && !verdictOf(r).ok);
+  const failed = (r: ReportRun) => !verdictOf(r).ok && !verdictOf(r).inconclusive;
+  const guardedBad = runs.filter((r) => r.mode === 'guarded' && failed(r));
   // A control without damage: the faults did not bite (a guarded run that missed its protection is in guardedBad, as toothless).
-  const undamagedControls = runs.filter((r) => r.mode === 'control' && !verdictOf(r).ok);
+  const undamagedControls = runs.filter((r) => r.mode === 'control' && failed(r));
+  const inconclusive = runs.filter((r) => verdictOf(r).inconclusive);
   const ok = guardedBad.length === 0 && undamagedControls.length === 0;
 
   if (args.json) {
@@ -206,6 +212,7 @@ export async function runSimCli(app: SimApp, argv: readonly string[], io: CliIo 
           report: reportPath,
           runs: runs.map((r) => ({ scenario: r.scenario, mode: r.mode, verdict: verdictOf(r).text, ...r.check, overlaps: r.check.overlaps.length, marks: r.check.marks.length })),
           ok,
+          inconclusive: inconclusive.length,
         },
         null,
         2,
@@ -216,9 +223,11 @@ export async function runSimCli(app: SimApp, argv: readonly string[], io: CliIo 
     io.out(`report: ${reportPath}\n`);
     for (const r of guardedBad) io.out(`FAIL ${r.scenario}: ${verdictOf(r).text} with the guard on (seed ${args.seed})\n`);
     for (const r of undamagedControls) io.out(`FAIL ${r.scenario}: the control shows no damage, so this run did not exercise what the scenario claims (seed ${args.seed})\n`);
-    if (ok) io.out(`ok: every guarded run is clean and every control shows the damage (seed ${args.seed})\n`);
+    for (const r of inconclusive) io.out(`INCONCLUSIVE ${r.scenario} ${r.mode}: ${verdictOf(r).text.replace(/^inconclusive: /, '')} (seed ${args.seed}; safety was judged and held)\n`);
+    if (ok && inconclusive.length === 0) io.out(`ok: every guarded run is clean and every control shows the damage (seed ${args.seed})\n`);
+    else if (ok) io.out(`no failure, ${inconclusive.length} of ${runs.length} runs inconclusive: this machine starved the simulation of CPU too long to judge timing; run them again on a quieter one (seed ${args.seed})\n`);
   }
-  return ok ? 0 : 1;
+  return !ok ? 1 : inconclusive.length > 0 ? 3 : 0;
 }
 
 /** Prepares and cleans up a throwaway run: undefined when the app can use the database, else why not (one line). */

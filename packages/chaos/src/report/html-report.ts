@@ -1,6 +1,7 @@
 import { ANOMALY_COLUMNS } from '../checker/invariants.js';
 import { PROTECTIONS, type Exercise, type Protection } from '../checker/protections.js';
-import { verdictOf } from './verdict.js';
+import { verdictOf, type Verdict } from './verdict.js';
+import { INCONCLUSIVE_STARVATION_MS } from '../sim/starvation.js';
 import { leadershipIntervals } from '../checker/check-run.js';
 import { faultSpans, type HistoryEvent } from '../history.js';
 import type { RunResult } from '../sim/run-scenario.js';
@@ -160,7 +161,7 @@ const TABLE: ReadonlyArray<{ readonly column: string; readonly meaning: string; 
   { column: 'max gap ms', meaning: 'the longest stretch inside the window with no dispatch by anyone: failover time plus up to one interval', cell: (r) => String(r.check.maxFailoverGapMs) },
   {
     column: 'verdict',
-    meaning: `guarded: no anomaly (every column from ${ANOMALY_COLUMNS[0].column} to ${ANOMALY_COLUMNS.at(-1)!.column} is 0), or toothless when a protection the scenario exercises never came into play; control: the damage the faults did without protection`,
+    meaning: `guarded: no anomaly (every column from ${ANOMALY_COLUMNS[0].column} to ${ANOMALY_COLUMNS.at(-1)!.column} is 0), or toothless when a protection the scenario exercises never came into play; control: the damage the faults did without protection; either: inconclusive when the machine starved a replica or the supervisor of CPU for ${INCONCLUSIVE_STARVATION_MS} ms or more (measured, outside the faults aimed at it) and a timing check still failed after crediting it: the timing is not judged, safety is`,
     cell: (r) => verdictOf(r).text,
   },
 ];
@@ -178,17 +179,17 @@ export const COLUMN_DEFINITIONS: ReadonlyArray<readonly [column: string, meaning
 export function renderHtmlReport(runs: readonly ReportRun[], meta: { title: string; generatedAt: Date; command?: string }): string {
   const rows = resultTableRows(runs)
     .map((cells, i) => {
-      const ok = verdictOf(runs[i]!).ok;
-      return `<tr class="${ok ? 'ok' : 'bad'}">${cells.map((c) => `<td>${esc(c)}</td>`).join('')}</tr>`;
+      return `<tr class="${verdictClass(verdictOf(runs[i]!))}">${cells.map((c) => `<td>${esc(c)}</td>`).join('')}</tr>`;
     })
     .join('');
   const sections = runs
     .map((run) => {
       const verdict = verdictOf(run);
       return `<section class="run" data-scenario="${esc(run.scenario)}" data-mode="${run.mode}">
-  <h2>${esc(run.scenario)} <span class="mode ${run.mode}">${run.mode}</span> <span class="verdict ${verdict.ok ? 'ok' : 'bad'}">${esc(verdict.text)}</span></h2>
+  <h2>${esc(run.scenario)} <span class="mode ${run.mode}">${run.mode}</span> <span class="verdict ${verdictClass(verdict)}">${esc(verdict.text)}</span></h2>
   ${run.summary ? `<p class="summary">${esc(run.summary)}</p>` : ''}
   ${timeline(run)}
+  ${run.check.inconclusive !== null ? `<details class="violations inconclusive" open><summary>not judged: ${esc(run.check.inconclusive.reason)}</summary><ul>${run.check.inconclusive.violations.map((v) => `<li>${esc(v)}</li>`).join('')}</ul></details>` : ''}
   ${run.check.violations.length > 0 ? `<details class="violations" open><summary>${run.check.violations.length} violations</summary><ul>${run.check.violations.map((v) => `<li>${esc(v)}</li>`).join('')}</ul></details>` : ''}
 </section>`;
     })
@@ -201,9 +202,9 @@ h1{font-size:22px;margin:0 0 4px}h2{font-size:16px;margin:22px 0 6px}
 .meta,.summary{color:#555;margin:2px 0 8px}
 table{border-collapse:collapse;margin:10px 0 24px;font-size:12px}th,td{border:1px solid #ddd;padding:2px 5px;text-align:right}th{vertical-align:bottom;max-width:5.5em;font-weight:600;font-size:11px}td:last-child{max-width:16em}
 .results-box{overflow-x:auto}
-th:nth-child(-n+2),td:nth-child(-n+2),td:last-child{text-align:left}tr.bad td{background:#fde2e1}tr.ok td:last-child{color:#1a7f37}
+th:nth-child(-n+2),td:nth-child(-n+2),td:last-child{text-align:left}tr.bad td{background:#fde2e1}tr.inconclusive td{background:#fef9c3}tr.ok td:last-child{color:#1a7f37}
 .mode{font-size:12px;padding:1px 6px;border-radius:8px;background:#eee}.mode.guarded{background:#dbeafe}.mode.control{background:#fef3c7}
-.verdict{font-size:12px;padding:1px 6px;border-radius:8px}.verdict.ok{background:#dcfce7;color:#166534}.verdict.bad{background:#fee2e2;color:#991b1b}
+.verdict{font-size:12px;padding:1px 6px;border-radius:8px}.verdict.ok{background:#dcfce7;color:#166534}.verdict.bad{background:#fee2e2;color:#991b1b}.verdict.inconclusive{background:#fef9c3;color:#854d0e}
 .timeline{border:1px solid #e5e5e5;background:#fafafa}.lane{stroke:#ccc}.lane-label{font:12px monospace}
 .epoch{opacity:.9}.token{font:bold 10px monospace;fill:#fff;stroke:#111;stroke-width:2.5px;paint-order:stroke}
 .fault{fill:#6366f1;opacity:.16}.fault-label{font:9px sans-serif;fill:#3730a3}
@@ -222,4 +223,9 @@ ${legend()}
 ${sections}
 </body></html>
 `;
+}
+
+/** The row's and the badge's class: passed, failed, or neither (inconclusive). */
+function verdictClass(verdict: Verdict): 'ok' | 'bad' | 'inconclusive' {
+  return verdict.ok ? 'ok' : verdict.inconclusive ? 'inconclusive' : 'bad';
 }

@@ -4,7 +4,7 @@ import { ANOMALY_COLUMNS } from '../checker/invariants.js';
 import { PROTECTIONS } from '../checker/protections.js';
 import { verdictOf } from './verdict.js';
 
-const check = (counts: { anomalies?: number; protections?: Partial<CheckResult['protections']> } = {}): CheckResult => ({
+const check = (counts: { anomalies?: number; protections?: Partial<CheckResult['protections']>; inconclusive?: CheckResult['inconclusive'] } = {}): CheckResult => ({
   fires: 10,
   effects: 12,
   columns: Object.fromEntries(ANOMALY_COLUMNS.map(({ column }) => [column, 0])) as unknown as CheckResult['columns'],
@@ -14,33 +14,48 @@ const check = (counts: { anomalies?: number; protections?: Partial<CheckResult['
   anomalies: counts.anomalies ?? 0,
   violations: [],
   marks: [],
+  inconclusive: counts.inconclusive ?? null,
+  starvedMs: counts.inconclusive === undefined ? 0 : 1200,
 });
 
 describe('verdictOf', () => {
   it('passes a clean guarded run that shows every protection its scenario exercises at work', () => {
-    expect(verdictOf({ mode: 'guarded', check: check({ protections: { 'stale refused': 2, 'token repaired': 1 } }), exercises: ['stale refused', 'token repaired'] })).toEqual({ ok: true, text: 'no anomaly' });
+    expect(verdictOf({ mode: 'guarded', check: check({ protections: { 'stale refused': 2, 'token repaired': 1 } }), exercises: ['stale refused', 'token repaired'] })).toEqual({ ok: true, inconclusive: false, text: 'no anomaly' });
   });
 
   it('takes any one of a list of protections as the list exercised, and names the list when none came into play', () => {
     const anyOf = [['duplicate dropped', 'stale refused']] as const;
-    expect(verdictOf({ mode: 'guarded', check: check({ protections: { 'stale refused': 1 } }), exercises: anyOf })).toEqual({ ok: true, text: 'no anomaly' });
-    expect(verdictOf({ mode: 'guarded', check: check({ protections: { 'duplicate dropped': 1 } }), exercises: anyOf })).toEqual({ ok: true, text: 'no anomaly' });
-    expect(verdictOf({ mode: 'guarded', check: check({ protections: { 'token repaired': 1 } }), exercises: anyOf })).toEqual({ ok: false, text: 'toothless: no duplicate dropped or stale refused' });
+    expect(verdictOf({ mode: 'guarded', check: check({ protections: { 'stale refused': 1 } }), exercises: anyOf })).toEqual({ ok: true, inconclusive: false, text: 'no anomaly' });
+    expect(verdictOf({ mode: 'guarded', check: check({ protections: { 'duplicate dropped': 1 } }), exercises: anyOf })).toEqual({ ok: true, inconclusive: false, text: 'no anomaly' });
+    expect(verdictOf({ mode: 'guarded', check: check({ protections: { 'token repaired': 1 } }), exercises: anyOf })).toEqual({ ok: false, inconclusive: false, text: 'toothless: no duplicate dropped or stale refused' });
   });
 
   it('fails a clean guarded run as toothless when a protection it must exercise never came into play', () => {
     expect(verdictOf({ mode: 'guarded', check: check({ protections: { 'stale refused': 2 } }), exercises: ['stale refused', 'duplicate dropped', 'token repaired'] })).toEqual({
       ok: false,
+      inconclusive: false,
       text: 'toothless: no duplicate dropped, no token repaired',
     });
   });
 
   it('fails a guarded run with anomalies, whatever it exercised', () => {
-    expect(verdictOf({ mode: 'guarded', check: check({ anomalies: 3, protections: { 'stale refused': 1 } }), exercises: ['stale refused'] })).toEqual({ ok: false, text: '3 anomalies' });
+    expect(verdictOf({ mode: 'guarded', check: check({ anomalies: 3, protections: { 'stale refused': 1 } }), exercises: ['stale refused'] })).toEqual({ ok: false, inconclusive: false, text: '3 anomalies' });
   });
 
   it('passes a control only when it shows damage', () => {
     expect(verdictOf({ mode: 'control', check: check({ anomalies: 2 }) }).ok).toBe(true);
-    expect(verdictOf({ mode: 'control', check: check({}) })).toEqual({ ok: false, text: 'no damage: the scenario did not bite' });
+    expect(verdictOf({ mode: 'control', check: check({}) })).toEqual({ ok: false, inconclusive: false, text: 'no damage: the scenario did not bite' });
+  });
+
+  it('calls a run with no anomaly but timing it could not judge inconclusive, never passed; anomalies still fail it', () => {
+    const starved = { reason: 'replica r2 starved of CPU for 4.1 s', count: 2, violations: ['dispatched 300 ms past its bound: …'] };
+    expect(verdictOf({ mode: 'guarded', check: check({ inconclusive: starved, protections: { 'stale refused': 1 } }), exercises: ['stale refused'] })).toEqual({
+      ok: false,
+      inconclusive: true,
+      text: 'inconclusive: replica r2 starved of CPU for 4.1 s; 2 timing breaks not judged',
+    });
+    expect(verdictOf({ mode: 'guarded', check: check({ anomalies: 1, inconclusive: starved }) })).toMatchObject({ ok: false, inconclusive: false, text: '1 anomalies' });
+    expect(verdictOf({ mode: 'control', check: check({ inconclusive: starved }) })).toMatchObject({ ok: false, inconclusive: true });
+    expect(verdictOf({ mode: 'control', check: check({ anomalies: 2, inconclusive: starved }) })).toMatchObject({ ok: true, text: 'damage shown: 2' });
   });
 });

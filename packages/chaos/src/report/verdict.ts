@@ -14,18 +14,31 @@ export function timesExercised(check: CheckResult, protection: Protection): numb
   return check.protections[protection];
 }
 
+/** A run's verdict: `ok` when it passed; `inconclusive` when it neither passed nor failed (see `CheckResult.inconclusive`). */
+export interface Verdict {
+  readonly ok: boolean;
+  readonly inconclusive: boolean;
+  readonly text: string;
+}
+
 /**
  * A guarded run passes when it has no anomaly and shows every protection its scenario exercises at
- * work (else it is toothless: the faults missed); a control passes when it shows damage.
+ * work (else it is toothless: the faults missed); a control passes when it shows damage. A run whose
+ * timing checks could not be judged (its processes were starved of CPU) and that has no anomaly
+ * otherwise is inconclusive, never passed: it says why, and proves nothing about its timing.
  */
-export function verdictOf(run: JudgedRun): { ok: boolean; text: string } {
+export function verdictOf(run: JudgedRun): Verdict {
+  const inconclusive = run.check.inconclusive;
+  const unjudged = inconclusive === null ? null : { ok: false, inconclusive: true, text: `inconclusive: ${inconclusive.reason}; ${inconclusive.count} timing ${inconclusive.count === 1 ? 'break' : 'breaks'} not judged` };
   if (run.mode === 'control') {
-    return run.check.anomalies > 0 ? { ok: true, text: `damage shown: ${run.check.anomalies}` } : { ok: false, text: 'no damage: the scenario did not bite' };
+    if (run.check.anomalies > 0) return { ok: true, inconclusive: false, text: `damage shown: ${run.check.anomalies}` };
+    return unjudged ?? { ok: false, inconclusive: false, text: 'no damage: the scenario did not bite' };
   }
-  if (run.check.anomalies > 0) return { ok: false, text: `${run.check.anomalies} anomalies` };
+  if (run.check.anomalies > 0) return { ok: false, inconclusive: false, text: `${run.check.anomalies} anomalies` };
   const missing = (run.exercises ?? [])
     .map((e) => (typeof e === 'string' ? [e] : e))
     .filter((anyOf) => anyOf.every((p) => timesExercised(run.check, p) === 0))
     .map((anyOf) => anyOf.join(' or '));
-  return missing.length === 0 ? { ok: true, text: 'no anomaly' } : { ok: false, text: `toothless: no ${missing.join(', no ')}` };
+  if (missing.length > 0) return { ok: false, inconclusive: false, text: `toothless: no ${missing.join(', no ')}` };
+  return unjudged ?? { ok: true, inconclusive: false, text: 'no anomaly' };
 }

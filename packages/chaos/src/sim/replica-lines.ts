@@ -11,7 +11,8 @@ import type { ProcessLine } from '../process/managed-process.js';
  * - `{ kind: 'failpoint', name, action? }`: it stopped (or stalled) itself at a failpoint it was armed with;
  * - `{ kind: 'repair', token }`: an election repaired the token counter;
  * - `{ kind: 'takeover', ended }`: an election's advance ended a blocking transaction;
- * - `{ kind: 'deposed', operation }`: its lease store refused a grant or renewal from a deposed primary.
+ * - `{ kind: 'deposed', operation }`: its lease store refused a grant or renewal from a deposed primary;
+ * - `{ kind: 'starved', ms }`: its event loop ran `ms` late (`startStarvationProbe`).
  * Other lines (`ready`, `stalling`, text) are for the supervisor's own waits: no event.
  */
 export function historyEventOf(name: string, line: ProcessLine): HistoryEvent | undefined {
@@ -52,6 +53,8 @@ export function historyEventOf(name: string, line: ProcessLine): HistoryEvent | 
       return { at, kind: 'takeover', node: name, ended: r['ended'] === true };
     case 'deposed':
       return { at, kind: 'deposed', node: name, operation: String(r['operation']) };
+    case 'starved':
+      return typeof r['ms'] === 'number' && r['ms'] > 0 ? { at, kind: 'starved', node: name, ms: r['ms'] } : undefined;
     default:
       return undefined;
   }
