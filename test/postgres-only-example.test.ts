@@ -20,6 +20,8 @@ describe('the PostgreSQL-only example', () => {
     const env: NodeJS.ProcessEnv = { ...process.env, DATABASE_URL: testDatabaseUrl() };
     delete env['REDIS_URL'];
     const { stdout } = await run(process.execPath, ['--import', 'tsx', '--conditions=@fenced/source', 'examples/postgres-only/billing.ts'], { cwd: root, env, timeout: 90_000 });
+    // Which server it used, in its first line, the password hidden.
+    expect(stdout.split('\n')[0]).toMatch(/^using PostgreSQL at DATABASE_URL \(postgres:\/\/[^)]*\)$/);
     expect(stdout).toMatch(/^replica-a: elected, token (\d+)$/m);
     expect(stdout).toMatch(/^handover: replica-b leads \d+ ms after replica-a stepped down$/m);
     expect(stdout).toMatch(/^the deposed leader's write \(token \d+\) was refused: (STALE_TOKEN|NOT_LEADER)$/m);
@@ -30,6 +32,19 @@ describe('the PostgreSQL-only example', () => {
     expect(bRows).toBeGreaterThanOrEqual(2);
     expect(bToken).toBeGreaterThan(aToken!);
   }, 120_000);
+
+  it('an unreachable DATABASE_URL: one line naming it and why, exit 2, no stack trace (a regression: it ended in a raw pg-pool stack trace, exit 1)', async () => {
+    const closed = await freePort();
+    const env: NodeJS.ProcessEnv = { ...process.env, DATABASE_URL: `postgres://postgres:secret@127.0.0.1:${closed}/test` };
+    delete env['REDIS_URL'];
+    const failed = await run(process.execPath, ['--import', 'tsx', '--conditions=@fenced/source', 'examples/postgres-only/billing.ts'], { cwd: root, env, timeout: 60_000 }).then(
+      () => undefined,
+      (err: { code?: number; stderr?: string }) => err,
+    );
+    expect(failed?.code).toBe(2);
+    expect(failed?.stderr?.trim().split('\n')).toEqual([expect.stringMatching(new RegExp(`^example: cannot use DATABASE_URL: .*ECONNREFUSED.*${closed}`))]);
+    expect(failed?.stderr).not.toContain('secret');
+  }, 90_000);
 
   it('with no DATABASE_URL and nothing answering on 127.0.0.1:PGPORT (PostgreSQL stopped, as on a fresh machine): starts a throwaway PostgreSQL of its own, says so in one line, runs, and removes it', async () => {
     const closed = await freePort();

@@ -13,7 +13,7 @@ import { createCoordinator, createScheduler } from '@fenced/coordinator';
 import { postgresLeases } from '@fenced/coordinator/postgres';
 import { createGuard } from '@fenced/consumer-guard';
 import { isFencedError } from '@fenced/shared';
-import { quickStartDatabase } from './database.js';
+import { quickStartDatabase, QuickStartDatabaseError } from './database.js';
 
 const schema = `postgres_only_${randomBytes(3).toString('hex')}`;
 const say = (line: string) => process.stdout.write(`${line}\n`);
@@ -92,7 +92,14 @@ async function main(databaseUrl: string): Promise<void> {
   }
 }
 
-const database = await quickStartDatabase(say);
+let database: Awaited<ReturnType<typeof quickStartDatabase>>;
+try {
+  database = await quickStartDatabase(say);
+} catch (err) {
+  if (!(err instanceof QuickStartDatabaseError)) throw err;
+  process.stderr.write(`example: ${err.message}\n`);
+  process.exit(2);
+}
 try {
   await main(database.url);
 } finally {

@@ -20,12 +20,51 @@ export interface QuickStartDatabase {
   close(): Promise<void>;
 }
 
+/** The database could not be used: one line saying which and why, for the example to print before it exits 2. */
+export class QuickStartDatabaseError extends Error {
+  override readonly name = 'QuickStartDatabaseError';
+}
+
 export async function quickStartDatabase(say: (line: string) => void): Promise<QuickStartDatabase> {
   const given = process.env['DATABASE_URL'];
-  if (given !== undefined && given !== '') return { url: given, close: async () => {} };
+  if (given !== undefined && given !== '') {
+    say(`using PostgreSQL at DATABASE_URL (${redacted(given)})`);
+    await mustAnswer(given, 'DATABASE_URL');
+    return { url: given, close: async () => {} };
+  }
   const port = Number(process.env['PGPORT'] || 5432);
-  if (await answers('127.0.0.1', port)) return { url: `postgres://postgres@127.0.0.1:${port}/test`, close: async () => {} };
+  if (await answers('127.0.0.1', port)) {
+    const url = `postgres://postgres@127.0.0.1:${port}/test`;
+    say(`using the local PostgreSQL at 127.0.0.1:${port} (set DATABASE_URL for another, or PGPORT for another local port)`);
+    await mustAnswer(url, `the local PostgreSQL at 127.0.0.1:${port}`);
+    return { url, close: async () => {} };
+  }
   return startThrowaway(port, say);
+}
+
+/** A URL with its password hidden, for a line a person reads. */
+function redacted(url: string): string {
+  return url.replace(/(\/\/[^:/@]*:)[^@]*@/, '$1***@');
+}
+
+/** Connects once: a database that cannot be used is a one-line error naming where it was looked for, not a stack trace. */
+async function mustAnswer(url: string, where: string): Promise<void> {
+  const { default: pg } = await import('pg');
+  let client: InstanceType<typeof pg.Client>;
+  try {
+    client = new pg.Client({ connectionString: url, connectionTimeoutMillis: 5000 });
+  } catch (err) {
+    throw new QuickStartDatabaseError(`${where} is not a PostgreSQL URL: ${(err as Error).message}`);
+  }
+  client.on('error', () => {});
+  try {
+    await client.connect();
+    await client.query('SELECT 1');
+  } catch (err) {
+    throw new QuickStartDatabaseError(`cannot use ${where}: ${(err as Error).message || (err as Error).name}`);
+  } finally {
+    await client.end().catch(() => undefined);
+  }
 }
 
 async function startThrowaway(lookedAt: number, say: (line: string) => void): Promise<QuickStartDatabase> {

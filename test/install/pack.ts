@@ -1,9 +1,10 @@
 /**
- * The five packages as a registry would get them: built, then packed by pnpm (which rewrites each
- * `workspace:` range to the version it points at), into one folder of tarballs.
+ * The five packages as a registry would get them: packed by pnpm (which runs each package's
+ * `prepack` build and rewrites each `workspace:` range to the version it points at), into one folder
+ * of tarballs.
  */
 import { execFileSync } from 'node:child_process';
-import { mkdtempSync, readdirSync, readFileSync } from 'node:fs';
+import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -12,10 +13,15 @@ export const repoRoot = fileURLToPath(new URL('../..', import.meta.url));
 export const PACKAGES = ['shared', 'coordinator', 'consumer-guard', 'chaos', 'cli'] as const;
 export type PackageDir = (typeof PACKAGES)[number];
 
-/** Builds every package and packs it; returns the tarball path of each, by folder name. */
+/**
+ * Packs every package as a fresh clone would: with no `dist` at all, so that each tarball holds only
+ * what its own `prepack` built (a package without one packs no code); returns the tarball path of
+ * each, by folder name. In dependency order: a package's build reads the declarations of those it
+ * depends on.
+ */
 export function packAll(env: NodeJS.ProcessEnv): Record<PackageDir, string> {
-  execFileSync('pnpm', ['--reporter', 'silent', 'build'], { cwd: repoRoot, env, stdio: ['ignore', 'ignore', 'pipe'] });
   const out = mkdtempSync(join(tmpdir(), 'fenced-packs-'));
+  for (const pkg of PACKAGES) rmSync(join(repoRoot, 'packages', pkg, 'dist'), { recursive: true, force: true });
   for (const pkg of PACKAGES) {
     execFileSync('pnpm', ['pack', '--pack-destination', out], { cwd: join(repoRoot, 'packages', pkg), env, stdio: ['ignore', 'ignore', 'pipe'] });
   }

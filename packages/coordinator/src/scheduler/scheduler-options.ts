@@ -79,16 +79,19 @@ export const schedulerOptionsSchema = z
      * after a backoff that doubles from `minDelayMs` up to `maxDelayMs`, each delay drawn at random
      * between half of it and all of it (so that jobs failing together do not retry together). A fire is
      * retried while its term lasts and it is inside `catchUpWindowMs`; the job's later fires wait
-     * behind it, in order.
-     * @defaultValue `{ minDelayMs: 100, maxDelayMs: 2000 }`
+     * behind it, in order. The cap is short on purpose: once the store is back, every later fire of
+     * the job waits out the failed one's last backoff (in the simulation, a 2 s cap made fires late
+     * past the recovery bound after `postgres-down`; at 1 s a recovering store still sees each job
+     * at most once a second).
+     * @defaultValue `{ minDelayMs: 100, maxDelayMs: 1000 }`
      */
     retry: z
       .strictObject({
         minDelayMs: z.number().int().min(1).max(60_000).default(100),
-        maxDelayMs: z.number().int().min(1).max(3_600_000).default(2000),
+        maxDelayMs: z.number().int().min(1).max(3_600_000).default(1000),
       })
       .refine((retry) => retry.minDelayMs <= retry.maxDelayMs, { message: 'minDelayMs must not be above maxDelayMs', path: ['minDelayMs'] })
-      .default({ minDelayMs: 100, maxDelayMs: 2000 }),
+      .default({ minDelayMs: 100, maxDelayMs: 1000 }),
     /** Receives structured events. */
     logger: z.custom<(event: never) => void>(isFunction, { message: 'must be a function' }).optional(),
     meterProvider: meterProviderSchema.optional(),
