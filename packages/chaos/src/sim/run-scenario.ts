@@ -154,6 +154,19 @@ export async function runScenario(app: SimApp, scenario: Scenario, mode: SimMode
   // makes replicas look late (see starvation.ts).
   const stopProbe = startStarvationProbe(({ ms }) => history.record({ at: Date.now(), kind: 'starved', node: SUPERVISOR, ms }));
   const untrackCleanup = trackCleanup(() => app.cleanup(run));
+  /** The run's result: its window, its check, what took effect, and each replica's last words. */
+  const resultOf = (window: RunResult['window'], check: CheckResult, effects: readonly Effect[]): RunResult => ({
+    scenario: label,
+    leaseStore: run.leaseStore,
+    mode,
+    seed: options.seed,
+    window,
+    check,
+    history,
+    effects,
+    nodes: nodes.map((n) => n.name),
+    diagnostics: Object.fromEntries(nodes.map((n) => [n.name, n.process.stderr().slice(-2000)])),
+  });
   try {
     await app.prepare(run);
     for (let i = 1; i <= options.replicas; i++) {
@@ -212,18 +225,8 @@ export async function runScenario(app: SimApp, scenario: Scenario, mode: SimMode
       phase = 'checking';
       await Promise.all(nodes.map((n) => n.process.stop()));
       const at = Date.now();
-      return {
-        scenario: label,
-        leaseStore: run.leaseStore,
-        mode,
-        seed: options.seed,
-        window: { start: at, end: at },
-        check: checkRun({ history: history.events, effects: [], expectedFireIds: [], window: { start: started, end: at }, startFailure: `${why}${stderr.length > 0 ? ` (last stderr: ${stderr.join(' | ').slice(0, 300)})` : ''}` }),
-        history,
-        effects: [],
-        nodes: nodes.map((n) => n.name),
-        diagnostics: Object.fromEntries(nodes.map((n) => [n.name, n.process.stderr().slice(-2000)])),
-      };
+      const startFailure = `${why}${stderr.length > 0 ? ` (last stderr: ${stderr.join(' | ').slice(0, 300)})` : ''}`;
+      return resultOf({ start: at, end: at }, checkRun({ history: history.events, effects: [], expectedFireIds: [], window: { start: started, end: at }, startFailure }), []);
     }
     const windowStart = Date.now();
     phase = 'faults';
@@ -268,18 +271,7 @@ export async function runScenario(app: SimApp, scenario: Scenario, mode: SimMode
       fences,
       settled,
     });
-    return {
-      scenario: label,
-      leaseStore: run.leaseStore,
-      mode,
-      seed: options.seed,
-      window: { start: windowStart, end: windowEnd },
-      check,
-      history,
-      effects,
-      nodes: nodes.map((n) => n.name),
-      diagnostics: Object.fromEntries(nodes.map((n) => [n.name, n.process.stderr().slice(-2000)])),
-    };
+    return resultOf({ start: windowStart, end: windowEnd }, check, effects);
   } finally {
     stopProbe();
     clearInterval(progress);
