@@ -37,7 +37,7 @@ export type HistoryEvent =
   /**
    * A process's event loop ran `ms` late, up to `at` (the machine starved it of CPU): from `at - ms`
    * to `at` it could not act. Reported by each replica's probe and by the supervisor's own (`node:
-   * 'supervisor'`); see sim/starvation.ts.
+   * 'supervisor'`); see checker/starvation.ts.
    */
   | { at: number; kind: 'starved'; node: string; ms: number }
   /** A replica's lease store refused a grant or renewal from a deposed PostgreSQL primary (a failover it did not see). */

@@ -25,7 +25,8 @@ export {
   uncoveredSilences,
 } from './checker/layer-invariants.js';
 export { verdictOf, timesExercised, type JudgedRun, type Verdict } from './report/verdict.js';
-export { INCONCLUSIVE_STARVATION_MS, startStarvationProbe, starvedIntervals, SUPERVISOR } from './sim/starvation.js';
+export { INCONCLUSIVE_STARVATION_MS, starvedIntervals, SUPERVISOR } from './checker/starvation.js';
+export { startStarvationProbe } from './sim/starvation-probe.js';
 export { hasSettled } from './sim/quiescence.js';
 export { leaseStoresOf, scenarios, SCENARIO_NAMES, type Exercise, type Protection, type Scenario, type ScenarioName } from './sim/scenarios.js';
 export { runFaultRounds, type FaultRound, type Hit, type LeaderTarget, type PostgresDownVariant, type PrimaryFailoverVariant, type RedisFault, type StoresFault, type ReplicaFault, type ReplicaTarget, type Setup, type Span } from './sim/fault-rounds.js';

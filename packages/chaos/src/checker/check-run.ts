@@ -2,7 +2,7 @@ import type { HistoryEvent } from '../history.js';
 import type { CheckInput, EffectMark, InvariantResult } from './check-types.js';
 import { ANOMALY_COLUMNS, INVARIANTS, type AnomalyColumn } from './invariants.js';
 import { PROTECTIONS, type Protection } from './protections.js';
-import { INCONCLUSIVE_STARVATION_MS, mostStarved, starvedIntervals, SUPERVISOR } from '../sim/starvation.js';
+import { INCONCLUSIVE_STARVATION_MS, mostStarved, starvedIntervals, SUPERVISOR } from './starvation.js';
 
 export type { CheckInput, FenceState } from './check-types.js';
 

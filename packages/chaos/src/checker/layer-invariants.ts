@@ -1,6 +1,6 @@
 import { faultSpans, type HistoryEvent } from '../history.js';
 import type { CheckInput, Invariant, InvariantResult } from './check-types.js';
-import { coveredWithin, starvedIntervals, SUPERVISOR } from '../sim/starvation.js';
+import { coveredWithin, starvedIntervals, SUPERVISOR } from './starvation.js';
 
 // Each layer's own promise, judged from what the replicas reported rather than from the effects: the
 // fence downstream absorbs a scheduler, handler or guard that breaks its promise, so the effects alone

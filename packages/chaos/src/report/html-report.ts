@@ -1,7 +1,7 @@
 import { ANOMALY_COLUMNS } from '../checker/invariants.js';
 import { PROTECTIONS, type Exercise, type Protection } from '../checker/protections.js';
 import { verdictOf, type Verdict } from './verdict.js';
-import { INCONCLUSIVE_STARVATION_MS } from '../sim/starvation.js';
+import { INCONCLUSIVE_STARVATION_MS } from '../checker/starvation.js';
 import { leadershipIntervals } from '../checker/check-run.js';
 import { faultSpans, type HistoryEvent } from '../history.js';
 import type { RunResult } from '../sim/run-scenario.js';

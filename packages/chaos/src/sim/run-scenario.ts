@@ -18,7 +18,8 @@ import { hasSettled } from './quiescence.js';
 import { historyEventOf } from './replica-lines.js';
 import type { Scenario } from './scenarios.js';
 import { startSimRedis } from './sim-redis.js';
-import { startStarvationProbe, SUPERVISOR } from './starvation.js';
+import { startStarvationProbe } from './starvation-probe.js';
+import { SUPERVISOR } from '../checker/starvation.js';
 import type { LeaseStoreName, RedisEndpoint, RunContext, SimApp, SimMode } from './sim-app.js';
 
 export interface RunOptions {
@@ -151,7 +152,7 @@ export async function runScenario(app: SimApp, scenario: Scenario, mode: SimMode
   }, 1000);
 
   // The supervisor's own starvation: it stamps every line it reads, so a supervisor kept off the CPU
-  // makes replicas look late (see starvation.ts).
+  // makes replicas look late (see checker/starvation.ts).
   const stopProbe = startStarvationProbe(({ ms }) => history.record({ at: Date.now(), kind: 'starved', node: SUPERVISOR, ms }));
   const untrackCleanup = trackCleanup(() => app.cleanup(run));
   /** The run's result: its window, its check, what took effect, and each replica's last words. */

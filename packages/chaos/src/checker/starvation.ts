@@ -2,45 +2,18 @@ import { faultSpans, type HistoryEvent } from '../history.js';
 
 /**
  * A busy machine is the normal case: a replica whose event loop waits seconds for a core dispatches
- * late through no fault of the code. The simulation measures that starvation instead of guessing it:
- * each replica runs a probe (a timer that notes how late it fires) and reports every stretch it ran
- * late, and the supervisor probes itself the same way. The checker credits a replica's starvation to
- * its lateness, as it credits the time its job was busy, and a run whose processes were starved too
- * long to judge timing says so ("inconclusive"), never "failed". Safety checks are never softened.
+ * late through no fault of the code. Each replica's probe (sim/starvation-probe.ts) and the
+ * supervisor's own report every stretch they ran late; here those reports become intervals, which
+ * the lateness check credits (as it credits the time a job was busy) and which decide whether a
+ * run's timing can be judged at all ("inconclusive"). Safety checks are never softened.
  */
 
-/** How often the probe's timer is meant to fire, ms. */
-export const PROBE_EVERY_MS = 20;
-/** The least lateness a probe reports, ms: less is scheduling noise. */
-export const REPORT_STARVED_FROM_MS = 50;
 /**
  * A run whose replicas (or supervisor) were starved this long, outside the faults aimed at them,
  * cannot have its timing judged: a lateness or liveness check that still fails after the credit is
  * inconclusive, not a failure.
  */
 export const INCONCLUSIVE_STARVATION_MS = 500;
-
-/**
- * Starts the probe in a replica: every stretch in which this process's event loop ran at least
- * {@link REPORT_STARVED_FROM_MS} late is reported as `{ kind: 'starved', ms }` (one JSON line, as the
- * simulation reads a replica's reports). The timer does not keep the process alive. Returns its stop.
- *
- * @example
- * ```ts
- * startStarvationProbe((record) => process.stdout.write(`${JSON.stringify(record)}\n`));
- * ```
- */
-export function startStarvationProbe(report: (record: { kind: 'starved'; ms: number }) => void): () => void {
-  let last = performance.now();
-  const timer = setInterval(() => {
-    const now = performance.now();
-    const late = now - last - PROBE_EVERY_MS;
-    last = now;
-    if (late >= REPORT_STARVED_FROM_MS) report({ kind: 'starved', ms: Math.round(late) });
-  }, PROBE_EVERY_MS);
-  timer.unref();
-  return () => clearInterval(timer);
-}
 
 export interface Interval {
   readonly start: number;
