@@ -170,6 +170,22 @@ describe.each([
 });
 
 describe('a fenced route', () => {
+  it('reads at most maxBodyBytes of a body (1 MiB unless told): a larger one is answered 413 BODY_TOO_LARGE and nothing runs', async () => {
+    const service = pgService();
+    const serveWith = async (options: { maxBodyBytes?: number }) => {
+      const server = createServer(toNodeListener(service.endpoint, options));
+      await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+      closers.push(() => new Promise((resolve) => server.close(resolve)));
+      return `http://127.0.0.1:${(server.address() as AddressInfo).port}/ledger`;
+    };
+    const small = await serveWith({ maxBodyBytes: 64 });
+    expect(await sendFire(small, { envelope: fire(3n), body: { note: 'x'.repeat(100) } })).toMatchObject({ status: 413, body: { error: { code: 'BODY_TOO_LARGE' } } });
+    const byDefault = await serveWith({});
+    expect(await sendFire(byDefault, { envelope: fire(3n), body: { note: 'x'.repeat(1024 * 1024) } })).toMatchObject({ status: 413, body: { error: { code: 'BODY_TOO_LARGE' } } });
+    expect(await sendFire(byDefault, { envelope: fire(3n), body: { note: 'x'.repeat(1000) } })).toMatchObject({ status: 201, outcome: 'applied' });
+    expect(service.runs()).toBe(1);
+  });
+
   it('answers concurrent copies of one request once: one applied, the others replayed with the same body', async () => {
     const service = pgService();
     const url = await serveNode(service.endpoint);

@@ -111,7 +111,7 @@ export interface EnvelopeFields {
  * and the token as its decimal string. The one place envelopes are made (the scheduler dispatches
  * what this returns; guards parse it with {@link parseEnvelope}).
  *
- * @example createEnvelope({ job: 'invoices', scheduledAt: Date.UTC(2026, 10, 29, 10), token: 7n, issuer: 'node-a', payload: null })
+ * @example createEnvelope({ job: 'invoices', scheduledAt: Date.UTC(2026, 10, 29, 10), token: parseToken(7n), issuer: 'node-a', payload: null })
  */
 export function createEnvelope(fields: EnvelopeFields): Envelope {
   return {
