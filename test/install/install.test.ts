@@ -10,7 +10,7 @@
  * package managers' own caches (npm's, pnpm's store, yarn's global cache) keep the reinstalls fast.
  */
 import { execFile } from 'node:child_process';
-import { cpSync, mkdtempSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
+import { cpSync, existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
@@ -120,9 +120,11 @@ function fencedCommand(manager: Manager): { command: string; prefix: readonly st
   return { command: process.execPath, prefix: [yarnJs, 'fenced'], env };
 }
 
-/** `fenced …` through the manager's own way of running an installed bin; its JSON. */
-async function fencedBin(manager: Manager, dir: string, args: readonly string[]): Promise<unknown> {
-  const { command, prefix, env } = fencedCommand(manager);
+/** `fenced …` through the manager's own way of running an installed bin; its JSON. `extraEnv` may unset a variable (undefined). */
+async function fencedBin(manager: Manager, dir: string, args: readonly string[], extraEnv: Record<string, string | undefined> = {}): Promise<unknown> {
+  const { command, prefix, env: base } = fencedCommand(manager);
+  const env = { ...base, ...extraEnv };
+  for (const [key, value] of Object.entries(extraEnv)) if (value === undefined) delete env[key];
   try {
     const { stdout } = await run(command, [...prefix, ...args], { cwd: dir, env, timeout: 60_000 });
     return JSON.parse(stdout) as unknown;
@@ -207,10 +209,16 @@ describe.concurrent('installed from the packed tarballs', () => {
   it(
     'pnpm: a scheduler on PostgreSQL alone (leases, guard, wrapped handler) needs no ioredis, compiles under exactOptionalPropertyTypes with every declaration checked, and delivers a fire whose first dispatch failed',
     async () => {
-      const dir = newProject({ ...sdk(['shared', 'coordinator', 'consumer-guard']), pg: versions.pg, '@types/pg': versions.typesPg, '@types/node': versions.typesNode });
+      const dir = newProject({ ...sdk(['shared', 'coordinator', 'consumer-guard', 'cli']), pg: versions.pg, '@types/pg': versions.typesPg, '@types/node': versions.typesNode });
       await install('pnpm', dir);
+      // ioredis is an optional peer of every package, the command line's too: nothing pulled it in
+      // (pnpm installs a required peer by itself, into its store).
+      expect(existsSync(join(dir, 'node_modules', 'ioredis'))).toBe(false);
+      expect(readdirSync(join(dir, 'node_modules', '.pnpm')).filter((entry) => entry.startsWith('ioredis@'))).toEqual([]);
       await compile(dir, 'node16', 'pg-leases.ts');
       expect(await start(dir, 'pg-leases.ts')).toMatchObject({ ok: true, failed: [1] });
+      // The operators' command line runs there without it, on the PostgreSQL lease store.
+      expect(await fencedBin('pnpm', dir, ['status', '--lease-store', 'postgres', '--json'], { REDIS_URL: undefined })).toMatchObject({ leaseStore: 'postgres' });
     },
     INSTALL_TIMEOUT_MS,
   );

@@ -1,4 +1,4 @@
-import { Cluster, Redis } from 'ioredis';
+import type { Cluster, Redis } from 'ioredis';
 import type { Mysql2PoolLike } from '@fenced/consumer-guard/mysql';
 import pg from 'pg';
 import { CliError, ExitCode } from './exit-codes.js';
@@ -46,6 +46,7 @@ const REDIS_DEFAULTS = { lazyConnect: true, maxRetriesPerRequest: 1, connectTime
 export async function openRedis(options: ConnectionOptions): Promise<RedisTarget> {
   const given = [options.redis, options.cluster, options.sentinels].filter((v) => v !== undefined).length;
   if (given > 1) throw new CliError(ExitCode.USAGE, 'give one of --redis, --cluster, --sentinels');
+  const { Cluster, Redis } = await loadIoredis();
   let target: RedisTarget;
   if (options.cluster !== undefined) {
     const seeds = parseHostPorts('cluster', options.cluster);
@@ -71,6 +72,17 @@ export async function openRedis(options: ConnectionOptions): Promise<RedisTarget
     throw new CliError(ExitCode.UNREACHABLE, `Redis did not answer (${describeRedis(target)}): ${(cause as Error).message}`, { cause });
   }
   return target;
+}
+
+/**
+ * ioredis, an optional peer: loaded only when a command is pointed at Redis, so a deployment without
+ * Redis installs and runs the command line without it.
+ */
+export async function loadIoredis(): Promise<{ Redis: typeof Redis; Cluster: typeof Cluster }> {
+  const ioredis = await import('ioredis').catch((cause: unknown) => {
+    throw new CliError(ExitCode.USAGE, 'Redis was named, but the ioredis package is not installed beside @fenced/cli (npm install ioredis)', { cause });
+  });
+  return { Redis: ioredis.Redis, Cluster: ioredis.Cluster };
 }
 
 export function describeRedis(target: RedisTarget): string {

@@ -1,5 +1,5 @@
-import { Redis } from 'ioredis';
-import { primaries, type RedisTarget } from '../connections.js';
+import type { Redis } from 'ioredis';
+import { loadIoredis, primaries, type RedisTarget } from '../connections.js';
 import { fail, pass, warn, type CheckResult } from './check.js';
 
 const nodeName = (node: Redis) => `${node.options.host ?? '?'}:${node.options.port ?? '?'}`;
@@ -99,6 +99,7 @@ export async function sentinelCheck(target: RedisTarget & { kind: 'sentinel' }, 
   const id = 'redis.sentinel';
   const answers: string[] = [];
   let downAfter: number | null = null;
+  const { Redis } = await loadIoredis();
   for (const sentinel of target.sentinels) {
     const client = new Redis({ host: sentinel.host, port: sentinel.port, lazyConnect: true, connectTimeout: 2000, maxRetriesPerRequest: 0, retryStrategy: () => null });
     client.on('error', () => {});
