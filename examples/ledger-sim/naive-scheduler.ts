@@ -41,8 +41,8 @@ export function startNaiveScheduler(options: NaiveSchedulerOptions): () => void 
       for (let n = 0; at <= now; at += options.everyMs, n++) {
         // Where the guarded scheduler's failpoint stands: a catch-up batch begun, the rest to go.
         if (n > 0 && failpoints.armed) await failpoints.hit('scheduler.mid-catch-up');
-        // A handler's failure is the handler's business (the guarded scheduler says the same), and
-        // this one does not retry: the fire is recorded as dispatched either way.
+        // The team's scheduler before fenced: a handler that fails is not dispatched again (fenced's
+        // scheduler retries it until it takes effect), and the fire is recorded as dispatched either way.
         await options.dispatch({ fireId: options.fireId(options.job, at), scheduledAt: at, token }).catch(() => undefined);
         // Where the scheduler's own failpoint stands in the guarded run: dispatched, not yet recorded.
         if (failpoints.armed) await failpoints.hit('scheduler.dispatched-before-record');

@@ -156,7 +156,7 @@ export class Scheduler extends EventEmitter<SchedulerEventMap> {
   /** Jobs with fires to dispatch and no drain running, oldest first; `#readyHead` is the next to start. */
   readonly #ready: Job[] = [];
   #readyHead = 0;
-  /** Jobs whose drain ended with fires left (a queue refused one, or more came due meanwhile): the next tick's. */
+  /** Jobs whose drain ended with fires left (more came due meanwhile, or a newer term planned them): the next tick's. */
   readonly #retry: Job[] = [];
   #idle: Array<() => void> = [];
   /** Drains waiting out a retry's backoff: woken at once when the scheduler stands down. */
@@ -370,9 +370,9 @@ export class Scheduler extends EventEmitter<SchedulerEventMap> {
         const next = job.schedule.nextAfter(entry.at);
         if (next !== null) this.#due.push(job.name, next);
       }
-      // Jobs whose last drain ended with fires left get their turn a tick later: a queue that
-      // refused a fire is retried here, never in a tight loop. Only those and the newly due are
-      // looked at, so a tick costs what is due, not the number of jobs.
+      // Jobs whose last drain ended with fires left get their turn a tick later (a failed fire is
+      // retried inside its drain, after a backoff). Only those and the newly due are looked at, so a
+      // tick costs what is due, not the number of jobs.
       for (const job of this.#retry.splice(0)) this.#markReady(job);
       this.#pump(term);
       const next = this.#due.nextAt();
