@@ -123,66 +123,112 @@ describe('the handler wrapper as a BullMQ processor', () => {
   });
 });
 
-describe('queued fires across a change of leader', () => {
-  it('fires the last term queued but no worker applied before the election are dispatched again, and each applies once', async () => {
-    const queueName = 'fires-handover';
-    const resource = 'handover';
-    const connection = createRedis(undefined, { maxRetriesPerRequest: null });
-    const queue = new Queue(queueName, { connection, prefix });
-    const guard = createGuard({ db: schema.pool, resource, schema: schema.name });
-    const leasePrefix = uniquePrefix('handover');
-    const replica = () => {
-      const coordinator = createCoordinator({ redis: connection, lease: 'handover', keyPrefix: leasePrefix, ttlMs: 2000, renewIntervalMs: 500, fences: [guard] });
-      const scheduler = createScheduler({ coordinator, jobs: { [resource]: { everyMs: 100, queue } }, misfire: 'all' });
-      return { coordinator, scheduler };
-    };
-    const queued = async () => (await queue.getJobs(['waiting', 'delayed', 'active', 'completed'])).map((job) => job.data as Envelope);
-    const handle = guard.wrapHandler(
-      (_payload, ctx: HandlerContext<pg.PoolClient>) =>
-        ctx.guardedWrite((client) => client.query(`INSERT INTO ledger (fire_id, token, worker) VALUES ($1, $2, 'handover')`, [ctx.fireId, ctx.token.toString()])),
-      { onStale: 'return' },
-    );
-    const workerConnection = createRedis(undefined, { maxRetriesPerRequest: null });
-    const startWorker = () => new Worker(queueName, toProcessor(handle), { connection: workerConnection, prefix }).on('error', () => {});
-    const applied = async () => (await schema.pool.query<{ fire_id: string }>(`SELECT fire_id FROM ledger WHERE worker = 'handover'`)).rows.map((r) => r.fire_id);
-
-    // The first leader's fires are applied by a worker for a while; then the workers fall behind
-    // (stopped here), fires pile up in the queue, and the leader hands over (a deploy, say).
-    const a = replica();
-    a.scheduler.start();
-    await a.coordinator.start();
-    let worker = startWorker();
-    await waitFor(async () => (await applied()).length >= 2, 10_000);
-    await worker.close();
-    const appliedByA = (await applied()).length;
-    await waitFor(async () => (await queued()).length >= appliedByA + 4, 10_000);
-    await a.scheduler.stop();
-    await a.coordinator.stop();
-    const fromA = new Set((await queued()).map((e) => e.fireId));
-
-    // The next leader is elected (the fence advanced past A's token); only then do workers catch up.
-    const b = replica();
-    b.scheduler.start();
-    await b.coordinator.start();
-    await waitFor(() => b.coordinator.isLeader(), 10_000);
-    worker = startWorker();
-
-    // Every fire A queued takes effect (A's own copies are refused as stale: B dispatched them again).
-    await waitFor(async () => {
-      const ids = new Set(await applied());
-      return [...fromA].every((id) => ids.has(id));
-    }, 20_000);
-    await b.scheduler.stop();
-    await b.coordinator.stop();
-    await worker.close();
-    const ids = await applied();
-    expect(new Set(ids).size, 'a fire applied twice').toBe(ids.length);
-
+/**
+ * Two replicas of a scheduler whose one job's fires go to a BullMQ queue, the coordinator given the
+ * guard of the job's resource (as the coordinator's README says), and a worker to start and stop.
+ */
+function handoverRig(name: string) {
+  const queueName = `fires-${name}`;
+  const resource = name;
+  const connection = createRedis(undefined, { maxRetriesPerRequest: null });
+  const queue = new Queue(queueName, { connection, prefix });
+  const guard = createGuard({ db: schema.pool, resource, schema: schema.name });
+  const leasePrefix = uniquePrefix(name);
+  const replica = () => {
+    const coordinator = createCoordinator({ redis: connection, lease: name, keyPrefix: leasePrefix, ttlMs: 2000, renewIntervalMs: 500, fences: [guard] });
+    const scheduler = createScheduler({ coordinator, jobs: { [resource]: { everyMs: 100, queue } }, misfire: 'all' });
+    return { coordinator, scheduler };
+  };
+  const queued = async () => (await queue.getJobs(['waiting', 'delayed', 'active', 'completed'])).map((job) => job.data as Envelope);
+  const handle = guard.wrapHandler(
+    (_payload, ctx: HandlerContext<pg.PoolClient>) =>
+      ctx.guardedWrite((client) => client.query(`INSERT INTO ledger (fire_id, token, worker) VALUES ($1, $2, $3)`, [ctx.fireId, ctx.token.toString(), name])),
+    { onStale: 'return' },
+  );
+  const workerConnection = createRedis(undefined, { maxRetriesPerRequest: null });
+  const startWorker = () => new Worker(queueName, toProcessor(handle), { connection: workerConnection, prefix }).on('error', () => {});
+  const applied = async () => (await schema.pool.query<{ fire_id: string }>(`SELECT fire_id FROM ledger WHERE worker = $1`, [name])).rows.map((r) => r.fire_id);
+  const close = async () => {
     workerConnection.disconnect();
     await queue.obliterate({ force: true });
     await queue.close();
     await deleteKeys(connection, prefix);
     await deleteKeys(connection, leasePrefix);
     connection.disconnect();
+  };
+  /**
+   * The next leader is elected (the fence advanced past the first term's token) and only then do
+   * workers run: every fire of `fireIds` takes effect (the first term's copies are refused as stale,
+   * so each must have been dispatched again), none twice.
+   */
+  const handOverThenApply = async (fireIds: readonly string[]) => {
+    const b = replica();
+    b.scheduler.start();
+    await b.coordinator.start();
+    await waitFor(() => b.coordinator.isLeader(), 10_000);
+    const worker = startWorker();
+    await waitFor(async () => {
+      const ids = new Set(await applied());
+      return fireIds.every((id) => ids.has(id));
+    }, 20_000);
+    await b.scheduler.stop();
+    await b.coordinator.stop();
+    await worker.close();
+    const ids = await applied();
+    expect(new Set(ids).size, 'a fire applied twice').toBe(ids.length);
+  };
+  /** The first term: a leader that queues fires while `during` runs, then steps down (a deploy, say). */
+  const firstTerm = async (during: () => Promise<void>, beforeStepDown: () => Promise<void> = async () => undefined) => {
+    const a = replica();
+    a.scheduler.start();
+    await a.coordinator.start();
+    await during();
+    await a.scheduler.stop();
+    await beforeStepDown();
+    await a.coordinator.stop();
+  };
+  return { replica, queued, handle, startWorker, applied, firstTerm, handOverThenApply, close };
+}
+
+describe('queued fires across a change of leader', () => {
+  it('fires the last term queued but no worker applied before the election are dispatched again, and each applies once', async () => {
+    const rig = handoverRig('handover');
+    // The first leader's fires are applied by a worker for a while; then the workers fall behind
+    // (stopped here) and fires pile up in the queue.
+    await rig.firstTerm(async () => {
+      const worker = rig.startWorker();
+      await waitFor(async () => (await rig.applied()).length >= 2, 10_000);
+      await worker.close();
+      const appliedByA = (await rig.applied()).length;
+      await waitFor(async () => (await rig.queued()).length >= appliedByA + 4, 10_000);
+    });
+    await rig.handOverThenApply((await rig.queued()).map((e) => e.fireId));
+    await rig.close();
+  });
+
+  it('fires the last term queued that no worker ever applied are dispatched again, and each applies once', async () => {
+    const rig = handoverRig('unapplied');
+    // The workers are down for the whole first term: nothing the first leader queues takes effect.
+    await rig.firstTerm(() => waitFor(async () => (await rig.queued()).length >= 4, 10_000));
+    expect(await rig.applied()).toEqual([]);
+    await rig.handOverThenApply((await rig.queued()).map((e) => e.fireId));
+    await rig.close();
+  });
+
+  it('an earlier queued fire still waiting when a later one was applied is dispatched again', async () => {
+    const rig = handoverRig('out-of-order');
+    // A worker takes the newest fire first (queues do not promise order) while the first term leads.
+    let newest = '';
+    await rig.firstTerm(
+      () => waitFor(async () => (await rig.queued()).length >= 4, 10_000),
+      async () => {
+        const copies = (await rig.queued()).sort((x, y) => Date.parse(x.scheduledAt) - Date.parse(y.scheduledAt));
+        await rig.handle(copies[copies.length - 1]!);
+        newest = copies[copies.length - 1]!.fireId;
+      },
+    );
+    expect(await rig.applied()).toEqual([newest]);
+    await rig.handOverThenApply((await rig.queued()).map((e) => e.fireId));
+    await rig.close();
   });
 });

@@ -376,6 +376,25 @@ export function describeFenceStoreConformance(harness: FenceStoreHarness): void 
       expect(await guard.lastAppliedFire()).toBe(null);
     });
 
+    it('answers which of a list of fires were applied, on its own resource only, and refuses a bad fire id', async () => {
+      const resource = name();
+      const guard = harness.guard(resource);
+      const other = harness.guard(name());
+      const fire = (hour: number) => `invoices@20261202T${String(hour).padStart(2, '0')}0000.000Z`;
+      await guard.guardedWrite(5n, async () => undefined, { fireId: fire(10) });
+      await guard.guardedWrite(5n, async () => undefined, { fireId: fire(12) });
+      await other.guardedWrite(5n, async () => undefined, { fireId: fire(11) });
+      // A write that failed claims nothing.
+      await guard.guardedWrite(5n, async () => Promise.reject(new Error('the write failed')), { fireId: fire(13) }).catch(() => undefined);
+      expect(await guard.appliedFireIds([])).toEqual(new Set());
+      expect(await guard.appliedFireIds([fire(9), fire(10), fire(11), fire(12), fire(13)])).toEqual(new Set([fire(10), fire(12)]));
+      expect(await guard.fence(resource).appliedFireIds!([fire(12), fire(11)])).toEqual(new Set([fire(12)]));
+      // More ids than one query of a store may carry.
+      const many = Array.from({ length: 1200 }, (_, k) => `invoices@${k}`);
+      expect(await guard.appliedFireIds([...many, fire(12)])).toEqual(new Set([fire(12)]));
+      await expect(guard.appliedFireIds(['bad\u0000id'])).rejects.toMatchObject({ code: 'INVALID_ENVELOPE' });
+    });
+
     it('migrates idempotently, concurrently, and refuses an installation a newer version migrated', async () => {
       const guard = harness.guard(name());
       await Promise.all([guard.migrate(), guard.migrate(), harness.guard(name()).migrate()]);

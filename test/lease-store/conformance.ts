@@ -317,6 +317,32 @@ export function describeLeaseStoreConformance(harness: LeaseStoreHarness): void 
         expect(a.isLeader()).toBe(false);
       });
 
+      it("the fire log keeps a job's fire and the scheduler's marks (fields that start with a colon) alike: raised only, and only under the lease", async () => {
+        const name = lease();
+        const a = coordinator({ lease: name });
+        await a.start();
+        await waitFor(() => a.isLeader(), 10_000);
+        const term = a.currentTerm()!;
+        const log = a.fireLog();
+        expect(await log.record(term.leaseValue, { job: 'invoices', scheduledAt: 2_000, dispatchedAt: 2_005 })).toBe(1);
+        expect(await log.record(term.leaseValue, { job: ':queued-from:invoices', scheduledAt: 1_000 })).toBe(1);
+        expect(await log.record(term.leaseValue, { job: ':queued-from:invoices', scheduledAt: 900 })).toBe(1);
+        expect(await log.record(term.leaseValue, { job: 'invoices', scheduledAt: 1_500, dispatchedAt: 2_010 })).toBe(1);
+        let fields = await log.load();
+        expect(Number(fields['invoices'])).toBe(2_000);
+        expect(Number(fields[':dispatched:invoices'])).toBe(2_005);
+        expect(Number(fields[':queued-from:invoices'])).toBe(1_000);
+        await a.stop();
+        const b = coordinator({ lease: name });
+        await b.start();
+        await waitFor(() => b.isLeader(), 10_000);
+        // The old term's records change nothing once another term holds the lease.
+        expect(await log.record(term.leaseValue, { job: ':queued-from:invoices', scheduledAt: 5_000 })).toBe(0);
+        expect(await b.fireLog().record(b.currentTerm()!.leaseValue, { job: ':queued-from:invoices', scheduledAt: 3_000 })).toBe(1);
+        fields = await b.fireLog().load();
+        expect(Number(fields[':queued-from:invoices'])).toBe(3_000);
+      });
+
       it('refuses bad options with a typed error naming the option', () => {
         const bad = [
           { store: harness.backend(), lease: 'no spaces' },

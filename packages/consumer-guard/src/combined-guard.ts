@@ -8,7 +8,7 @@ import { parseLowerFenceRequest, type AppliedFire, type AppliedOutcome, type Aud
 import { fenceGuardOver, type FenceGuard } from './fence-guard.js';
 import type { BatchFire, FenceStore } from './fence-store.js';
 import type { RedisFastPath } from './redis/fast-path.js';
-import { parseWriteArguments, type WriteArguments } from './write-arguments.js';
+import { parseFireIds, parseWriteArguments, type WriteArguments } from './write-arguments.js';
 import type { GuardedWriteContext, GuardedWriteOptions, TransactionExecutor } from './write-context.js';
 
 /**
@@ -61,6 +61,8 @@ export interface CombinedGuard<Trx> extends Fence {
   pruneAppliedFires(olderThanMs?: number): Promise<number>;
   lastAppliedFire(): Promise<AppliedFire | null>;
   lastAppliedFires(since: Date): Promise<ReadonlyMap<string, number>>;
+  /** See {@link FenceGuard.appliedFireIds}. */
+  appliedFireIds(fireIds: readonly string[]): Promise<ReadonlySet<string>>;
   /** See {@link FenceGuard.appliedOutcome}. */
   appliedOutcome(fireId: string, resource?: string): Promise<AppliedOutcome | null>;
   /**
@@ -153,6 +155,7 @@ export function combinedGuard(options: GuardOptions, store: FenceStore, fastPath
       resource: storeFence.resource,
       highest: () => storeFence.highest(),
       lastAppliedFires: (since: Date) => storeFence.lastAppliedFires!(since),
+      appliedFireIds: (fireIds: readonly string[]) => storeFence.appliedFireIds!(fireIds),
       async advance(token: Token) {
         await storeFence.advance(token);
         await raiseMark(storeFence.resource, token);
@@ -224,6 +227,7 @@ export function combinedGuard(options: GuardOptions, store: FenceStore, fastPath
     inspect: () => store.inspect(),
     auditLog: (resource?: string, limit?: number) => store.auditLog(resource, limit),
     lastAppliedFires: (since: Date) => store.lastAppliedFires(options.resource, since),
+    appliedFireIds: async (fireIds: readonly string[]) => store.appliedFireIds(options.resource, parseFireIds(fireIds)),
     appliedOutcome: (fireId: string, resource?: string) => storeGuard.appliedOutcome(fireId, resource),
     close: async () => {
       await fastPath?.flush();

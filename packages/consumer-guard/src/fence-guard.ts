@@ -1,7 +1,7 @@
 import { parseFireIdText, parseResource, parseToken, type Fence, type Token, type TokenInput } from '@fenced/shared';
 import { parseLowerFenceRequest, type AppliedFire, type AppliedOutcome, type AuditEntry, type GuardInspection, type LowerFenceRequest } from './fence-records.js';
 import type { FenceStore } from './fence-store.js';
-import { parseWriteArguments } from './write-arguments.js';
+import { parseFireIds, parseWriteArguments } from './write-arguments.js';
 import type { GuardedWriteContext, GuardedWriteOptions } from './write-context.js';
 
 /**
@@ -61,6 +61,8 @@ export interface FenceGuard<Trx> extends Fence {
   lastAppliedFire(): Promise<AppliedFire | null>;
   /** See {@link Fence.lastAppliedFires}: where a scheduler that lost its Redis record resumes, per job. */
   lastAppliedFires(since: Date): Promise<ReadonlyMap<string, number>>;
+  /** See {@link Fence.appliedFireIds}: which of `fireIds` took effect on the default resource. */
+  appliedFireIds(fireIds: readonly string[]): Promise<ReadonlySet<string>>;
   /**
    * The claim of `fireId` (on the default resource, or `resource`) and the outcome its write
    * recorded (`recordOutcome`), or null when the fire was not applied there or was pruned.
@@ -90,6 +92,7 @@ export function fenceGuardOver(store: FenceStore): FenceGuard<unknown> {
     pruneAppliedFires: (olderThanMs: number) => store.pruneAppliedFires(olderThanMs),
     lastAppliedFire: () => store.lastAppliedFire(),
     lastAppliedFires: (since: Date) => store.lastAppliedFires(resource, since),
+    appliedFireIds: async (fireIds: readonly string[]) => store.appliedFireIds(resource, parseFireIds(fireIds)),
     appliedOutcome: async (fireId: string, name?: string) => store.appliedOutcome(name === undefined ? resource : parseResource(name), parseFireIdText(fireId)),
   });
 }

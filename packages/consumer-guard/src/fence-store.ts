@@ -61,6 +61,8 @@ export interface FenceStore {
   pruneAppliedFires(olderThanMs: number): Promise<number>;
   lastAppliedFire(): Promise<AppliedFire | null>;
   lastAppliedFires(resource: string, since: Date): Promise<ReadonlyMap<string, number>>;
+  /** Which of `fireIds` have a claim on `resource` (see {@link Fence.appliedFireIds}). */
+  appliedFireIds(resource: string, fireIds: readonly string[]): Promise<ReadonlySet<string>>;
   /** The claim of `fireId` on `resource` and the outcome its write recorded, or null if it was never applied (or was pruned). */
   appliedOutcome(resource: string, fireId: string): Promise<AppliedOutcome | null>;
 }

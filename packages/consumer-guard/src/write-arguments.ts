@@ -34,3 +34,14 @@ export function parseWriteArguments<T>(caller: string, tokenInput: TokenInput, f
   if (fireId === null) throw new TypeError(`${caller}: recordOutcome records beside a fire's claim: give fireId too`);
   return { token, resource, fireId, issuer, recordOutcome: recordOutcome as (result: unknown) => string };
 }
+
+/**
+ * The fire ids of a question about applied fires, each checked by the envelope's rule before any
+ * database call.
+ *
+ * @throws {InvalidEnvelopeError} for a fire id the envelope would refuse; TypeError for a non-array.
+ */
+export function parseFireIds(fireIds: unknown): string[] {
+  if (!Array.isArray(fireIds)) throw new TypeError('appliedFireIds: pass an array of fire ids');
+  return fireIds.map((fireId) => parseFireIdText(fireId));
+}

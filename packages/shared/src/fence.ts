@@ -23,4 +23,12 @@ export interface Fence {
    * window again. Fires whose id is not a scheduler fire id (see `fireId`) are left out.
    */
   lastAppliedFires?(since: Date): Promise<ReadonlyMap<string, number>>;
+  /**
+   * Optional: which of `fireIds` took effect on this resource (their claims are in its table of
+   * applied fires). A scheduler whose fires go to a queue asks at each new term which of the fires
+   * earlier terms queued were applied, and dispatches the others again: a queued copy carries its
+   * term's token and is refused once the fence moved on. Answers from this method only, in any
+   * order; a pruned claim reads as not applied.
+   */
+  appliedFireIds?(fireIds: readonly string[]): Promise<ReadonlySet<string>>;
 }

@@ -19,6 +19,8 @@ export interface MysqlAdminContext {
 // Times travel as epoch milliseconds computed by the server, so neither the session's time zone nor
 // the driver's date parsing can shift them.
 const epochMs = (column: string) => `CAST(ROUND(UNIX_TIMESTAMP(${column}) * 1000) AS CHAR)`;
+/** Fire ids per query of `appliedFireIds`: well under the server's placeholder and packet limits. */
+const APPLIED_IDS_PER_QUERY = 500;
 const dateOf = (value: unknown): Date | null => (value === null || value === undefined ? null : new Date(Number(value)));
 
 /** The MySQL store's operations outside the write path; none of them is on a write's hot path. */
@@ -82,6 +84,28 @@ export function mysqlAdminOperations(ctx: MysqlAdminContext) {
       throw ctx.fail(resource, 'read applied fires', err);
     }
     return latestFireByJob(rows.map((row) => String(row['fire_id'])));
+  }
+
+  /**
+   * Which of `fireIds` have a claim on `resource`, on the table's primary key, a few hundred ids per
+   * query (each is a placeholder of an IN list).
+   */
+  async function appliedFireIds(resource: string, fireIds: readonly string[]): Promise<ReadonlySet<string>> {
+    const applied = new Set<string>();
+    for (let from = 0; from < fireIds.length; from += APPLIED_IDS_PER_QUERY) {
+      const chunk = fireIds.slice(from, from + APPLIED_IDS_PER_QUERY);
+      let rows: Row[];
+      try {
+        rows = await ctx.session.query(
+          `SELECT CONVERT(fire_id USING utf8mb4) AS fire_id FROM ${ctx.names.applied} WHERE resource = ? AND fire_id IN (${chunk.map(() => '?').join(', ')})`,
+          [resource, ...chunk],
+        );
+      } catch (err) {
+        throw ctx.fail(resource, 'read applied fires', err);
+      }
+      for (const row of rows) applied.add(String(row['fire_id']));
+    }
+    return applied;
   }
 
   async function inspect(): Promise<GuardInspection> {
@@ -161,7 +185,7 @@ export function mysqlAdminOperations(ctx: MysqlAdminContext) {
     return rows.map((row) => auditEntryOf(row, dateOf(row['at'])!));
   }
 
-  return { lowerFence, pruneAppliedFires, lastAppliedFire, lastAppliedFires, inspect, auditLog };
+  return { lowerFence, pruneAppliedFires, lastAppliedFire, lastAppliedFires, appliedFireIds, inspect, auditLog };
 }
 
 /**

@@ -170,6 +170,7 @@ export function mysqlFenceStore(options: MysqlStoreOptions, context: FenceStoreC
       highest: () => highest(name),
       advance: (token: Token) => advance(name, token),
       lastAppliedFires: (since: Date) => admin.lastAppliedFires(name, since),
+      appliedFireIds: (fireIds: readonly string[]) => admin.appliedFireIds(name, fireIds),
     });
   };
 
@@ -187,6 +188,7 @@ export function mysqlFenceStore(options: MysqlStoreOptions, context: FenceStoreC
     pruneAppliedFires: admin.pruneAppliedFires,
     lastAppliedFire: admin.lastAppliedFire,
     lastAppliedFires: admin.lastAppliedFires,
+    appliedFireIds: admin.appliedFireIds,
     appliedOutcome,
   });
 }

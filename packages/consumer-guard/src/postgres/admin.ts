@@ -88,5 +88,22 @@ export function adminOperations(ctx: AdminContext) {
     return latestFireByJob(rows.map((row) => String(row['fire_id'])));
   }
 
-  return { lowerFence, pruneAppliedFires, lastAppliedFire, lastAppliedFires };
+  /** Which of `fireIds` have a claim on `resource`: one query on the table's primary key. */
+  async function appliedFireIds(resource: string, fireIds: readonly string[]): Promise<ReadonlySet<string>> {
+    if (fireIds.length === 0) return new Set();
+    let rows: Record<string, unknown>[];
+    try {
+      rows = await ctx.session.query({
+        // The ids travel as one JSON array: the session's statements take scalar parameters only.
+        text: `SELECT fire_id FROM ${ctx.names.applied}
+                WHERE resource = $1 AND fire_id = ANY(ARRAY(SELECT jsonb_array_elements_text($2::jsonb)))`,
+        values: [resource, JSON.stringify(fireIds)],
+      });
+    } catch (err) {
+      throw ctx.fail(resource, 'read applied fires', err);
+    }
+    return new Set(rows.map((row) => String(row['fire_id'])));
+  }
+
+  return { lowerFence, pruneAppliedFires, lastAppliedFire, lastAppliedFires, appliedFireIds };
 }

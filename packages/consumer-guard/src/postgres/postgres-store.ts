@@ -193,7 +193,7 @@ export function postgresFenceStore(options: PostgresStoreOptions, context: Fence
     emit(logger, { type: 'fence.advanced', resource, token });
   }
 
-  const { lowerFence, pruneAppliedFires, lastAppliedFire, lastAppliedFires } = adminOperations({
+  const { lowerFence, pruneAppliedFires, lastAppliedFire, lastAppliedFires, appliedFireIds } = adminOperations({
     session,
     names,
     defaultResource: context.resource,
@@ -229,6 +229,7 @@ export function postgresFenceStore(options: PostgresStoreOptions, context: Fence
       highest: () => highest(name),
       advance: (token: Token) => advance(name, token),
       lastAppliedFires: (since: Date) => lastAppliedFires(name, since),
+      appliedFireIds: (fireIds: readonly string[]) => appliedFireIds(name, fireIds),
     });
   };
 
@@ -249,6 +250,7 @@ export function postgresFenceStore(options: PostgresStoreOptions, context: Fence
     pruneAppliedFires,
     lastAppliedFire,
     lastAppliedFires,
+    appliedFireIds,
     appliedOutcome,
   });
 }

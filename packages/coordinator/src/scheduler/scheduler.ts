@@ -19,6 +19,7 @@ import type { LeaderTerm } from '../lease/coordinator-types.js';
 import type { Leadership } from './leadership.js';
 import { planCatchUp, type MisfirePolicy } from './catch-up.js';
 import { recoverLastFires, resumePoint } from './resume.js';
+import { QUEUED_FROM_PREFIX, queuedSince, unappliedQueuedFires } from './queued-fires.js';
 import { DueQueue } from './due-queue.js';
 import { cronSchedule, intervalSchedule, type JobSchedule } from './job-schedule.js';
 import { SchedulerMetrics } from '../metrics/scheduler-metrics.js';
@@ -91,6 +92,13 @@ export type CreateSchedulerOptions = Omit<SchedulerOptionsInput, 'coordinator' |
 const STATE_MARK = ':initialized';
 /** The fires hash's fields of dispatch times, one per job: `:dispatched:<job>` (record-fires-2.lua). */
 const DISPATCHED_PREFIX = ':dispatched:';
+
+/** A queued job's mark (see queued-fires.ts), or null when the record has none. */
+function queuedFromIn(recorded: Record<string, string>, job: string): number | null {
+  const value = recorded[QUEUED_FROM_PREFIX + job];
+  const at = value === undefined ? NaN : Number(value);
+  return Number.isFinite(at) ? at : null;
+}
 
 /** When the last term dispatched its last fire (server clock, epoch ms), from the fires hash. */
 function lastDispatchIn(recorded: Record<string, string>): number | null {
@@ -244,19 +252,32 @@ export class Scheduler extends EventEmitter<SchedulerEventMap> {
     const recordLost = recorded[STATE_MARK] === undefined;
     const lastApplied = await this.#askLastApplied(recorded, recordLost, now);
     if (this.#term !== term) return;
+    const queuedOwed = await this.#askQueuedOwed(recorded, now);
+    if (this.#term !== term) return;
     const baselines: Array<[string, number]> = recordLost ? [[STATE_MARK, now]] : [];
     for (const job of this.#jobs.values()) {
+      const marked = queuedFromIn(recorded, job.name);
       const { last, baseline } = resumePoint({
         recorded: recorded[job.name] === undefined ? null : Number(recorded[job.name]),
         recordLost,
         recovered: recorded[job.name] === undefined ? lastApplied.get(job.name) : undefined,
-        queuedApplied: job.queue !== undefined ? lastApplied.get(job.name) : undefined,
+        // A queued job with a mark is resumed from its record, its unconfirmed fires asked one by
+        // one (queuedOwed); without one (kept by a version before the mark) from its last applied fire.
+        queuedApplied: job.queue !== undefined && marked === null ? lastApplied.get(job.name) : undefined,
         regressed: term.regressed,
         now,
         catchUpWindowMs: this.#catchUpWindowMs,
       });
       if (baseline !== null) baselines.push([job.name, baseline]);
-      this.#planCatchUp(job, last, now);
+      const owed = queuedOwed.get(job.name) ?? [];
+      if (job.queue !== undefined) {
+        // From here on, the queued fires not known to have taken effect: those owed again now, then
+        // every fire this term queues. A term that dies before its dispatches leaves the mark where
+        // its successor asks about the same fires again.
+        const from = owed[0] ?? (last ?? baseline ?? now) + 1;
+        if (marked === null || from > marked) baselines.push([QUEUED_FROM_PREFIX + job.name, from]);
+      }
+      this.#planCatchUp(job, last, now, owed);
     }
     const written = await Promise.all(baselines.map(([job, scheduledAt]) => this.#records.record(term.leaseValue, { job, scheduledAt }).catch(() => 0)));
     if (written.some((ok) => ok !== 1)) {
@@ -277,7 +298,9 @@ export class Scheduler extends EventEmitter<SchedulerEventMap> {
    */
   async #askLastApplied(recorded: Record<string, string>, recordLost: boolean, now: number): Promise<ReadonlyMap<string, number>> {
     const unrecorded = recordLost ? [...this.#jobs.keys()].filter((name) => recorded[name] === undefined) : [];
-    const queued = [...this.#jobs.values()].filter((job) => job.queue !== undefined && recorded[job.name] !== undefined).map((job) => job.name);
+    const queued = [...this.#jobs.values()]
+      .filter((job) => job.queue !== undefined && recorded[job.name] !== undefined && queuedFromIn(recorded, job.name) === null)
+      .map((job) => job.name);
     const asked = [...unrecorded, ...queued];
     if (asked.length === 0) return new Map<string, number>();
     return recoverLastFires({
@@ -290,12 +313,35 @@ export class Scheduler extends EventEmitter<SchedulerEventMap> {
     });
   }
 
-  /** Queues a job's catch-up fires after `last` (by the misfire policy) and its next due time. */
-  #planCatchUp(job: Job, last: number | null, now: number): void {
+  /**
+   * Per queued job with a mark, the fires earlier terms queued from the mark to the job's record
+   * (inside the catch-up window) that no fence says took effect: this term dispatches them again.
+   * Their queued copies carry a token the election made stale, so a worker's try of one is refused.
+   */
+  async #askQueuedOwed(recorded: Record<string, string>, now: number): Promise<ReadonlyMap<string, number[]>> {
+    const candidates = new Map<string, number[]>();
+    for (const job of this.#jobs.values()) {
+      const from = queuedFromIn(recorded, job.name);
+      if (job.queue === undefined || from === null || recorded[job.name] === undefined) continue;
+      const fires = queuedSince(job.schedule, from, Number(recorded[job.name]), now - this.#catchUpWindowMs);
+      if (fires.length > 0) candidates.set(job.name, fires);
+    }
+    if (candidates.size === 0) return candidates;
+    return unappliedQueuedFires(candidates, this.#coordinator.fences, (error) =>
+      emit(this.#logger, { type: `${this.#coordinator.store.kind}.error`, lease: this.#coordinator.lease, nodeId: this.#coordinator.nodeId, operation: 'ask applied queued fires', error }),
+    );
+  }
+
+  /**
+   * Queues a job's fires queued by an earlier term that took no effect (`owed`: dispatched again
+   * whatever the misfire policy, which is about fires nobody dispatched), then its catch-up fires
+   * after `last` (by the misfire policy), and its next due time.
+   */
+  #planCatchUp(job: Job, last: number | null, now: number, owed: readonly number[]): void {
     const plan = planCatchUp(job.schedule, last, now, this.#misfire, this.#catchUpWindowMs, this.#maxCatchUpFires);
-    job.pending.push(...plan.fires);
+    job.pending.push(...owed, ...plan.fires);
     this.#markReady(job);
-    job.catchUp = plan.fires.length;
+    job.catchUp = owed.length + plan.fires.length;
     this.#metrics.skipped(job.name, plan.skipped);
     if (plan.skipped > 0 || plan.beforeWindow) {
       this.#report({
