@@ -3,7 +3,8 @@ import { existsSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync 
 import { dirname, join, relative, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
-import { COLUMN_DEFINITIONS, leaseStoresOf, SCENARIO_NAMES, scenarios } from '@fenced/chaos';
+import { COLUMN_DEFINITIONS, leaseStoresOf, scenarios, scenariosOf } from '@fenced/chaos';
+import { ledgerApp } from '../examples/ledger-sim/app.js';
 import { createTestSchema } from '#test-support';
 import { describe, expect, it } from 'vitest';
 
@@ -109,7 +110,7 @@ describe('the documents', () => {
 
   it("count the scenarios pnpm sim runs as it runs them: by default, and with --lease-store postgres (a regression: the README said 6 where the flag runs 13)", () => {
     const readme = text(join(root, 'README.md'));
-    const onStore = (store: 'redis' | 'postgres' | 'etcd', which: 'default' | 'possible') => SCENARIO_NAMES.filter((s) => leaseStoresOf(scenarios[s])[which].includes(store)).length;
+    const onStore = (store: 'redis' | 'postgres' | 'etcd', which: 'default' | 'possible') => scenariosOf(ledgerApp).filter((s) => leaseStoresOf(scenarios[s])[which].includes(store)).length;
     expect(readme).toContain(`(${onStore('redis', 'default')} scenarios on Redis, ${onStore('postgres', 'default')} on the PostgreSQL lease store`);
     expect(readme).toContain(`\`--lease-store postgres\` runs all ${onStore('postgres', 'possible')} that run there`);
   });

@@ -18,8 +18,8 @@ const caller = fileURLToPath(new URL('./caller.ts', import.meta.url));
 const serviceEntry = fileURLToPath(new URL('./service.ts', import.meta.url));
 const ENTRIES_SQL = readFileSync(fileURLToPath(new URL('./entries.sql', import.meta.url)), 'utf8');
 
-/** The service of each run: its process, its URL and the key its callers sign with. */
-const services = new Map<string, { process: ChildProcess; url: string; key: string }>();
+/** The service of each run: its process, its URL, the key its callers sign with, and its acks of faults. */
+const services = new Map<string, { process: ChildProcess; url: string; key: string; faultAcks: Array<(fault: string | null) => void> }>();
 
 /** This service runs on one Redis server. */
 function serverUrl(endpoint: RedisEndpoint): string {
@@ -33,20 +33,22 @@ async function startService(run: RunContext): Promise<void> {
   const child = spawn(process.execPath, ['--import', 'tsx', '--conditions=@fenced/source', serviceEntry], {
     cwd: root,
     env: { ...process.env, MODE: run.mode, DATABASE_URL: run.databaseUrl, SIM_SCHEMA: run.id, SIGNING_KEY: key },
-    stdio: ['ignore', 'pipe', 'inherit'],
+    stdio: ['pipe', 'pipe', 'inherit'],
   });
+  const faultAcks: Array<(fault: string | null) => void> = [];
   const port = await new Promise<number>((resolve, reject) => {
     const timer = setTimeout(() => reject(new Error('the ledger service did not listen within 30 s')), 30_000);
     child.once('exit', (code) => reject(new Error(`the ledger service exited (${code}) before it listened`)));
     createInterface({ input: child.stdout! }).on('line', (text) => {
-      const record = JSON.parse(text) as { kind?: string; port?: number };
+      const record = JSON.parse(text) as { kind?: string; port?: number; fault?: string | null };
+      if (record.kind === 'fault') faultAcks.shift()?.(record.fault ?? null);
       if (record.kind === 'listening') {
         clearTimeout(timer);
         resolve(Number(record.port));
       }
     });
   });
-  services.set(run.id, { process: child, url: `http://127.0.0.1:${port}/entries`, key });
+  services.set(run.id, { process: child, url: `http://127.0.0.1:${port}/entries`, key, faultAcks });
 }
 
 async function stopService(run: RunContext): Promise<void> {
@@ -69,7 +71,23 @@ export const httpServiceApp: SimApp = {
   // PostgreSQL, and a caller's link to the service has none, so a partitioned caller's request still
   // lands at once, before any new term posts: nothing late to refuse (seed 7: its guarded run was
   // toothless, "no stale refused"), and a scenario that cannot bite proves nothing.
-  scenarios: ['pause', 'stall', 'crash', 'clock-skew', 'clock-step'],
+  // And service-down: the service itself answers 503, or loses its answers, while the callers lead.
+  scenarios: ['pause', 'stall', 'crash', 'clock-skew', 'clock-step', 'service-down'],
+
+  async faultService(run, fault) {
+    const service = services.get(run.id);
+    if (service === undefined) throw new Error(`no ledger service for run ${run.id}`);
+    const acked = new Promise<string | null>((resolve, reject) => {
+      const timer = setTimeout(() => reject(new Error('the ledger service did not take the fault within 10 s')), 10_000);
+      service.faultAcks.push((taken) => {
+        clearTimeout(timer);
+        resolve(taken);
+      });
+    });
+    service.process.stdin!.write(`${JSON.stringify({ fault })}\n`);
+    const taken = await acked;
+    if (taken !== fault) throw new Error(`the ledger service took fault ${String(taken)}, not ${String(fault)}`);
+  },
 
   async prepare(run) {
     await prepareSchema(run, ENTRIES_SQL, RESOURCE);

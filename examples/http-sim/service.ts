@@ -7,11 +7,16 @@
  * MODE=control is the service as the team ran it before: it trusts its callers and inserts what it
  * is sent, without a fence or a dedupe.
  *
- * Prints `{"kind":"listening","port":…}` once it serves on 127.0.0.1.
+ * Prints `{"kind":"listening","port":…}` once it serves on 127.0.0.1. The simulation's service-down
+ * scenario puts it into a fault with a line on stdin, `{"fault":"unavailable"}` (every call answered
+ * 503 before anything is done), `{"fault":"answer-lost"}` (every call carried out, then its
+ * connection dropped unanswered: a proxy's timeout in front of a service that committed) or
+ * `{"fault":null}`, and it prints `{"kind":"fault","fault":…}` once it acts on it.
  * Env: MODE, DATABASE_URL, SIM_SCHEMA, SIGNING_KEY.
  */
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
+import { createInterface } from 'node:readline';
 import pg from 'pg';
 import { createGuard } from '@fenced/consumer-guard';
 import { toNodeListener } from '@fenced/consumer-guard/http';
@@ -50,7 +55,37 @@ if (mode === 'guarded') {
   throw new Error(`MODE must be guarded or control, not ${mode}`);
 }
 
-const server = createServer(listener);
+/** The fault the simulation put the service into, or null (see the header). */
+let fault: 'unavailable' | 'answer-lost' | null = null;
+createInterface({ input: process.stdin }).on('line', (text) => {
+  const asked = (JSON.parse(text) as { fault?: unknown }).fault;
+  fault = asked === 'unavailable' || asked === 'answer-lost' ? asked : null;
+  process.stdout.write(`${JSON.stringify({ kind: 'fault', fault })}\n`);
+});
+
+/** The route behind the simulation's faults. */
+function faulty(route: (req: IncomingMessage, res: ServerResponse) => void) {
+  return (req: IncomingMessage, res: ServerResponse) => {
+    if (fault === 'unavailable') {
+      req.resume();
+      res.writeHead(503, { 'content-type': 'text/plain', 'retry-after': '1' }).end('unavailable');
+      return;
+    }
+    if (fault === 'answer-lost') {
+      // The work is done in full; whatever the route answers never reaches the caller.
+      const drop = () => {
+        req.socket.destroy();
+        return res;
+      };
+      res.writeHead = drop as typeof res.writeHead;
+      res.write = (() => true) as typeof res.write;
+      res.end = drop as typeof res.end;
+    }
+    route(req, res);
+  };
+}
+
+const server = createServer(faulty(listener));
 server.listen(0, '127.0.0.1', () => {
   process.stdout.write(`${JSON.stringify({ kind: 'listening', port: (server.address() as AddressInfo).port })}\n`);
 });

@@ -33,11 +33,11 @@ export { runFaultRounds, type FaultRound, type Hit, type LeaderTarget, type Post
 export { FaultContext, type SimNode } from './sim/fault-context.js';
 export { recoveryBoundMs, runScenario, scenarioLabel, type RunOptions, type RunResult, type RunStatus } from './sim/run-scenario.js';
 export { LEASE_STORES } from "./sim/sim-app.js";
-export type { LeaseStoreName, NodeContext, RedisEndpoint, RunContext, SimApp, SimMode } from './sim/sim-app.js';
+export type { LeaseStoreName, NodeContext, RedisEndpoint, RunContext, ServiceFault, SimApp, SimMode } from './sim/sim-app.js';
 export { startSimRedis, type RedisKind, type ReplicatedRedis, type SimRedis } from './sim/sim-redis.js';
 export { renderHtmlReport, resultTableRows, RESULT_COLUMNS, COLUMN_DEFINITIONS, type ReportRun } from './report/html-report.js';
 export { textTable } from './report/text-table.js';
-export { runSimCli, type CliIo } from './cli/sim-cli.js';
+export { runSimCli, scenariosOf, type CliIo } from './cli/sim-cli.js';
 export { resolvePostgres, tcpAnswers, ServiceUnavailableError, DEFAULT_DATABASE_URL } from './postgres-url.js';
 export { startPostgresServer, postgresBinDir, type PostgresServerProcess, type PostgresServerOptions } from './postgres/postgres-server.js';
 export { startPostgresCluster, type PostgresCluster } from './postgres/postgres-cluster.js';

@@ -41,6 +41,14 @@ const defaultIo: CliIo = {
   },
 };
 
+/**
+ * The scenarios `app` can run: those it names (all when it names none), less those that fault a
+ * service when it has none to fault.
+ */
+export function scenariosOf(app: SimApp): readonly ScenarioName[] {
+  return (app.scenarios ?? SCENARIO_NAMES).filter((name) => scenarios[name].needsService !== true || app.faultService !== undefined);
+}
+
 /** `--help`: the usage, the scenarios, and what each column of the table means. */
 function helpText(): string {
   const width = Math.max(...COLUMN_DEFINITIONS.map(([c]) => c.length));
@@ -87,7 +95,7 @@ const TIMINGS = { ttlMs: 1000, renewIntervalMs: 250, everyMs: 250 };
 export async function runSimCli(app: SimApp, argv: readonly string[], io: CliIo = defaultIo): Promise<number> {
   let args;
   try {
-    args = parseSimArgs(argv, () => Math.floor(Math.random() * 2 ** 31), app.scenarios ?? SCENARIO_NAMES, app.leaseStores ?? ['redis']);
+    args = parseSimArgs(argv, () => Math.floor(Math.random() * 2 ** 31), scenariosOf(app), app.leaseStores ?? ['redis']);
   } catch (err) {
     if (err instanceof UsageError) {
       io.err(`sim: ${err.message}\n`);

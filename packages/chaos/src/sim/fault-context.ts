@@ -9,6 +9,7 @@ import type { FaultProxy, ProxyMode } from '../fault-proxy.js';
 import type { RedisTopology } from '../redis/redis-topology.js';
 import type { ReplicatedRedis, SimRedis } from './sim-redis.js';
 import type { Random } from '../random.js';
+import type { ServiceFault } from './sim-app.js';
 
 /** A replica as the fault schedule sees it. */
 export interface SimNode {
@@ -45,7 +46,15 @@ export class FaultContext {
     /** The run's own primary and replica, when the scenario asks for them (a failover fault needs them). */
     private readonly cluster?: PostgresCluster,
     private readonly etcdCluster?: EtcdCluster,
+    /** The app's hook on the service its job writes through (`SimApp.faultService`), if it has one. */
+    private readonly serviceHook?: (fault: ServiceFault | null) => Promise<void>,
   ) {}
+
+  /** Puts the app's service into `fault`, or back to health with null (see `SimApp.faultService`). */
+  async faultService(fault: ServiceFault | null): Promise<void> {
+    if (this.serviceHook === undefined) throw new Error('the service-down fault needs an app with a service to fault (SimApp.faultService)');
+    await this.serviceHook(fault);
+  }
 
   /** The run's PostgreSQL primary and replica, for the faults that fail over between them. */
   postgresCluster(fault: string): PostgresCluster {

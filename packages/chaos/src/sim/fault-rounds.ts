@@ -1,6 +1,6 @@
 import type { FaultContext, SimNode } from './fault-context.js';
 import { draw, type HoldAt, type ReplicaFaultKind, type DeploymentFaultKind, type Span, type Victim } from './faults/fault-kind.js';
-import { FAULT_KINDS, type RedisFault, type ReplicaFault, type StoresFault } from './faults/registry.js';
+import { FAULT_KINDS, type RedisFault, type ReplicaFault, type ServiceFaultOf, type StoresFault } from './faults/registry.js';
 
 export type { Span } from './faults/fault-kind.js';
 export { isWrite } from './faults/fault-kind.js';
@@ -73,11 +73,13 @@ interface RoundTiming {
 }
 
 /** Who a round hits and how; the pairs that make sense are the only ones that type-check. */
-export type Hit = ReplicaHit | RedisHit | StoresHit | NoHit;
+export type Hit = ReplicaHit | RedisHit | StoresHit | ServiceHit | NoHit;
 interface ReplicaHit { readonly target: ReplicaTarget | LeaderTarget; readonly fault: ReplicaFault; readonly hold: Span }
 interface RedisHit { readonly target: { readonly kind: 'redis' }; readonly fault: RedisFault; readonly hold: Span }
 /** Every replica's connections to the stores at once. */
 interface StoresHit { readonly target: { readonly kind: 'stores' }; readonly fault: StoresFault; readonly hold: Span }
+/** The service the app's job writes through (see `SimApp.faultService`). */
+interface ServiceHit { readonly target: { readonly kind: 'service' }; readonly fault: ServiceFaultOf; readonly hold: Span }
 /** No fault of its own: the run's clock fault does the harm once the setup handed it leadership. */
 interface NoHit { readonly target: { readonly kind: 'none' }; readonly fault?: never; readonly hold?: never }
 
@@ -143,8 +145,8 @@ async function makeLeader(ctx: FaultContext, wanted: SimNode): Promise<void> {
 /** Injects the round's fault and heals it; false when there was nothing to hit right now. */
 async function hit(ctx: FaultContext, round: Hit, n: number, aim: { landed: boolean }): Promise<boolean> {
   if (hitsNothing(round)) return true;
-  if (hitsRedis(round) || hitsStores(round)) {
-    const kind = FAULT_KINDS[round.fault.kind] as DeploymentFaultKind<'redis' | 'stores', RedisFault | StoresFault>;
+  if (hitsRedis(round) || hitsStores(round) || hitsService(round)) {
+    const kind = FAULT_KINDS[round.fault.kind] as DeploymentFaultKind<'redis' | 'stores' | 'service', RedisFault | StoresFault | ServiceFaultOf>;
     await kind.inject(ctx, round.fault, { holdMs: draw(ctx, round.hold), round: n });
     return true;
   }
@@ -160,6 +162,7 @@ async function hit(ctx: FaultContext, round: Hit, n: number, aim: { landed: bool
 const hitsNothing = (round: Hit): round is NoHit => round.target.kind === 'none';
 const hitsRedis = (round: Hit): round is RedisHit => round.target.kind === 'redis';
 const hitsStores = (round: Hit): round is StoresHit => round.target.kind === 'stores';
+const hitsService = (round: Hit): round is ServiceHit => round.target.kind === 'service';
 
 async function pickLeader(ctx: FaultContext): Promise<Victim | undefined> {
   const leader = await ctx.waitForLeader(5000);

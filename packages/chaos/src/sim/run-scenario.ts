@@ -20,7 +20,7 @@ import type { Scenario } from './scenarios.js';
 import { startSimRedis } from './sim-redis.js';
 import { startStarvationProbe } from './starvation-probe.js';
 import { SUPERVISOR } from '../checker/starvation.js';
-import type { LeaseStoreName, RedisEndpoint, RunContext, SimApp, SimMode } from './sim-app.js';
+import type { LeaseStoreName, RedisEndpoint, RunContext, ServiceFault, SimApp, SimMode } from './sim-app.js';
 
 export interface RunOptions {
   readonly databaseUrl: string;
@@ -214,6 +214,8 @@ export async function runScenario(app: SimApp, scenario: Scenario, mode: SimMode
     for (const node of nodes) startNode(node);
 
     const faultsEnd = () => Date.now() + options.durationMs;
+    const faultService = app.faultService?.bind(app);
+    const serviceHook = faultService === undefined ? undefined : (fault: ServiceFault | null) => faultService(run, fault);
     ctx = new FaultContext(nodes, redis, app.leaseKey?.(run), history, random, options.ttlMs, Number.POSITIVE_INFINITY, startNode, clockFile, postgres, cluster, etcd);
     // A run whose replicas cannot start is a row of the table saying why (a failure of liveness, or
     // inconclusive on a starved machine), never a throw that ends the whole simulation.
@@ -231,7 +233,7 @@ export async function runScenario(app: SimApp, scenario: Scenario, mode: SimMode
     }
     const windowStart = Date.now();
     phase = 'faults';
-    ctx = new FaultContext(nodes, redis, app.leaseKey?.(run), history, random, options.ttlMs, faultsEnd(), startNode, clockFile, postgres, cluster, etcd);
+    ctx = new FaultContext(nodes, redis, app.leaseKey?.(run), history, random, options.ttlMs, faultsEnd(), startNode, clockFile, postgres, cluster, etcd, serviceHook);
     await runFaultRounds(ctx, scenario.rounds);
     const windowEnd = Date.now();
 

@@ -21,5 +21,6 @@ export const SCENARIO_NAMES = [
   'postgres-failover',
   'redis-lag',
   'etcd-leader-loss',
+  'service-down',
 ] as const;
 export type ScenarioName = (typeof SCENARIO_NAMES)[number];

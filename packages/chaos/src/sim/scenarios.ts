@@ -50,6 +50,11 @@ export interface Scenario {
    * @defaultValue the fault time asked for
    */
   readonly leastFaultMs?: number;
+  /**
+   * True when the scenario faults the service the app's job writes through: it runs only on an app
+   * that can fault its service (`SimApp.faultService`).
+   */
+  readonly needsService?: true;
 }
 
 export type { Exercise, Protection } from '../checker/protections.js';
@@ -170,6 +175,23 @@ export const scenarios: Record<ScenarioName, Scenario> = {
       hold: { ttls: [1.5, 2] },
       settle: { ms: [800, 1600] },
       whileTtlsLeft: 6,
+      atLeastOnce: true,
+    },
+  },
+
+  'service-down': {
+    name: 'service-down',
+    summary: "the service the job writes through answers 503, then carries out calls and loses their answers, while the leader keeps its lease: every fire delivered again until it takes effect, once",
+    redis: 'single',
+    needsService: true,
+    exercises: ['write retried', 'duplicate dropped'],
+    rounds: {
+      gap: { ms: [500, 1000] },
+      target: { kind: 'service' },
+      fault: { kind: 'service-down', variants: ['unavailable', 'answer-lost'] },
+      hold: { ttls: [1.5, 2.5] },
+      settle: { ttls: [1, 1.5] },
+      whileTtlsLeft: 4,
       atLeastOnce: true,
     },
   },

@@ -105,6 +105,18 @@ export interface SimApp {
    * handler has none.
    */
   pendingWork?(run: RunContext, redis: RedisEndpoint): Promise<number>;
+  /**
+   * Puts the service the app's job writes through (an HTTP service of its own, say) into `fault`,
+   * or back to health with null, and resolves once the service acts on it. The `service-down`
+   * scenario needs it: only apps that have such a service run that scenario.
+   * - `'unavailable'`: every call is answered 503 before anything is done;
+   * - `'answer-lost'`: every call is carried out in full, then its connection is dropped unanswered
+   *   (a proxy's timeout in front of a service that committed).
+   */
+  faultService?(run: RunContext, fault: ServiceFault | null): Promise<void>;
   /** Removes what `prepare` created. */
   cleanup(run: RunContext): Promise<void>;
 }
+
+/** What the `service-down` scenario does to the app's service (see `SimApp.faultService`). */
+export type ServiceFault = 'unavailable' | 'answer-lost';

@@ -40,11 +40,12 @@ export interface ReplicaFaultKind<F extends { readonly kind: string }> {
 }
 
 /**
- * A fault that hits a shared part of the deployment: the Redis deployment (`redis`), or every
- * replica's connections to the stores at once (`stores`). `round` is the round's number: faults
- * with variants take variant `round` (cycling).
+ * A fault that hits a shared part of the deployment: the Redis deployment (`redis`), every
+ * replica's connections to the stores at once (`stores`), or the service the app's job writes
+ * through (`service`). `round` is the round's number: faults with variants take variant `round`
+ * (cycling).
  */
-export interface DeploymentFaultKind<T extends 'redis' | 'stores', F extends { readonly kind: string }> {
+export interface DeploymentFaultKind<T extends 'redis' | 'stores' | 'service', F extends { readonly kind: string }> {
   readonly target: T;
   inject(ctx: FaultContext, fault: F, hit: { readonly holdMs: number; readonly round: number }): Promise<void>;
 }

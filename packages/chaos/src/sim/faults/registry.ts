@@ -13,6 +13,7 @@ import { postgresRestart } from './postgres-restart.js';
 import { primaryFailover } from './primary-failover.js';
 import { redisLag } from './redis-lag.js';
 import { redisRestart } from './redis-restart.js';
+import { serviceDown } from './service-down.js';
 import { stall } from './stall.js';
 
 /**
@@ -35,10 +36,11 @@ export const FAULT_KINDS = {
   'postgres-restart': postgresRestart,
   'postgres-failover': postgresFailover,
   'etcd-leader-loss': etcdLeaderLoss,
+  'service-down': serviceDown,
 } as const;
 
 type Kinds = typeof FAULT_KINDS;
-type FaultOf<K> = K extends ReplicaFaultKind<infer F> ? F : K extends DeploymentFaultKind<'redis' | 'stores', infer F> ? F : never;
+type FaultOf<K> = K extends ReplicaFaultKind<infer F> ? F : K extends DeploymentFaultKind<'redis' | 'stores' | 'service', infer F> ? F : never;
 type FaultsFor<T> = { [K in keyof Kinds]: Kinds[K] extends { readonly target: T } ? FaultOf<Kinds[K]> : never }[keyof Kinds];
 
 /** A fault that hits one replica. */
@@ -47,7 +49,9 @@ export type ReplicaFault = FaultsFor<'replica'>;
 export type RedisFault = FaultsFor<'redis'>;
 /** A fault that hits every replica's connections to the stores. */
 export type StoresFault = FaultsFor<'stores'>;
-export type AnyFault = ReplicaFault | RedisFault | StoresFault;
+/** A fault that hits the service the app's job writes through. */
+export type ServiceFaultOf = FaultsFor<'service'>;
+export type AnyFault = ReplicaFault | RedisFault | StoresFault | ServiceFaultOf;
 
 // Each fault is registered under its own kind (a scenario's `{ kind: 'pause' }` finds `pause`):
 // checked here, at compile time.
