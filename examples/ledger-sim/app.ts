@@ -20,6 +20,8 @@ const POST_COMMIT_MS = 40;
 export const ledgerApp: SimApp = {
   name: 'ledger',
   leaseStores: ['redis', 'postgres', 'etcd'],
+  // replica.ts takes `hold-pool` (the pool-exhausted scenario).
+  replicasHoldPool: true,
 
   prepare: (run) => prepareSchema(run, LEDGER_SQL, RESOURCE),
 

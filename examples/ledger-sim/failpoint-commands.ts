@@ -4,7 +4,8 @@
  * replica's stdin, and the replica reports every hit as `{"kind":"failpoint","name":…,"action":…}` on
  * stdout, before the action runs (a stopped process cannot report after). `{"kind":"stall","ms":…}`
  * blocks the event loop at once, wherever the replica is. Failpoints are armed here, by the
- * simulation's replica, and nowhere else.
+ * simulation's replica, and nowhere else. A replica adds commands of its own with `commands` (by
+ * their `kind`), such as the ledger replica's `hold-pool`.
  */
 import { createInterface } from 'node:readline';
 import { failpoints, stall, type FailpointAction, type FailpointName } from '@fenced/shared/failpoints';
@@ -28,7 +29,11 @@ function actionOf(command: { action?: unknown; ms?: unknown }): FailpointAction 
  * write is `http.headers-sent-before-body`). An arm command for a key arms its value, and its hits
  * are reported under the key, the name the simulation waits for.
  */
-export function listenForFailpointCommands(report: (record: Record<string, unknown>) => void, moments: Partial<Record<FailpointName, FailpointName>> = {}): void {
+export function listenForFailpointCommands(
+  report: (record: Record<string, unknown>) => void,
+  moments: Partial<Record<FailpointName, FailpointName>> = {},
+  commands: Record<string, (command: Record<string, unknown>) => void> = {},
+): void {
   const askedAs = new Map(Object.entries(moments).map(([asked, armed]) => [armed, asked as FailpointName]));
   failpoints.onHit((hit) => report({ kind: 'failpoint', name: askedAs.get(hit.name) ?? hit.name, action: hit.action }));
   createInterface({ input: process.stdin }).on('line', (text) => {
@@ -48,6 +53,8 @@ export function listenForFailpointCommands(report: (record: Record<string, unkno
         if (!(Number.isFinite(ms) && ms >= 0)) throw new TypeError(`a stall is a number of ms >= 0, not ${JSON.stringify(command.ms)}`);
         report({ kind: 'stalling', ms });
         stall(ms);
+      } else if (typeof command.kind === 'string' && Object.hasOwn(commands, command.kind)) {
+        commands[command.kind]!(command);
       }
     } catch (err) {
       report({ kind: 'text', text: `bad command ${text}: ${(err as Error).message}` });

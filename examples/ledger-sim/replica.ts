@@ -49,15 +49,40 @@ const withinMs = <T>(ms: number, promise: Promise<T>): Promise<T> =>
 
 const redis = connectRedis(parseRedisEndpoint(env('REDIS_ENDPOINT')));
 redis.on('error', () => {});
+const POOL_SIZE = 4;
 const pool = new pg.Pool({
   connectionString: env('DATABASE_URL'),
   options: `-c search_path=${schema}`,
-  max: 4,
+  max: POOL_SIZE,
   connectionTimeoutMillis: 1000,
 });
 pool.on('error', () => {});
 
-listenForFailpointCommands(line);
+/**
+ * The pool-exhausted fault: other work of this process (a slow report, say) takes every connection
+ * of the pool for `ms`, so the guard's writes wait for one and time out (the pool's own timeout).
+ */
+async function holdPool(ms: number): Promise<void> {
+  const taken = await Promise.allSettled(Array.from({ length: POOL_SIZE }, () => pool.connect()));
+  const clients = taken.flatMap((t) => (t.status === 'fulfilled' ? [t.value] : []));
+  // A checked-out client has no error listener from the pool: whoever holds it listens until release.
+  const broken = new Map<pg.PoolClient, Error>();
+  for (const client of clients) client.on('error', (err) => broken.set(client, err));
+  const release = () => {
+    for (const client of clients) client.release(broken.get(client));
+  };
+  if (clients.length < POOL_SIZE) {
+    release();
+    line({ kind: 'pool-not-held', connections: clients.length });
+    return;
+  }
+  line({ kind: 'pool-held', connections: clients.length });
+  await sleep(ms);
+  release();
+  line({ kind: 'pool-released' });
+}
+
+listenForFailpointCommands(line, {}, { 'hold-pool': (command) => void holdPool(Number(command['ms'])) });
 // How long this machine keeps the replica off the CPU: the simulation credits it to lateness.
 startStarvationProbe(line);
 

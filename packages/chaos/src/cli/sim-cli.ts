@@ -42,11 +42,12 @@ const defaultIo: CliIo = {
 };
 
 /**
- * The scenarios `app` can run: those it names (all when it names none), less those that fault a
- * service when it has none to fault.
+ * The scenarios `app` can run: those it names (all when it names none), less those that need what it
+ * lacks (a service to fault, replicas that hold their pool: `Scenario.needs`).
  */
 export function scenariosOf(app: SimApp): readonly ScenarioName[] {
-  return (app.scenarios ?? SCENARIO_NAMES).filter((name) => scenarios[name].needsService !== true || app.faultService !== undefined);
+  const has = { service: app.faultService !== undefined, pool: app.replicasHoldPool === true };
+  return (app.scenarios ?? SCENARIO_NAMES).filter((name) => scenarios[name].needs === undefined || has[scenarios[name].needs!]);
 }
 
 /** `--help`: the usage, the scenarios, and what each column of the table means. */

@@ -215,6 +215,22 @@ export class FaultContext {
     return false;
   }
 
+  /**
+   * Has `node` check out every connection of its database pool and hold them for `ms` (a
+   * `{"kind":"hold-pool"}` line on its stdin); resolves with how many it holds once it says so, or
+   * undefined when it could not take them all.
+   */
+  async holdPool(node: SimNode, ms: number): Promise<number | undefined> {
+    node.process.send({ kind: 'hold-pool', ms });
+    let held: number | undefined;
+    await this.waitForLine((n, r) => {
+      if (n !== node.name || (r['kind'] !== 'pool-held' && r['kind'] !== 'pool-not-held')) return false;
+      if (r['kind'] === 'pool-held') held = Number(r['connections']);
+      return true;
+    }, 5000);
+    return held;
+  }
+
   /** Stalls `node`'s event loop for `ms` from wherever it is now; resolves when it said it starts. */
   async stallNow(node: SimNode, ms: number): Promise<boolean> {
     node.process.send({ kind: 'stall', ms });

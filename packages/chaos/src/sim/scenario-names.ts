@@ -22,5 +22,6 @@ export const SCENARIO_NAMES = [
   'redis-lag',
   'etcd-leader-loss',
   'service-down',
+  'pool-exhausted',
 ] as const;
 export type ScenarioName = (typeof SCENARIO_NAMES)[number];

@@ -51,10 +51,11 @@ export interface Scenario {
    */
   readonly leastFaultMs?: number;
   /**
-   * True when the scenario faults the service the app's job writes through: it runs only on an app
-   * that can fault its service (`SimApp.faultService`).
+   * What the scenario needs of the app besides its replicas: `'service'`, a service its job writes
+   * through that the simulation can fault (`SimApp.faultService`); `'pool'`, replicas that hold their
+   * database pool on command (`SimApp.replicasHoldPool`). It runs only on an app that has it.
    */
-  readonly needsService?: true;
+  readonly needs?: 'service' | 'pool';
 }
 
 export type { Exercise, Protection } from '../checker/protections.js';
@@ -179,11 +180,29 @@ export const scenarios: Record<ScenarioName, Scenario> = {
     },
   },
 
+  'pool-exhausted': {
+    leaseStores: { default: ['redis'], possible: ['redis', 'etcd'] },
+    name: 'pool-exhausted',
+    summary: "every connection of the leader's database pool taken by other work for 1.5-2.5 TTLs, its lease renewed in its own store: its writes time out waiting for a connection, fail closed, and are delivered again",
+    redis: 'single',
+    needs: 'pool',
+    exercises: ['write retried'],
+    rounds: {
+      gap: { ms: [500, 1000] },
+      target: { kind: 'leader' },
+      fault: { kind: 'pool-exhausted' },
+      hold: { ttls: [1.5, 2.5] },
+      settle: { ttls: [1, 1.5] },
+      whileTtlsLeft: 4,
+      atLeastOnce: true,
+    },
+  },
+
   'service-down': {
     name: 'service-down',
     summary: "the service the job writes through answers 503, then carries out calls and loses their answers, while the leader keeps its lease: every fire delivered again until it takes effect, once",
     redis: 'single',
-    needsService: true,
+    needs: 'service',
     exercises: ['write retried', 'duplicate dropped'],
     rounds: {
       gap: { ms: [500, 1000] },

@@ -114,6 +114,13 @@ export interface SimApp {
    *   (a proxy's timeout in front of a service that committed).
    */
   faultService?(run: RunContext, fault: ServiceFault | null): Promise<void>;
+  /**
+   * True when the app's replicas take `{"kind":"hold-pool","ms":…}` on stdin: each checks out every
+   * connection of the database pool its writes use, says `{"kind":"pool-held","connections":n}` (or
+   * `{"kind":"pool-not-held"}`), holds them for `ms` and says `{"kind":"pool-released"}`. The
+   * `pool-exhausted` scenario needs it.
+   */
+  readonly replicasHoldPool?: boolean;
   /** Removes what `prepare` created. */
   cleanup(run: RunContext): Promise<void>;
 }

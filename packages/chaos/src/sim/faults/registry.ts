@@ -7,6 +7,7 @@ import type { DeploymentFaultKind, ReplicaFaultKind } from './fault-kind.js';
 import { lossyFailover } from './lossy-failover.js';
 import { partition } from './partition.js';
 import { pause } from './pause.js';
+import { poolExhausted } from './pool-exhausted.js';
 import { postgresDown } from './postgres-down.js';
 import { postgresFailover } from './postgres-failover.js';
 import { postgresRestart } from './postgres-restart.js';
@@ -37,6 +38,7 @@ export const FAULT_KINDS = {
   'postgres-failover': postgresFailover,
   'etcd-leader-loss': etcdLeaderLoss,
   'service-down': serviceDown,
+  'pool-exhausted': poolExhausted,
 } as const;
 
 type Kinds = typeof FAULT_KINDS;
