@@ -3,7 +3,9 @@
  * installed into a fresh project by npm, pnpm and yarn (no overrides, no workspace), a strict
  * TypeScript app compiled against them (`node16` and `bundler` resolution, `skipLibCheck: false`)
  * and run against the local services, on ioredis 6 and then 5. Also a service on PostgreSQL alone,
- * without Redis or Kysely installed, and `npm publish --dry-run` of every tarball.
+ * without Redis or Kysely installed, every TypeScript block of the documents compiled the same way
+ * (beside the libraries they show, the reader's own objects declared in app/src/docs/context.ts), and
+ * `npm publish --dry-run` of every tarball.
  *
  * A broken `exports` map, a file missing from `files`, a `workspace:` range that leaked into a
  * tarball, a wrong peer range or a declaration file importing an optional peer fails here. The
@@ -18,6 +20,7 @@ import { randomBytes } from 'node:crypto';
 import { createPool, createRedis, deleteKeys, isStopped, spawnNode, testDatabaseUrl, testRedisUrl, waitFor, type ChildHandle } from '#test-support';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { packAll, PACKAGES, repoRoot, type PackageDir } from './pack.js';
+import { typescriptBlocks } from '../support/doc-blocks.js';
 
 const run = promisify(execFile);
 const INSTALL_TIMEOUT_MS = 600_000;
@@ -66,6 +69,11 @@ function sdk(packages: readonly PackageDir[]): Record<string, string> {
   return Object.fromEntries(packages.map((pkg) => [`@fenced/${pkg}`, `file:${tarballs[pkg]}`]));
 }
 
+/** Every package, on ioredis 6, Kysely and pg: the dependencies of the fixture's main app. */
+function fullApp(): Record<string, string> {
+  return { ...sdk(PACKAGES), ioredis: versions.ioredis6, kysely: versions.kysely, pg: versions.pg, '@types/pg': versions.typesPg, '@types/node': versions.typesNode };
+}
+
 async function install(manager: Manager, dir: string): Promise<void> {
   try {
     if (manager === 'npm') {
@@ -90,10 +98,11 @@ async function install(manager: Manager, dir: string): Promise<void> {
  * seconds per compile, and what it checks does not depend on the package manager, so one manager's
  * project does it.
  */
-async function compile(dir: string, resolution: 'node16' | 'bundler', entry: string, libCheck = true): Promise<void> {
+async function compile(dir: string, resolution: 'node16' | 'bundler', entry: string | readonly string[], libCheck = true): Promise<void> {
   const file = join(dir, `tsconfig.${resolution}.json`);
   const config = JSON.parse(readFileSync(file, 'utf8')) as { compilerOptions: Record<string, unknown> };
-  writeFileSync(file, JSON.stringify({ ...config, compilerOptions: { ...config.compilerOptions, skipLibCheck: !libCheck }, include: [`src/${entry}`] }));
+  const entries = typeof entry === 'string' ? [entry] : entry;
+  writeFileSync(file, JSON.stringify({ ...config, compilerOptions: { ...config.compilerOptions, skipLibCheck: !libCheck }, include: entries.map((e) => `src/${e}`) }));
   try {
     await run(process.execPath, [tsc, '-p', `tsconfig.${resolution}.json`], { cwd: dir, env: userEnv });
   } catch (err) {
@@ -163,14 +172,7 @@ describe.concurrent('installed from the packed tarballs', () => {
   it.each<Manager>(['npm', 'pnpm', 'yarn'])(
     '%s: the app compiles strict (node16 and bundler; npm with every declaration file checked) and runs, on ioredis 6 and then 5',
     async (manager) => {
-      const dir = newProject({
-        ...sdk(PACKAGES),
-        ioredis: versions.ioredis6,
-        kysely: versions.kysely,
-        pg: versions.pg,
-        '@types/pg': versions.typesPg,
-        '@types/node': versions.typesNode,
-      });
+      const dir = newProject(fullApp());
       for (const ioredis of [versions.ioredis6, versions.ioredis5]) {
         setIoredis(dir, ioredis);
         await install(manager, dir);
@@ -292,6 +294,47 @@ describe.concurrent('installed from the packed tarballs', () => {
         await deleteKeys(redis, keyPrefix);
         redis.disconnect();
       }
+    },
+    INSTALL_TIMEOUT_MS,
+  );
+
+  it(
+    'npm: every TypeScript block of the documents compiles in a strict app (exactOptionalPropertyTypes, every declaration file checked), each block importing what it takes from a library',
+    async () => {
+      // The libraries the blocks show fenced beside, at the versions this repository tests with.
+      const tested = (name: string) => installed(name, join(repoRoot, 'test'));
+      const dir = newProject({
+        ...fullApp(),
+        mysql2: tested('mysql2'),
+        bullmq: tested('bullmq'),
+        'graphile-worker': tested('graphile-worker'),
+        'pg-boss': tested('pg-boss'),
+        etcd3: tested('etcd3'),
+        express: tested('express'),
+        '@types/express': tested('@types/express'),
+        fastify: tested('fastify'),
+        pino: installed('pino'),
+        // The SDK's own peer range stops below the API this repository pins (pnpm lets it pass; npm does not).
+        '@opentelemetry/api': '~1.9.0',
+        '@opentelemetry/exporter-prometheus': installed('@opentelemetry/exporter-prometheus'),
+        '@opentelemetry/sdk-metrics': installed('@opentelemetry/sdk-metrics'),
+      });
+      // Each block a module of its own beside the reader's app objects (src/docs/context.ts).
+      const blocks = typescriptBlocks(repoRoot);
+      expect(blocks.length).toBeGreaterThan(15);
+      const files = blocks.map((block) => {
+        writeFileSync(join(dir, 'src', 'docs', `${block.name}.ts`), `// ${block.file}, the block at line ${block.line}\n${block.body}\nexport {};\n`);
+        return { file: `docs/${block.name}.ts`, pgBoss: /\bboss\b|pg-boss/.test(block.body) };
+      });
+      await install('npm', dir);
+      // pg-boss 12.38's own declaration files do not compile (manager.d.ts imports a type its types.d.ts
+      // does not export: TS2724), whoever imports them: the blocks that use pg-boss are checked with
+      // the libraries' declarations skipped, every other block with all of them checked.
+      const checked = files.filter((f) => !f.pgBoss).map((f) => f.file);
+      const beside = files.filter((f) => f.pgBoss).map((f) => f.file);
+      expect(beside.length).toBeGreaterThan(0);
+      await compile(dir, 'node16', ['docs/context.ts', ...checked]);
+      await compile(dir, 'node16', ['docs/context.ts', 'docs/context-pg-boss.ts', ...beside], false);
     },
     INSTALL_TIMEOUT_MS,
   );
