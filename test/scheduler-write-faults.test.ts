@@ -201,8 +201,9 @@ describe('a fire whose write fails on a live leader (PostgreSQL pool, HTTP servi
     await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
     stoppers.push(() => new Promise((resolve) => { server.closeAllConnections(); server.close(resolve); }));
     const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}/ledger`;
-    // The handler as the README shows it: the call, its answer returned; a timeout shorter than the default keeps the test short.
-    const { failed, lost } = await leader((envelope) => sendFire(url, { envelope, body: { amount: 1 }, timeoutMs: 1000 }), [guard]);
+    // The handler as the README shows it: the call with the fire's context (the term's signal, the
+    // lease's TTL as its timeout), its answer returned.
+    const { failed, lost } = await leader((envelope, context) => sendFire(url, { envelope, body: { amount: 1 }, ...context }), [guard]);
     const applied = async () => (await schema.pool.query<{ fire_id: string }>('SELECT fire_id FROM ledger')).rows.map((r) => r.fire_id);
     const result = await throughFault(applied, async () => {
       mode = 'silent';
@@ -216,6 +217,8 @@ describe('a fire whose write fails on a live leader (PostgreSQL pool, HTTP servi
     });
     expect(result).toEqual({ missing: [], twice: 0, wanted: result.wanted });
     expect(failed.map((e) => (e.error as Error).message).join('\n')).toMatch(/HTTP 503/);
+    // A stalled call was given up at the lease's TTL (2 s here), not at sendFire's own 10 s.
+    expect(failed.filter((e) => (e.error as Error).name === 'FireCallTimeoutError').map((e) => (e.error as { timeoutMs: number }).timeoutMs)).toContain(2000);
     expect(lost).toEqual([]);
   }, 120_000);
 });

@@ -78,11 +78,13 @@ if (mode === 'guarded') {
     jobs: {
       [JOB]: {
         everyMs,
-        // The handler as the READMEs show it: one sendFire, its answer returned. The scheduler reads
+        // The handler as the READMEs show it, one sendFire, its answer returned: the scheduler reads
         // the answer's Fenced-Outcome and dispatches the fire again when the service answered 503 or
-        // not at all. The call is not aborted with the term (no `signal`): a caller that wakes from a
-        // pause does not know yet that its term ended, and its late request is exactly what the
-        // service must refuse. The lines around it are the simulation's instrumentation.
+        // not at all. Without the fire's context (`...context`, which the README's handler spreads
+        // in): its signal, and its timeout of one lease TTL, abort a caller woken from a pause before
+        // its request's body goes (seed 7: pause and stall toothless, no late request reached the
+        // service). The simulation runs the case they cannot stop, a request whose bytes left before
+        // the term ended, which the service must refuse. The lines around it are instrumentation.
         handler: async (envelope: Envelope) => {
           const leading = coordinator.currentTerm()?.token === BigInt(envelope.token);
           const fire = { fireId: envelope.fireId, token: envelope.token };

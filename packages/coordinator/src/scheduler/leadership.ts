@@ -13,6 +13,8 @@ export interface Leadership {
   /** The fences advanced at each election (the scheduler reads applied fires from them). */
   readonly fences: readonly Fence[];
   readonly store: { readonly kind: LeaseStoreKind };
+  /** The lease's time to live, ms: how long a term outlives its last renewal at most. */
+  readonly ttlMs: number;
   /** The current term, or null when not leading. */
   currentTerm(): LeaderTerm | null;
   isLeader(): boolean;

@@ -34,6 +34,14 @@ export interface FireContext {
    * leader's handler stops early. The fence refuses its writes either way.
    */
   readonly signal: AbortSignal;
+  /**
+   * How long one call of this fire should wait for an answer: the lease's TTL. A call that waits
+   * longer holds up the job's later fires (they wait behind it, in order) for longer than a whole
+   * term may last; given up at this bound, the fire is dispatched again after a backoff, and the
+   * fence and dedupe make the second call safe. `sendFire(url, { envelope, ...context })` passes
+   * both this and `signal`.
+   */
+  readonly timeoutMs: number;
 }
 
 /**
@@ -465,7 +473,7 @@ export class Scheduler extends EventEmitter<SchedulerEventMap> {
 
   /** The context handed to in-process handlers: one per term, shared by its fires. */
   #contextOf(term: LeaderTerm): FireContext {
-    if (this.#context?.term !== term) this.#context = { term, context: Object.freeze({ signal: term.signal }) };
+    if (this.#context?.term !== term) this.#context = { term, context: Object.freeze({ signal: term.signal, timeoutMs: this.#coordinator.ttlMs }) };
     return this.#context.context;
   }
 
