@@ -7,7 +7,7 @@ import pg from 'pg';
 import type { Cluster, Redis } from 'ioredis';
 import type { Effect, FenceState, RunContext } from '@fenced/chaos';
 import { fireId, type Coordinator } from '@fenced/coordinator';
-import { startNaiveScheduler } from './ledger-sim/naive-scheduler.js';
+import { postgresControlState, redisControlState, startNaiveScheduler } from './ledger-sim/naive-scheduler.js';
 import { createGuard } from '@fenced/consumer-guard';
 import { createRedisGuard } from '@fenced/consumer-guard/redis';
 import { postgresLeases } from '@fenced/coordinator/postgres';
@@ -34,7 +34,8 @@ export const line: Report = (record) => {
  * reported, then handed to `deliver`. Returns its stop function.
  */
 export function startControlScheduler(options: {
-  readonly redis: Redis | Cluster;
+  /** Where the last fire is kept and whose clock is read: Redis, or PostgreSQL where the run has no Redis. */
+  readonly store: { readonly redis: Redis | Cluster } | { readonly pool: pg.Pool };
   readonly keyPrefix: string;
   readonly lease: string;
   readonly job: string;
@@ -45,8 +46,7 @@ export function startControlScheduler(options: {
 }): () => void {
   const { coordinator, report, deliver } = options;
   return startNaiveScheduler({
-    redis: options.redis,
-    stateKey: `${options.keyPrefix}:{${options.lease}}:naive:last-fired`,
+    state: 'redis' in options.store ? redisControlState(options.store.redis, `${options.keyPrefix}:{${options.lease}}:naive:last-fired`) : postgresControlState(options.store.pool),
     clock: process.env['CONTROL_CLOCK'] === 'local' ? 'local' : 'server',
     job: options.job,
     everyMs: options.everyMs,
@@ -124,16 +124,16 @@ export async function dropSchema(run: RunContext): Promise<void> {
 }
 
 /** The fence PostgreSQL committed and the guard's Redis mark (none in a control). Disconnects `redis`. */
-export async function guardFenceStates(run: RunContext, redis: Redis | Cluster, resource: string): Promise<FenceState[]> {
-  redis.on('error', () => {});
+export async function guardFenceStates(run: RunContext, redis: Redis | Cluster | undefined, resource: string): Promise<FenceState[]> {
+  redis?.on('error', () => {});
   try {
     if (run.mode === 'control') return [];
     const fence = await withPool(run.databaseUrl, (pool) => createGuard({ db: pool, resource, schema: run.id }).highest());
     // On the PostgreSQL and etcd lease stores the guard runs without Redis: no mark to compare.
-    const mark = run.leaseStore !== 'redis' ? null : await createRedisGuard({ redis, resource, keyPrefix: run.id }).highest();
+    const mark = run.leaseStore !== 'redis' || redis === undefined ? null : await createRedisGuard({ redis, resource, keyPrefix: run.id }).highest();
     return [{ resource, fence: fence?.toString() ?? null, mark: mark?.toString() ?? null }];
   } finally {
-    redis.disconnect();
+    redis?.disconnect();
   }
 }
 

@@ -19,7 +19,8 @@ const SETTLEMENTS_SQL = readFileSync(fileURLToPath(new URL('./settlements.sql', 
 const WORK_MS = 120;
 
 /** This service runs on one Redis server (BullMQ on Cluster needs a hash-tagged prefix; not set up here). */
-function serverUrl(endpoint: RedisEndpoint): string {
+function serverUrl(endpoint: RedisEndpoint | undefined): string {
+  if (endpoint === undefined) throw new Error('the BullMQ service runs on a single Redis server: the run has none');
   if (endpoint.kind !== 'server') throw new Error(`the BullMQ service runs on a single Redis server, not ${endpoint.kind}`);
   return endpoint.url;
 }

@@ -22,7 +22,8 @@ const ENTRIES_SQL = readFileSync(fileURLToPath(new URL('./entries.sql', import.m
 const services = new Map<string, { process: ChildProcess; url: string; key: string; faultAcks: Array<(fault: string | null) => void> }>();
 
 /** This service runs on one Redis server. */
-function serverUrl(endpoint: RedisEndpoint): string {
+function serverUrl(endpoint: RedisEndpoint | undefined): string {
+  if (endpoint === undefined) throw new Error('the HTTP service\'s callers run on a single Redis server: the run has none');
   if (endpoint.kind !== 'server') throw new Error(`the HTTP service's callers run on a single Redis server, not ${endpoint.kind}`);
   return endpoint.url;
 }

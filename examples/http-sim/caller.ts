@@ -115,7 +115,7 @@ if (mode === 'guarded') {
   const coordinator = createCoordinator(coordinatorOptions);
   reportLeadership(coordinator, line);
   const stop = startControlScheduler({
-    redis,
+    store: { redis },
     keyPrefix,
     lease: LEASE,
     job: JOB,

@@ -33,7 +33,7 @@ export const ledgerApp: SimApp = {
       env: {
         NODE_NAME: node.name,
         MODE: run.mode,
-        REDIS_ENDPOINT: JSON.stringify(node.redis),
+        ...(node.redis === undefined ? {} : { REDIS_ENDPOINT: JSON.stringify(node.redis) }),
         DATABASE_URL: node.databaseUrl,
         SIM_SCHEMA: run.id,
         KEY_PREFIX: run.id,
@@ -59,7 +59,11 @@ export const ledgerApp: SimApp = {
 
   expectedFireIds: (run, from, to) => expectedFireIds(JOB, run.everyMs, from, to),
 
-  fenceStates: (run, endpoint) => guardFenceStates(run, connectRedis(endpoint), RESOURCE),
+  fenceStates: (run, endpoint) => guardFenceStates(run, endpoint === undefined ? undefined : connectRedis(endpoint), RESOURCE),
+
+  // Redis holds the leases, the guard's fast path and the control's record only on the Redis store:
+  // elsewhere the guard checks the lease in PostgreSQL and the control keeps its record there.
+  usesRedis: (leaseStore) => leaseStore === 'redis',
 
   leaseKey(run) {
     return leaseKeys(run.id, LEASE).counter;

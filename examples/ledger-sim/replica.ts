@@ -47,8 +47,14 @@ const withinMs = <T>(ms: number, promise: Promise<T>): Promise<T> =>
   Promise.race([promise, new Promise<never>((_, reject) => setTimeout(() => reject(new Error(`no answer in ${ms} ms`)), ms).unref())]);
 
 
-const redis = connectRedis(parseRedisEndpoint(env('REDIS_ENDPOINT')));
-redis.on('error', () => {});
+// Redis only where the leases live there (see app.ts, usesRedis): the run has none otherwise.
+const redisEndpoint = process.env['REDIS_ENDPOINT'];
+const redis = redisEndpoint === undefined ? undefined : connectRedis(parseRedisEndpoint(redisEndpoint));
+redis?.on('error', () => {});
+const needRedis = () => {
+  if (redis === undefined) throw new Error('the leases live in Redis, and REDIS_ENDPOINT is not set');
+  return redis;
+};
 const POOL_SIZE = 4;
 const pool = new pg.Pool({
   connectionString: env('DATABASE_URL'),
@@ -111,7 +117,7 @@ const store = onPostgres
         prefix: `${schema}/`,
         clock: postgresClock(pool),
       })
-    : redisLeases(redis, { keyPrefix: env('KEY_PREFIX') });
+    : redisLeases(needRedis(), { keyPrefix: env('KEY_PREFIX') });
 const coordinatorOptions = { store, lease: LEASE, ttlMs, renewIntervalMs: Number(env('RENEW_MS')), acquireRetryMs: 100, nodeId: node };
 
 async function writeRow(client: pg.PoolClient, fire: { fireId: string; token: bigint; scheduledAt: string }): Promise<void> {
@@ -125,7 +131,7 @@ if (mode === 'guarded') {
     schema,
     // On the PostgreSQL store: no Redis at all, and every write checks its lease in its own transaction.
     // On etcd: the guard on PostgreSQL alone (no Redis in that deployment).
-    ...(onPostgres ? { checkLease: LEASE } : onEtcd ? {} : { redis, keyPrefix: env('KEY_PREFIX'), redisTimeoutMs: 200 }),
+    ...(onPostgres ? { checkLease: LEASE } : onEtcd ? {} : { redis: needRedis(), keyPrefix: env('KEY_PREFIX'), redisTimeoutMs: 200 }),
     // The simulation counts the election-time advance ending a deposed leader's frozen transaction.
     logger: (e) => {
       if (e.type === 'guard.takeover') line({ kind: 'takeover', ended: e.ended, token: e.token, blockingToken: e.blockingToken });
@@ -141,7 +147,7 @@ if (mode === 'guarded') {
       if (e.type === 'postgres.error' && (e.error as Error | undefined)?.name === 'NotOnPrimaryError') line({ kind: 'deposed', operation: e.operation });
     },
   });
-  const mark = onPostgres || onEtcd ? undefined : createRedisGuard({ redis, resource: RESOURCE, keyPrefix: env('KEY_PREFIX') });
+  const mark = onPostgres || onEtcd ? undefined : createRedisGuard({ redis: needRedis(), resource: RESOURCE, keyPrefix: env('KEY_PREFIX') });
   // Per fire in flight: the highest token the guard's mark held just before the handler was called.
   const knownBefore = new Map<string, bigint>();
   reportLeadership(coordinator, line);
@@ -205,7 +211,8 @@ if (mode === 'guarded') {
   const coordinator = createCoordinator(coordinatorOptions);
   reportLeadership(coordinator, line);
   const stop = startControlScheduler({
-    redis,
+    // The control's record beside its lease: in Redis, or in PostgreSQL where the run has no Redis.
+    store: redis === undefined ? { pool } : { redis },
     keyPrefix: env('KEY_PREFIX'),
     lease: LEASE,
     job: JOB,

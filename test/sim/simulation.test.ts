@@ -65,7 +65,7 @@ describe('pnpm sim', () => {
     const unknown = await sim(['--scenario', 'meteor']);
     expect(unknown.code).toBe(2);
     expect(unknown.stderr.trim().split('\n')).toHaveLength(1);
-    expect(unknown.stderr).toContain(`unknown scenario "meteor": choose from ${[...SCENARIO_NAMES, 'all'].join(', ')}`);
+    expect(unknown.stderr).toContain(`unknown scenario "meteor": choose from ${[...scenariosOf(ledgerApp), 'all'].join(', ')}`);
     const duration = await sim(['--duration', 'soon']);
     expect(duration.code).toBe(2);
     expect(duration.stderr).toMatch(/bad duration "soon"/);

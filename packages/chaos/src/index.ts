@@ -37,7 +37,7 @@ export type { LeaseStoreName, NodeContext, RedisEndpoint, RunContext, ServiceFau
 export { startSimRedis, type RedisKind, type ReplicatedRedis, type SimRedis } from './sim/sim-redis.js';
 export { renderHtmlReport, resultTableRows, RESULT_COLUMNS, COLUMN_DEFINITIONS, type ReportRun } from './report/html-report.js';
 export { textTable } from './report/text-table.js';
-export { runSimCli, scenariosOf, type CliIo } from './cli/sim-cli.js';
+export { runSimCli, scenariosOf, type CliIo, type DatabaseResolver } from './cli/sim-cli.js';
 export { resolvePostgres, tcpAnswers, ServiceUnavailableError, DEFAULT_DATABASE_URL } from './postgres-url.js';
 export { startPostgresServer, postgresBinDir, type PostgresServerProcess, type PostgresServerOptions } from './postgres/postgres-server.js';
 export { startPostgresCluster, type PostgresCluster } from './postgres/postgres-cluster.js';

@@ -1,9 +1,8 @@
-import { spawnSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { accessSync, constants, existsSync, mkdtempSync, statSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
-import { findLibfaketime } from '../faketime.js';
+import { machineHas, runnableHere } from './machine-support.js';
 import { killTrackedChildren, runTrackedCleanups } from '../process/child-registry.js';
 import { COLUMN_DEFINITIONS, renderHtmlReport, RESULT_COLUMNS, resultTableRows, type ReportRun } from '../report/html-report.js';
 import { verdictOf } from '../report/verdict.js';
@@ -25,6 +24,14 @@ export interface CliIo {
    */
   readonly onInterrupt?: (handler: (signal: NodeJS.Signals) => void) => () => void;
 }
+
+/**
+ * Finds the database the runs use, once the command line was read: its URL, and how to stop what
+ * was started for it. Throws `ServiceUnavailableError` (one line, exit 2) when there is none; says
+ * which it chose with `say` where that is not obvious.
+ * @defaultValue DATABASE_URL, else the local server on 5432 (see postgres-url.ts)
+ */
+export type DatabaseResolver = (env: NodeJS.ProcessEnv, say: (line: string) => void) => Promise<{ url: string; stop: () => Promise<void> }>;
 
 const defaultIo: CliIo = {
   out: (t) => process.stdout.write(t),
@@ -93,7 +100,7 @@ const TIMINGS = { ttlMs: 1000, renewIntervalMs: 250, everyMs: 250 };
  * shows damage; 1 when a run failed; 3 when none failed but some were inconclusive (see `verdictOf`);
  * 2 for a usage or set-up problem (one line naming the fix).
  */
-export async function runSimCli(app: SimApp, argv: readonly string[], io: CliIo = defaultIo): Promise<number> {
+export async function runSimCli(app: SimApp, argv: readonly string[], io: CliIo = defaultIo, database: DatabaseResolver = resolvePostgres): Promise<number> {
   let args;
   try {
     args = parseSimArgs(argv, () => Math.floor(Math.random() * 2 ** 31), scenariosOf(app), app.leaseStores ?? ['redis']);
@@ -117,17 +124,15 @@ export async function runSimCli(app: SimApp, argv: readonly string[], io: CliIo 
     }
   }
 
-  if (spawnSync('redis-server', ['--version'], { stdio: 'ignore' }).status !== 0) {
-    io.err('sim: redis-server not found on PATH: install Redis (apt-get install redis-server), the simulation starts its own\n');
-    return 2;
-  }
-  if (args.scenarios.some((s) => scenarios[s].clockFault !== undefined) && findLibfaketime() === undefined) {
-    io.err('sim: clock scenarios need libfaketime: apt-get install faketime (or leave out --scenario clock-skew,slow-clock)\n');
-    return 2;
-  }
+  // Run what this machine can run, and say what was left out and why (a machine with nothing but
+  // Node runs the scenarios that need neither Redis nor servers of their own: the PostgreSQL lease store's).
+  const { runnable, leftOut } = runnableHere(app, args.targets, machineHas());
+  if (leftOut !== undefined) io.err(`sim: ${leftOut}\n`);
+  if (runnable.length === 0) return 2;
+  args = { ...args, targets: runnable, scenarios: [...new Set(runnable.map((t) => t.scenario))] };
   let postgres;
   try {
-    postgres = await resolvePostgres(io.env);
+    postgres = await database(io.env, (line) => io.err(`sim: ${line}\n`));
   } catch (err) {
     if (err instanceof ServiceUnavailableError) {
       io.err(`sim: ${err.message}\n`);

@@ -30,7 +30,8 @@ export class FaultContext {
 
   constructor(
     readonly nodes: readonly SimNode[],
-    readonly redis: SimRedis,
+    /** The run's Redis, or undefined when the run has none (the app uses no Redis on its lease store). */
+    readonly redis: SimRedis | undefined,
     /** A key in the slot of the app's lease (`SimApp.leaseKey`), if the app names one. */
     readonly leaseKey: string | undefined,
     readonly history: History,
@@ -258,13 +259,14 @@ export class FaultContext {
 
   /** The single server or failover pair, for the faults that need one server at a time. */
   proxiedRedis(fault: string): RedisTopology {
+    if (this.redis === undefined) throw new Error(`the ${fault} fault needs the run to have a Redis`);
     if (this.redis.kind !== 'proxied') throw new Error(`the ${fault} fault needs a single Redis or a failover pair, not ${this.redis.topology}`);
     return this.redis.topology;
   }
 
   /** Redis Cluster or Sentinel, for the faults that let the deployment fail over on its own. */
   replicatedRedis(fault: string): ReplicatedRedis {
-    if (this.redis.kind !== 'replicated') throw new Error(`the ${fault} fault needs Redis Cluster or Sentinel`);
+    if (this.redis?.kind !== 'replicated') throw new Error(`the ${fault} fault needs Redis Cluster or Sentinel`);
     return this.redis;
   }
 
@@ -274,7 +276,8 @@ export class FaultContext {
    */
   setProxies(node: SimNode, modes: { redis?: ProxyMode; pg?: ProxyMode }): void {
     if (modes.redis) for (const proxy of node.etcdProxies) proxy.setMode(modes.redis);
-    if (modes.redis) {
+    // A run without Redis has no link to it to cut: the lease store's link is etcd's, or PostgreSQL's.
+    if (modes.redis && this.redis !== undefined) {
       if (node.redisProxy === undefined) throw new Error(`${node.name} reaches Redis directly: a partition from Redis needs a proxied topology`);
       node.redisProxy.setMode(modes.redis);
     }

@@ -97,7 +97,7 @@ export async function runFaultRounds(ctx: FaultContext, round: FaultRound): Prom
   for (let n = 0; n < mustRun || ctx.remainingMs > ctx.ttlMs * round.whileTtlsLeft; n++) {
     // A primary deposed by the previous round may still wait for its demotion (Sentinel takes 8 s or
     // more): the deployment must be whole before it is hit again. That wait is not the round's time.
-    if (hitsRedis(round) && ctx.redis.kind === 'replicated') await ctx.redis.waitUntilWhole(60_000);
+    if (hitsRedis(round) && ctx.redis?.kind === 'replicated') await ctx.redis.waitUntilWhole(60_000);
     if (n < mustRun) ctx.ensureRemaining(ctx.ttlMs * round.whileTtlsLeft);
     else if (ctx.remainingMs <= ctx.ttlMs * round.whileTtlsLeft) break;
     if (round.setup !== undefined && !(await prepare(ctx, round.setup))) continue;

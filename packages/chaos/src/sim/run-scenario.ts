@@ -126,7 +126,8 @@ export async function runScenario(app: SimApp, scenario: Scenario, mode: SimMode
   const history = new History();
   const random = seededRandom(options.seed);
   const pg = pgTarget(databaseUrl);
-  const redis = await startSimRedis(scenario.redis);
+  // No Redis for a run whose app uses none on its lease store: the simulation runs where none is installed.
+  const redis = (app.usesRedis?.(run.leaseStore) ?? true) ? await startSimRedis(scenario.redis) : undefined;
   const proxies: FaultProxy[] = [];
   const nodes: SimNode[] = [];
   // A stepped clock reads its offset from a file the fault rewrites mid-run.
@@ -173,8 +174,10 @@ export async function runScenario(app: SimApp, scenario: Scenario, mode: SimMode
     for (let i = 1; i <= options.replicas; i++) {
       const name = `r${i}`;
       let redisProxy: FaultProxy | undefined;
-      let endpoint: RedisEndpoint;
-      if (redis.kind === 'proxied') {
+      let endpoint: RedisEndpoint | undefined;
+      if (redis === undefined) {
+        endpoint = undefined;
+      } else if (redis.kind === 'proxied') {
         redisProxy = await startFaultProxy(redis.topology.activePort);
         proxies.push(redisProxy);
         endpoint = { kind: 'server', url: `redis://127.0.0.1:${redisProxy.port}` };
@@ -250,7 +253,7 @@ export async function runScenario(app: SimApp, scenario: Scenario, mode: SimMode
     // stretches a deposed leader's belief fourfold, and catching up after a long outage takes a while.
     const afterWindow = new Set(app.expectedFireIds(run, windowEnd + 1, windowEnd + 60_000));
     const settleBy = Date.now() + options.ttlMs * 7 + 3500;
-    const direct: RedisEndpoint = redis.kind === 'proxied' ? { kind: 'server', url: `redis://127.0.0.1:${redis.topology.activePort}` } : redis.endpoint;
+    const direct: RedisEndpoint | undefined = redis === undefined ? undefined : redis.kind === 'proxied' ? { kind: 'server', url: `redis://127.0.0.1:${redis.topology.activePort}` } : redis.endpoint;
     // Work the app holds that no replica has begun (a queue's waiting jobs): asked only once the
     // replicas look settled, and an app that cannot answer counts as having none.
     const noPendingWork = async () => ((await app.pendingWork?.(run, direct).catch(() => 0)) ?? 0) === 0;
@@ -269,7 +272,7 @@ export async function runScenario(app: SimApp, scenario: Scenario, mode: SimMode
       effects,
       expectedFireIds: expected,
       window: { start: windowStart, end: windowEnd },
-      recoveryMs: recoveryBoundMs(options, redis.kind === 'replicated' ? redis.downAfterMs : 0),
+      recoveryMs: recoveryBoundMs(options, redis?.kind === 'replicated' ? redis.downAfterMs : 0),
       ...(scenario.failoverBound === undefined ? {} : { failoverBound: { ms: failoverBoundMs(options), fault: scenario.failoverBound } }),
       fences,
       settled,
@@ -280,7 +283,7 @@ export async function runScenario(app: SimApp, scenario: Scenario, mode: SimMode
     clearInterval(progress);
     await Promise.all(nodes.map((n) => n.process.kill()));
     await Promise.all(proxies.map((p) => p.close()));
-    await redis.stop();
+    await redis?.stop();
     await app.cleanup(run).catch(() => undefined);
     await postgres?.stop();
     await cluster?.stop();

@@ -50,7 +50,8 @@ export type RedisEndpoint =
 /** One replica's view: its own name and its own connections (proxied where the topology allows). */
 export interface NodeContext {
   readonly name: string;
-  readonly redis: RedisEndpoint;
+  /** Undefined when the run has no Redis: the app said it needs none on this lease store (`SimApp.usesRedis`). */
+  readonly redis: RedisEndpoint | undefined;
   readonly databaseUrl: string;
   /** On the etcd store: this replica's client endpoints, one per member, each behind its own fault proxy. */
   readonly etcdEndpoints?: readonly string[];
@@ -97,14 +98,21 @@ export interface SimApp {
    * replicas stopped (`redis` reaches the run's Redis directly): the guard's check that its mark is
    * never ahead of the fence. Optional; a control has no fence and answers with none.
    */
-  fenceStates?(run: RunContext, redis: RedisEndpoint): Promise<FenceState[]>;
+  fenceStates?(run: RunContext, redis: RedisEndpoint | undefined): Promise<FenceState[]>;
   /**
    * How much work the app still holds that no replica has begun, such as jobs waiting in a queue
    * (`redis` reaches the run's Redis directly). A run settles only once this is 0, so fires still
    * waiting for a worker are not judged missed. Optional: an app that hands fires straight to a
    * handler has none.
    */
-  pendingWork?(run: RunContext, redis: RedisEndpoint): Promise<number>;
+  pendingWork?(run: RunContext, redis: RedisEndpoint | undefined): Promise<number>;
+  /**
+   * Whether the app's replicas (guarded and control) use Redis when their leases live in
+   * `leaseStore`. A run whose app uses none starts no Redis, so the simulation runs where no Redis
+   * is installed (`pnpm sim` keeps the runs that need none, and says so).
+   * @defaultValue true, on every lease store
+   */
+  usesRedis?(leaseStore: LeaseStoreName): boolean;
   /**
    * Puts the service the app's job writes through (an HTTP service of its own, say) into `fault`,
    * or back to health with null, and resolves once the service acts on it. The `service-down`
