@@ -3,6 +3,7 @@
 // server ends its sessions.
 import { createGuard, isFencedError, type Envelope, type HandlerContext } from '@fenced/consumer-guard';
 import { createMysqlGuard, mysqlFences } from '@fenced/consumer-guard/mysql';
+import { createRedisGuard } from '@fenced/consumer-guard/redis';
 import { createRedis, createTestMysqlDatabase, deleteKeys, testMysqlUrl, uniquePrefix, waitFor } from '#test-support';
 import type { Redis } from 'ioredis';
 import { Kysely, MysqlDialect, sql, type Generated } from 'kysely';
@@ -112,6 +113,20 @@ describe('the MySQL store', () => {
     expect(isFencedError(inTx, 'INVALID_CONFIG')).toBe(true);
     expect((await guard.inspect()).store).toBe('mysql');
     await guard.close();
+  });
+
+  it("records a refusal the MySQL store made, behind the Redis fast path, as the MySQL store's (a regression: recorded via 'postgres')", async () => {
+    const resource = `via-${++n}`;
+    const keyPrefix = `${prefix}-via`;
+    // A guard without Redis raises the fence, so the fast path's mark knows nothing of it.
+    await createMysqlGuard({ db: db.pool, resource }).guardedWrite(5n, async () => undefined);
+    const guard = createGuard({ store: mysqlFences({ db: db.pool }), resource, redis, keyPrefix });
+    const refused = await guard.guardedWrite(3n, async () => undefined).catch((e: unknown) => e);
+    expect(isFencedError(refused, 'STALE_TOKEN')).toBe(true);
+    await guard.close();
+    const { refusalsKey } = createRedisGuard({ redis, resource, keyPrefix });
+    const [[, fields]] = (await redis.xrange(refusalsKey, '-', '+')) as [[string, string[]]];
+    expect(fields).toEqual(['resource', resource, 'token', '3', 'highest', '5', 'via', 'mysql', 'fire', '']);
   });
 
   it('survives the server ending every session, idle or checked out: the process lives, the write fails closed, the next one works', async () => {

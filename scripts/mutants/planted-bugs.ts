@@ -836,4 +836,13 @@ export const PLANTED_BUGS: readonly PlantedBug[] = [
     replace: 'for (let from = 0; from < Math.min(fireIds.length, APPLIED_IDS_PER_QUERY); from += APPLIED_IDS_PER_QUERY) {',
     tests: ['test/fence-store/conformance-mysql.test.ts'],
   },
+  {
+    id: 'refusal-mislabelled',
+    layer: 'guard',
+    bug: "behind the Redis fast path, a refusal the MySQL store made is recorded as PostgreSQL's: fenced status sends the operator to the wrong database",
+    file: 'packages/consumer-guard/src/combined-guard.ts',
+    find: 'fastPath?.recordRefusal(err.resource, err.token, err.highest, store.kind, fireId ?? undefined);',
+    replace: "fastPath?.recordRefusal(err.resource, err.token, err.highest, 'postgres', fireId ?? undefined);",
+    tests: ['test/mysql-guard.test.ts'],
+  },
 ];

@@ -99,7 +99,7 @@ export function combinedGuard(options: GuardOptions, store: FenceStore, fastPath
    */
   const afterRefusal = async (err: unknown, fireId: string | null): Promise<void> => {
     if (!isFencedError(err, 'STALE_TOKEN')) return;
-    fastPath?.recordRefusal(err.resource, err.token, err.highest, fireId ?? undefined);
+    fastPath?.recordRefusal(err.resource, err.token, err.highest, store.kind, fireId ?? undefined);
     await raiseMark(err.resource, err.highest);
   };
 
@@ -110,7 +110,7 @@ export function combinedGuard(options: GuardOptions, store: FenceStore, fastPath
     metrics.check(startedAt, resource, store.kind);
     if (highest !== null && token < highest) {
       emit(logger, { type: 'token.rejected', resource, token, highest, via: store.kind });
-      fastPath?.recordRefusal(resource, token, highest, fireId);
+      fastPath?.recordRefusal(resource, token, highest, store.kind, fireId);
       throw new StaleTokenError(resource, token, highest);
     }
   }
@@ -193,7 +193,7 @@ export function combinedGuard(options: GuardOptions, store: FenceStore, fastPath
             const verdicts = await store.checkBatchIn!(tx, options.resource, fires);
             // Each refusal goes on the record operators read. The mark is not raised: the fence a
             // stale fire was judged against may be the batch's own raise, not committed yet.
-            verdicts.forEach((v, i) => v.verdict === 'stale' && fastPath?.recordRefusal(options.resource, fires[i]!.token, v.fence, fires[i]!.fireId));
+            verdicts.forEach((v, i) => v.verdict === 'stale' && fastPath?.recordRefusal(options.resource, fires[i]!.token, v.fence, store.kind, fires[i]!.fireId));
             return verdicts;
           },
         }),

@@ -1,7 +1,8 @@
 import { isFencedError, type FencedLogger, type Token } from '@fenced/shared';
 import { emit, withTimeout } from '@fenced/shared/internal';
 import { BoundedMap } from '../internal/bounded-map.js';
-import { redisMarkWith, type RedisMark } from './redis-guard.js';
+import { redisMarkWith, type RedisMark, type RefusedVia } from './redis-guard.js';
+import type { FenceStoreKind } from '../fence-store.js';
 import type { GuardMetrics } from '../metrics/guard-metrics.js';
 import type { RedisClient } from './redis-client.js';
 
@@ -19,8 +20,11 @@ export interface RedisFastPath {
    * @throws {StaleTokenError} when the mark is above `token`.
    */
   check(resource: string, token: Token, fireId?: string): Promise<boolean>;
-  /** Records a refusal PostgreSQL decided in the resource's stream of refusals (best effort). */
-  recordRefusal(resource: string, token: Token, highest: Token, fireId?: string): void;
+  /**
+   * Records a refusal the fence store decided (`via`: its kind, as operators read it in `fenced
+   * status`) in the resource's stream of refusals (best effort).
+   */
+  recordRefusal(resource: string, token: Token, highest: Token, via: FenceStoreKind, fireId?: string): void;
   /** Raises the mark to `token` (best effort), skipped when the mark is known to be there already. */
   raise(resource: string, token: Token): Promise<void>;
   /** Deletes the mark and sets it to `token`: the audited reset after a fence was lowered. */
@@ -60,7 +64,7 @@ export function createRedisFastPath(options: RedisFastPathOptions): RedisFastPat
     return guard;
   };
   /** Records a refusal in the resource's stream, remembering the guard for the next flush. */
-  const recordIn = (resource: string, token: Token, highest: Token, via: 'redis' | 'postgres', fireId?: string) => {
+  const recordIn = (resource: string, token: Token, highest: Token, via: RefusedVia, fireId?: string) => {
     const guard = guardFor(resource);
     recorded.add(guard);
     guard.recordRefusal(token, highest, via, fireId);
@@ -80,8 +84,8 @@ export function createRedisFastPath(options: RedisFastPathOptions): RedisFastPat
       recorded.clear();
       await Promise.all(flushing.map((g) => g.flush()));
     },
-    recordRefusal(resource, token, highest, fireId) {
-      recordIn(resource, token, highest, 'postgres', fireId);
+    recordRefusal(resource, token, highest, via, fireId) {
+      recordIn(resource, token, highest, via, fireId);
     },
     async check(resource, token, fireId) {
       const startedAt = performance.now();

@@ -15,6 +15,7 @@ import { redisGuardOptionsSchema, type RedisGuardOptionsInput } from './redis-gu
 import { defineScripts, sharedLuaScripts } from '@fenced/shared/internal';
 import { luaScripts } from './lua/generated-lua.js';
 import type { RedisClient } from './redis-client.js';
+import type { FenceStoreKind } from '../fence-store.js';
 
 /** A Redis command for `guardedWrite`: its keys apart from its other arguments (Redis Cluster needs them). */
 export interface RedisMutation {
@@ -69,7 +70,7 @@ export interface RedisGuard {
    * `guardedWrite` records its refusals; `check` is a read and records nothing (the
    * combined guard records its pre-check's refusals with their fire ids, and PostgreSQL's).
    */
-  recordRefusal(token: Token, highest: Token, via: 'redis' | 'postgres', fireId?: string): void;
+  recordRefusal(token: Token, highest: Token, via: RefusedVia, fireId?: string): void;
   /** The stream of refusals: in the mark's slot. */
   readonly refusalsKey: string;
   /**
@@ -92,6 +93,9 @@ export interface RedisMark extends Omit<RedisGuard, 'check' | 'raise' | 'guarded
 
 /** How many refusals a resource's stream keeps. */
 export const REFUSALS_KEPT = 100;
+/** Who refused a write: the Redis mark, or the fence store of that kind. */
+export type RefusedVia = 'redis' | FenceStoreKind;
+
 /** A refusal as record-refusals-1.lua takes it: token, highest, via, fire id. */
 const FIELDS_PER_REFUSAL = 4;
 
@@ -172,7 +176,7 @@ export function redisMarkWith(input: CreateRedisGuardOptions, logger: FencedLogg
     inFlight.add(sent);
     void sent.finally(() => inFlight.delete(sent));
   };
-  const recordRefusal = (token: Token, highest: Token, via: 'redis' | 'postgres', fireId?: string): void => {
+  const recordRefusal = (token: Token, highest: Token, via: RefusedVia, fireId?: string): void => {
     if (unrecorded.length === 0) setImmediate(flushRefusals);
     unrecorded.push(token.toString(), highest.toString(), via, fireId ?? '');
   };
