@@ -61,8 +61,9 @@ export const ledgerApp: SimApp = {
 
   fenceStates: (run, endpoint) => guardFenceStates(run, endpoint === undefined ? undefined : connectRedis(endpoint), RESOURCE),
 
-  // Redis holds the leases, the guard's fast path and the control's record only on the Redis store:
-  // elsewhere the guard checks the lease in PostgreSQL and the control keeps its record there.
+  // Redis is needed for the leases and the guard's fast path on the Redis store only: elsewhere the
+  // guard checks the lease in PostgreSQL, and on a machine without Redis the control keeps its record
+  // there too.
   usesRedis: (leaseStore) => leaseStore === 'redis',
 
   leaseKey(run) {

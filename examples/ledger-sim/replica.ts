@@ -47,7 +47,7 @@ const withinMs = <T>(ms: number, promise: Promise<T>): Promise<T> =>
   Promise.race([promise, new Promise<never>((_, reject) => setTimeout(() => reject(new Error(`no answer in ${ms} ms`)), ms).unref())]);
 
 
-// Redis only where the leases live there (see app.ts, usesRedis): the run has none otherwise.
+// The run's Redis: none on a machine without it, where only the runs that need none are run (app.ts, usesRedis).
 const redisEndpoint = process.env['REDIS_ENDPOINT'];
 const redis = redisEndpoint === undefined ? undefined : connectRedis(parseRedisEndpoint(redisEndpoint));
 redis?.on('error', () => {});

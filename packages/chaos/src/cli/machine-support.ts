@@ -1,9 +1,9 @@
-import { spawnSync } from 'node:child_process';
 import { etcdBinary } from '../etcd/etcd-cluster.js';
 import { findLibfaketime } from '../faketime.js';
 import { postgresBinDir } from '../postgres/postgres-server.js';
 import { scenarioLabel } from '../sim/run-scenario.js';
 import { scenarios } from '../sim/scenarios.js';
+import { redisServerInstalled } from '../sim/sim-redis.js';
 import type { SimApp } from '../sim/sim-app.js';
 import type { SimTarget } from './parse-args.js';
 
@@ -37,7 +37,7 @@ export function machineHas(): (need: MachineNeed) => boolean {
     }
   };
   const has: Record<MachineNeed, boolean> = {
-    'redis-server': spawnSync('redis-server', ['--version'], { stdio: 'ignore' }).status === 0,
+    'redis-server': redisServerInstalled(),
     'PostgreSQL server binaries': found(postgresBinDir),
     etcd: found(etcdBinary),
     libfaketime: findLibfaketime() !== undefined,

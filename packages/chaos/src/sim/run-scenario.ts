@@ -17,7 +17,7 @@ import { runFaultRounds } from './fault-rounds.js';
 import { hasSettled } from './quiescence.js';
 import { historyEventOf } from './replica-lines.js';
 import type { Scenario } from './scenarios.js';
-import { startSimRedis } from './sim-redis.js';
+import { redisServerInstalled, startSimRedis } from './sim-redis.js';
 import { startStarvationProbe } from './starvation-probe.js';
 import { SUPERVISOR } from '../checker/starvation.js';
 import type { LeaseStoreName, RedisEndpoint, RunContext, ServiceFault, SimApp, SimMode } from './sim-app.js';
@@ -126,8 +126,9 @@ export async function runScenario(app: SimApp, scenario: Scenario, mode: SimMode
   const history = new History();
   const random = seededRandom(options.seed);
   const pg = pgTarget(databaseUrl);
-  // No Redis for a run whose app uses none on its lease store: the simulation runs where none is installed.
-  const redis = (app.usesRedis?.(run.leaseStore) ?? true) ? await startSimRedis(scenario.redis) : undefined;
+  // A Redis wherever one can start (the apps' controls keep their record there, out of the faults'
+  // way); none where redis-server is missing and the app can do without on this lease store.
+  const redis = (app.usesRedis?.(run.leaseStore) ?? true) || redisServerInstalled() ? await startSimRedis(scenario.redis) : undefined;
   const proxies: FaultProxy[] = [];
   const nodes: SimNode[] = [];
   // A stepped clock reads its offset from a file the fault rewrites mid-run.

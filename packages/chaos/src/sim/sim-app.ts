@@ -50,7 +50,7 @@ export type RedisEndpoint =
 /** One replica's view: its own name and its own connections (proxied where the topology allows). */
 export interface NodeContext {
   readonly name: string;
-  /** Undefined when the run has no Redis: the app said it needs none on this lease store (`SimApp.usesRedis`). */
+  /** Undefined when the run has no Redis: none is installed, and the app needs none on this lease store (`SimApp.usesRedis`). */
   readonly redis: RedisEndpoint | undefined;
   readonly databaseUrl: string;
   /** On the etcd store: this replica's client endpoints, one per member, each behind its own fault proxy. */
@@ -107,9 +107,10 @@ export interface SimApp {
    */
   pendingWork?(run: RunContext, redis: RedisEndpoint | undefined): Promise<number>;
   /**
-   * Whether the app's replicas (guarded and control) use Redis when their leases live in
-   * `leaseStore`. A run whose app uses none starts no Redis, so the simulation runs where no Redis
-   * is installed (`pnpm sim` keeps the runs that need none, and says so).
+   * Whether the app's replicas (guarded and control) need Redis when their leases live in
+   * `leaseStore`. A run always has a Redis where `redis-server` is installed (`NodeContext.redis`);
+   * where it is not, `pnpm sim` keeps only the runs whose app needs none, starts none for them (the
+   * endpoints are then undefined), and says what it left out.
    * @defaultValue true, on every lease store
    */
   usesRedis?(leaseStore: LeaseStoreName): boolean;

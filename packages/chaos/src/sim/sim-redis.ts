@@ -1,3 +1,4 @@
+import { spawnSync } from 'node:child_process';
 import { redisCommand } from '../redis/redis-command.js';
 import { waitForReplicaSync } from '../redis/replica-sync.js';
 import { startRedisCluster, type RedisCluster } from '../redis/redis-cluster.js';
@@ -52,6 +53,13 @@ export interface ReplicatedRedis {
 
 /** Cluster node timeout and Sentinel down-after of simulated deployments: short, so a failover fits in a run. */
 const DOWN_AFTER_MS = 1000;
+
+let installed: boolean | undefined;
+/** Whether `redis-server` runs from the PATH (asked once per process). */
+export function redisServerInstalled(): boolean {
+  installed ??= spawnSync('redis-server', ['--version'], { stdio: 'ignore' }).status === 0;
+  return installed;
+}
 
 export async function startSimRedis(kind: RedisKind): Promise<SimRedis> {
   switch (kind) {
