@@ -1,7 +1,7 @@
 /**
  * The control: how a team would schedule on a lease without fenced's other protections. The last
- * fire is kept with a plain write (no lease check: an HSET in Redis, an upsert in PostgreSQL where
- * the leases live there) and the handler writes without a fence or a dedupe. Due times come from
+ * fire is kept with a plain write (no lease check: an HSET in Redis, or an upsert in PostgreSQL on a
+ * machine without Redis) and the handler writes without a fence or a dedupe. Due times come from
  * that server's clock, or (`clock: 'local'`, for the wall-clock scenario, whose protection is the
  * single clock) from this process's own wall clock.
  */

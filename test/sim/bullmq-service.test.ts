@@ -4,7 +4,7 @@
  * duration (the whole set is `pnpm sim:bullmq`'s job: about 8 minutes). It keeps the example and the
  * toolkit's contract for other apps (`pendingWork`, `scenarios`) honest.
  */
-import { judgedSimulation, runScript, testDatabaseUrl } from '#test-support';
+import { expectGuardedCleanControlDamaged, judgedSimulation, runScript, testDatabaseUrl } from '#test-support';
 import { describe, expect, it } from 'vitest';
 
 const simBullmq = (args: string[]) => runScript('examples/bullmq-sim/sim.ts', args, { DATABASE_URL: testDatabaseUrl() });
@@ -20,10 +20,6 @@ describe('pnpm sim:bullmq', () => {
   // resumes from the fires that took effect, and the run settles only once the queue is drained.
   it('redis-restart: the guarded service is clean (nothing queued is lost with the queue), the control shows damage', async () => {
     // Judged runs only: one the machine starved too long to judge is run again (judgedSimulation).
-    const { code, stderr, summary } = await judgedSimulation((seed) => simBullmq(['--scenario', 'redis-restart', '--duration', '6s', '--seed', String(seed), '--json']), 7);
-    const [guarded, control] = summary.runs;
-    expect(guarded?.verdict, guarded?.violations.join('; ')).toBe('no anomaly');
-    expect(control?.anomalies).toBeGreaterThan(0);
-    expect(code, stderr).toBe(0);
+    expectGuardedCleanControlDamaged(await judgedSimulation((seed) => simBullmq(['--scenario', 'redis-restart', '--duration', '6s', '--seed', String(seed), '--json']), 7));
   }, 12 * 60_000);
 });

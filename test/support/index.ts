@@ -7,4 +7,4 @@ export { runCli, serveCli, type CliRun } from './cli.js';
 export { createMysqlPool, createTestMysqlDatabase, testMysqlUrl } from './mysql.js';
 export { countingEtcdClient, createEtcdClient, deleteEtcdPrefix, testEtcdEndpoints, uniqueEtcdPrefix } from './etcd.js';
 export { expectStreamHeld, freezeUntilStuck, streamThroughFault, type StreamProgress, type WriteOutcome, type WriteStream } from './write-stream.js';
-export { judgedSimulation, type SimSummary, type SimSummaryRun } from './sim-summary.js';
+export { expectGuardedCleanControlDamaged, judgedSimulation, type SimSummary, type SimSummaryRun } from './sim-summary.js';

@@ -1,3 +1,5 @@
+import { expect } from 'vitest';
+
 /** One run of a `pnpm sim` summary (`--json`). */
 export interface SimSummaryRun {
   readonly scenario: string;
@@ -37,4 +39,15 @@ export async function judgedSimulation(
     if (!summary.ok || summary.inconclusive === 0) break;
   }
   return last!;
+}
+
+/**
+ * What a one-scenario simulation must show: its guarded run clean (the violations named when not),
+ * its control damaged, exit 0.
+ */
+export function expectGuardedCleanControlDamaged(result: { readonly code: number | null; readonly stderr: string; readonly summary: SimSummary }): void {
+  const [guarded, control] = result.summary.runs;
+  expect(guarded?.verdict, guarded?.violations.join('; ')).toBe('no anomaly');
+  expect(control?.anomalies).toBeGreaterThan(0);
+  expect(result.code, result.stderr).toBe(0);
 }

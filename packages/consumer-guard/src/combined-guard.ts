@@ -8,7 +8,7 @@ import { parseLowerFenceRequest, type AppliedFire, type AppliedOutcome, type Aud
 import { fenceGuardOver, type FenceGuard } from './fence-guard.js';
 import type { BatchFire, FenceStore } from './fence-store.js';
 import type { RedisFastPath } from './redis/fast-path.js';
-import { parseFireIds, parseWriteArguments, type WriteArguments } from './write-arguments.js';
+import { parseWriteArguments, type WriteArguments } from './write-arguments.js';
 import type { GuardedWriteContext, GuardedWriteOptions, TransactionExecutor } from './write-context.js';
 
 /**
@@ -227,7 +227,7 @@ export function combinedGuard(options: GuardOptions, store: FenceStore, fastPath
     inspect: () => store.inspect(),
     auditLog: (resource?: string, limit?: number) => store.auditLog(resource, limit),
     lastAppliedFires: (since: Date) => store.lastAppliedFires(options.resource, since),
-    appliedFireIds: async (fireIds: readonly string[]) => store.appliedFireIds(options.resource, parseFireIds(fireIds)),
+    appliedFireIds: (fireIds: readonly string[]) => storeGuard.appliedFireIds(fireIds),
     appliedOutcome: (fireId: string, resource?: string) => storeGuard.appliedOutcome(fireId, resource),
     close: async () => {
       await fastPath?.flush();

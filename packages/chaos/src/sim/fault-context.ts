@@ -30,7 +30,7 @@ export class FaultContext {
 
   constructor(
     readonly nodes: readonly SimNode[],
-    /** The run's Redis, or undefined when the run has none (the app uses no Redis on its lease store). */
+    /** The run's Redis, or undefined when it has none (no redis-server here, and the app needs none on its lease store). */
     readonly redis: SimRedis | undefined,
     /** A key in the slot of the app's lease (`SimApp.leaseKey`), if the app names one. */
     readonly leaseKey: string | undefined,

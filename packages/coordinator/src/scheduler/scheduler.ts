@@ -258,9 +258,9 @@ export class Scheduler extends EventEmitter<SchedulerEventMap> {
     // The hash carries a field no job can be named (job names have no colon), written with the first
     // baselines: without it, the records were never kept here or the store lost them.
     const recordLost = recorded[STATE_MARK] === undefined;
-    const lastApplied = await this.#askLastApplied(recorded, recordLost, now);
-    if (this.#term !== term) return;
-    const queuedOwed = await this.#askQueuedOwed(recorded, now);
+    // Two questions to the fences, for different jobs: asked at once (neither rejects; a fence that
+    // fails is reported and tells nothing).
+    const [lastApplied, queuedOwed] = await Promise.all([this.#askLastApplied(recorded, recordLost, now), this.#askQueuedOwed(recorded, now)]);
     if (this.#term !== term) return;
     const baselines: Array<[string, number]> = recordLost ? [[STATE_MARK, now]] : [];
     for (const job of this.#jobs.values()) {
