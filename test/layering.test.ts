@@ -1,7 +1,7 @@
-import { readdirSync, readFileSync, statSync } from 'node:fs';
+import { existsSync, readdirSync, readFileSync, statSync } from 'node:fs';
 import { dirname, join, relative, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { describe, expect, it } from 'vitest';
+import { afterEach, describe, expect, it } from 'vitest';
 
 // The layering of the workspace, as rules over the import graph of every source file (tests
 // included: a test of a package may not reach into a package its code may not use either).
@@ -21,13 +21,34 @@ const allowed: Record<string, readonly string[]> = {
   cli: ['shared', 'coordinator', 'consumer-guard'],
 };
 
+/**
+ * Files the tests below plant (absolute path to text) to show each rule fails on its violation: seen
+ * by the rules as if they were in the tree, never written to it.
+ */
+const planted = new Map<string, string>();
+
 function* sourceFiles(dir: string): Generator<string> {
-  for (const entry of readdirSync(dir)) {
+  for (const entry of existsSync(dir) ? readdirSync(dir) : []) {
     const full = join(dir, entry);
     if (entry === 'node_modules' || entry === 'dist') continue;
     if (statSync(full).isDirectory()) yield* sourceFiles(full);
     else if (full.endsWith('.ts')) yield full;
   }
+  for (const file of planted.keys()) if (dirname(file) === dir) yield file;
+}
+
+function textOf(file: string): string {
+  return planted.get(file) ?? readFileSync(file, 'utf8');
+}
+
+/** The folders directly under `dir` (planted ones included). */
+function foldersIn(dir: string): string[] {
+  const found = new Set(readdirSync(join(root, dir)).filter((entry) => statSync(join(root, dir, entry)).isDirectory()));
+  for (const file of planted.keys()) {
+    const rel = relative(join(root, dir), file).split('/');
+    if (rel.length > 1 && rel[0] !== '..') found.add(rel[0]!);
+  }
+  return [...found].sort().map((name) => `${dir}/${name}`);
 }
 
 /** Every module specifier a file imports or re-exports (static and dynamic). */
@@ -40,16 +61,63 @@ function specifiers(text: string): string[] {
 }
 
 /**
- * Folders of one package that may not import each other: each fence store is a folder of its own,
- * and what two stores share lives beside them, not in one of them.
+ * The store folders of each package. A lease store is every folder under coordinator/src/store (the
+ * seam files beside them): each holds every role of its store, its lease, fire log, membership and
+ * scripts. The fence stores are folders of consumer-guard/src beside the guard core.
  */
-const separated: ReadonlyArray<readonly [string, string]> = [
-  ['packages/consumer-guard/src/postgres', 'packages/consumer-guard/src/redis'],
-  ['packages/consumer-guard/src/postgres', 'packages/consumer-guard/src/mysql'],
-  ['packages/consumer-guard/src/mysql', 'packages/consumer-guard/src/redis'],
-  ['packages/coordinator/src/lease/etcd', 'packages/coordinator/src/lease/redis'],
-  ['packages/coordinator/src/lease/etcd', 'packages/coordinator/src/lease/postgres'],
+const leaseStoreFolders = (): string[] => foldersIn('packages/coordinator/src/store');
+const fenceStoreFolders = ['packages/consumer-guard/src/postgres', 'packages/consumer-guard/src/mysql', 'packages/consumer-guard/src/redis'];
+
+/** Every pair of the folders. */
+function pairsOf(folders: readonly string[]): Array<readonly [string, string]> {
+  return folders.flatMap((a, i) => folders.slice(i + 1).map((b) => [a, b] as const));
+}
+
+/**
+ * Folders of one package that may not import each other: each store is a folder of its own, and what
+ * two stores share lives beside them (the seam, src/sql), not in one of them.
+ */
+const separated = (): ReadonlyArray<readonly [string, string]> => [...pairsOf(fenceStoreFolders), ...pairsOf(leaseStoreFolders())];
+
+/**
+ * What may name a store: only a package's entry (`createCoordinator({ redis })`, `createGuard({ db })`
+ * resolve their default store there) and the stores themselves. The coordinator's state machines
+ * take a `LeaseBackend`, the guard core a `FenceStore`, and import no store folder, types included.
+ */
+const storeFree: ReadonlyArray<{ readonly files: () => string[]; readonly stores: () => readonly string[]; readonly what: string }> = [
+  {
+    what: 'a state machine of the coordinator',
+    files: () => ['lease', 'scheduler', 'lease-group', 'metrics', 'internal'].flatMap((d) => [...sourceFiles(join(root, 'packages/coordinator/src', d))]),
+    stores: leaseStoreFolders,
+  },
+  {
+    what: 'the guard core',
+    files: () =>
+      [...sourceFiles(join(root, 'packages/consumer-guard/src'))].filter((file) => {
+        const where = relative(root, file);
+        const entry = where === 'packages/consumer-guard/src/create-guard.ts' || where === 'packages/consumer-guard/src/index.ts';
+        return !entry && !fenceStoreFolders.some((store) => where.startsWith(store + '/'));
+      }),
+    stores: () => fenceStoreFolders,
+  },
 ];
+
+function storeNamingViolations(): string[] {
+  const out: string[] = [];
+  for (const rule of storeFree) {
+    const stores = rule.stores();
+    for (const file of rule.files()) {
+      if (file.includes('.test.')) continue;
+      for (const spec of specifiers(textOf(file))) {
+        if (!spec.startsWith('.')) continue;
+        const target = resolve(dirname(file), spec);
+        const store = stores.find((s) => target.startsWith(join(root, s) + '/'));
+        if (store !== undefined) out.push(`${relative(root, file)} (${rule.what}) imports ${spec} (the store ${store})`);
+      }
+    }
+  }
+  return out;
+}
 
 /**
  * Inside a package, layers that import only downward: the folder (or file) on the left never imports
@@ -74,6 +142,11 @@ const downward: ReadonlyArray<readonly [from: string, mustNotImport: string]> = 
   ['packages/consumer-guard/src/http', 'packages/consumer-guard/src/mysql'],
   ['packages/consumer-guard/src/sql', 'packages/consumer-guard/src/postgres'],
   ['packages/consumer-guard/src/sql', 'packages/consumer-guard/src/mysql'],
+  ['packages/coordinator/src/store', 'packages/coordinator/src/lease'],
+  ['packages/coordinator/src/store', 'packages/coordinator/src/scheduler'],
+  ['packages/coordinator/src/store', 'packages/coordinator/src/lease-group'],
+  ['packages/coordinator/src/store', 'packages/coordinator/src/create.ts'],
+  ['packages/coordinator/src/store', 'packages/coordinator/src/index.ts'],
   ['packages/chaos/src/checker', 'packages/chaos/src/sim'],
   ['packages/chaos/src/checker', 'packages/chaos/src/report'],
   ['packages/chaos/src/sim/faults', 'packages/chaos/src/sim/fault-rounds.ts'],
@@ -86,7 +159,7 @@ function downwardViolations(): string[] {
     const fromPath = join(root, from);
     const sources = fromPath.endsWith('.ts') ? [fromPath] : [...sourceFiles(fromPath)].filter((f) => !f.includes('.test.'));
     for (const file of sources) {
-      for (const spec of specifiers(readFileSync(file, 'utf8'))) {
+      for (const spec of specifiers(textOf(file))) {
         if (!spec.startsWith('.')) continue;
         const target = resolve(dirname(file), spec).replace(/\.js$/, '.ts');
         const forbidden = join(root, to);
@@ -103,7 +176,7 @@ function importCycles(): string[] {
   for (const pkg of Object.keys(allowed)) {
     for (const file of sourceFiles(join(root, 'packages', pkg, 'src'))) {
       if (file.includes('.test.')) continue;
-      const deps = specifiers(readFileSync(file, 'utf8'))
+      const deps = specifiers(textOf(file))
         .filter((spec) => spec.startsWith('.'))
         .map((spec) => resolve(dirname(file), spec).replace(/\.js$/, '.ts'));
       graph.set(file, deps);
@@ -131,10 +204,10 @@ function importCycles(): string[] {
 
 function folderViolations(): string[] {
   const out: string[] = [];
-  for (const pair of separated) {
+  for (const pair of separated()) {
     for (const [from, to] of [pair, [pair[1], pair[0]] as const]) {
       for (const file of sourceFiles(join(root, from))) {
-        for (const spec of specifiers(readFileSync(file, 'utf8'))) {
+        for (const spec of specifiers(textOf(file))) {
           if (spec.startsWith('.') && resolve(dirname(file), spec).startsWith(join(root, to) + '/')) out.push(`${relative(root, file)} imports ${spec} (from ${to})`);
         }
       }
@@ -149,7 +222,7 @@ function violations(): string[] {
     const pkgRoot = join(root, 'packages', pkg);
     for (const file of sourceFiles(pkgRoot)) {
       const where = relative(root, file);
-      for (const spec of specifiers(readFileSync(file, 'utf8'))) {
+      for (const spec of specifiers(textOf(file))) {
         const fenced = /^@fenced\/([^/]+)/.exec(spec);
         if (fenced !== null) {
           const testing = file.includes('.test.') || where.includes('/bench/');
@@ -176,8 +249,13 @@ describe('the layering of the workspace', () => {
     expect(violations()).toEqual([]);
   });
 
-  it('keeps the fence stores apart: no import between consumer-guard/src/postgres, /mysql and /redis (what two share lives in /sql or beside them)', () => {
+  it('keeps every store apart: no import between two fence-store folders of consumer-guard, nor between two lease-store folders under coordinator/src/store (what two share lives in the seam beside them)', () => {
+    expect(leaseStoreFolders().length).toBeGreaterThanOrEqual(3);
     expect(folderViolations()).toEqual([]);
+  });
+
+  it('keeps the state machines and the guard core free of stores: only the entry (create.ts, create-guard.ts) names one', () => {
+    expect(storeNamingViolations()).toEqual([]);
   });
 
   it('keeps the layers inside a package pointing down: guard below handler, stores below guard, checker below simulation, faults below rounds', () => {
@@ -186,6 +264,35 @@ describe('the layering of the workspace', () => {
 
   it('has no import cycle between the files of a package, type-only imports included', () => {
     expect(importCycles()).toEqual([]);
+  });
+
+  describe('fails on a planted violation of each rule', () => {
+    const plant = (path: string, text: string) => planted.set(join(root, path), text);
+    afterEach(() => planted.clear());
+
+    it('a state machine of the coordinator that imports a store', () => {
+      plant('packages/coordinator/src/lease/planted.ts', "import { redisLeases } from '../store/redis/redis-backend.js';\n");
+      expect(storeNamingViolations()).toEqual(['packages/coordinator/src/lease/planted.ts (a state machine of the coordinator) imports ../store/redis/redis-backend.js (the store packages/coordinator/src/store/redis)']);
+    });
+
+    it('the guard core that imports a fence store, a type only', () => {
+      plant('packages/consumer-guard/src/handler/planted.ts', "import type { PostgresStore } from '../postgres/postgres-store.js';\n");
+      expect(storeNamingViolations()).toHaveLength(1);
+    });
+
+    it('two lease stores that import each other, a store added later included', () => {
+      plant('packages/coordinator/src/store/postgres/planted.ts', "import { leaseKeys } from '../redis/lease-keys.js';\n");
+      plant('packages/coordinator/src/store/memory/planted.ts', "export { etcdKey } from '../etcd/etcd-keys.js';\n");
+      expect(folderViolations()).toEqual([
+        'packages/coordinator/src/store/memory/planted.ts imports ../etcd/etcd-keys.js (from packages/coordinator/src/store/etcd)',
+        'packages/coordinator/src/store/postgres/planted.ts imports ../redis/lease-keys.js (from packages/coordinator/src/store/redis)',
+      ]);
+    });
+
+    it('a store that imports a state machine', () => {
+      plant('packages/coordinator/src/store/etcd/planted.ts', "import type { Scheduler } from '../../scheduler/scheduler.js';\n");
+      expect(downwardViolations()).toEqual(['packages/coordinator/src/store/etcd/planted.ts imports ../../scheduler/scheduler.js (packages/coordinator/src/scheduler is above it)']);
+    });
   });
 
   it('would be caught: the parser sees each form of import', () => {

@@ -65,7 +65,7 @@ const options = { lease: 'billing', ttlMs: 3000, renewIntervalMs: 500 } as const
 
 /** The store's grants refused as coming from a deposed primary, per node. */
 const refusals = (events: readonly FencedEvent[], operation: string) =>
-  events.filter((e): e is Extract<FencedEvent, { type: 'postgres.error' }> => e.type === 'postgres.error' && e.operation === operation && /deposed primary/.test(String((e.error as Error).message)));
+  events.filter((e): e is Extract<FencedEvent, { type: 'lease-store.error' }> => e.type === 'lease-store.error' && e.store === 'postgres' && e.operation === operation && /deposed primary/.test(String((e.error as Error).message)));
 
 describe('PostgreSQL failover with the lease in PostgreSQL', () => {
   it('grants nothing on the deposed primary once it resumes (a control without the confirmation does lead there), and the new primary refuses the old term', async () => {

@@ -92,7 +92,7 @@ describe('the coordinator on Redis Cluster', () => {
     await waitFor(() => leaders(groups[0]!).length === 1, 15_000);
     expect(leaders(groups[0]!)[0]).not.toBe(first);
     // Every start subscribed without ioredis's "already connecting/connected" (the Cluster's duplicate()).
-    expect(recorded.events.filter((e) => e.type === 'redis.error')).toEqual([]);
+    expect(recorded.events.filter((e) => e.type === 'lease-store.error')).toEqual([]);
   });
 
   it('a lossy primary failover under the lease: the promoted replica missed the last INCR; fenced, no token repeats; unfenced, one does', async () => {

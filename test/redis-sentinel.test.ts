@@ -72,7 +72,7 @@ describe('the coordinator on a server the sentinels do not name', () => {
       ttlMs: 2000,
       renewIntervalMs: 400,
       acquireRetryMs: 100,
-      logger: (e) => void (e.type === 'redis.error' && e.operation === 'acquire' && refused.push(e)),
+      logger: (e) => void (e.type === 'lease-store.error' && e.store === 'redis' && e.operation === 'acquire' && refused.push(e)),
     });
     const elected: bigint[] = [];
     c.on('elected', ({ token }) => elected.push(token));

@@ -144,7 +144,7 @@ if (mode === 'guarded') {
     logger: (e) => {
       if (e.type === 'lease.takeover') line({ kind: 'takeover', ended: true, count: e.ended });
       // A grant or renewal from a deposed primary, refused by the primary confirmation.
-      if (e.type === 'postgres.error' && (e.error as Error | undefined)?.name === 'NotOnPrimaryError') line({ kind: 'deposed', operation: e.operation });
+      if (e.type === 'lease-store.error' && e.store === 'postgres' && (e.error as Error | undefined)?.name === 'NotOnPrimaryError') line({ kind: 'deposed', operation: e.operation });
     },
   });
   const mark = onPostgres || onEtcd ? undefined : createRedisGuard({ redis: needRedis(), resource: RESOURCE, keyPrefix: env('KEY_PREFIX') });

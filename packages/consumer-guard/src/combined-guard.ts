@@ -7,7 +7,7 @@ import type { GuardMetrics } from './metrics/guard-metrics.js';
 import { parseLowerFenceRequest, type AppliedFire, type AppliedOutcome, type AuditEntry, type GuardInspection, type LowerFenceRequest } from './fence-records.js';
 import { fenceGuardOver, type FenceGuard } from './fence-guard.js';
 import type { BatchFire, FenceStore } from './fence-store.js';
-import type { RedisFastPath } from './redis/fast-path.js';
+import type { FastPath } from './fast-path.js';
 import { parseWriteArguments, type WriteArguments } from './write-arguments.js';
 import type { GuardedWriteContext, GuardedWriteOptions, TransactionExecutor } from './write-context.js';
 
@@ -91,7 +91,7 @@ export interface CombinedGuardParts {
  * The combined guard over its two stores: the fence store (the authority) and, when a Redis client
  * was given, the fast path. `logger` is already observed by `metrics`.
  */
-export function combinedGuard(options: GuardOptions, store: FenceStore, fastPath: RedisFastPath | undefined, logger: FencedLogger | undefined, metrics: GuardMetrics): CombinedGuardParts {
+export function combinedGuard(options: GuardOptions, store: FenceStore, fastPath: FastPath | undefined, logger: FencedLogger | undefined, metrics: GuardMetrics): CombinedGuardParts {
   const raiseMark = async (resource: string, token: Token) => fastPath?.raise(resource, token);
   /**
    * After the store refused a write as stale: the refusal goes on the record, and a mark below the

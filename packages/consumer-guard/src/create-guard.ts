@@ -1,10 +1,13 @@
 import type { MeterProvider } from '@opentelemetry/api';
+import type { z } from 'zod';
 import type { FencedLogger, VerificationKeys } from '@fenced/shared';
 import { ConfigError } from '@fenced/shared';
 import { parseOptions } from '@fenced/shared/internal';
 import { combinedGuard, type CombinedGuard } from './combined-guard.js';
 import type { FenceStore, FenceStoreFactory } from './fence-store.js';
-import { guardOptionsSchema, storeGuardOptionsSchema, type GuardOptions, type GuardOptionsInput, type StoreGuardOptionsInput } from './guard-options.js';
+import { combinedOptionsShape, storeGuardOptionsSchema, type GuardOptions, type StoreGuardOptionsInput } from './guard-options.js';
+import { fenceGuardOptionsSchema } from './fence-guard-options.js';
+import { postgresStoreOptionsShape } from './postgres/postgres-guard-options.js';
 import { wrapHandler, type GuardedHandler, type HandlerOptions, type HandlerSettings, type WrappedHandler } from './handler/wrap-handler.js';
 import { wrapTransactionalHandler, type TransactionalHandler } from './handler/wrap-transactional.js';
 import { GuardMetrics } from './metrics/guard-metrics.js';
@@ -16,7 +19,13 @@ import type { RedisClient } from './redis/redis-client.js';
 import type { TransactionExecutor } from './write-context.js';
 
 // The composition root of `createGuard`: the stores, the combined guard over them, and the handler
-// layer on top of the guard's port. Each part imports only the parts below it.
+// layer on top of the guard's port. Each part imports only the parts below it. The one place that
+// names a store: `{ db }` given directly becomes the PostgreSQL store here (the guard core takes a
+// `FenceStore` and names none, as kysely's `Kysely` has no default dialect).
+
+/** Options of `createGuard` on PostgreSQL given directly (`db`, `pool`, `schema`, …), as before stores had a seam. */
+const postgresGuardOptionsSchema = fenceGuardOptionsSchema.extend({ ...postgresStoreOptionsShape, ...combinedOptionsShape });
+type GuardOptionsInput = z.input<typeof postgresGuardOptionsSchema>;
 
 /** The combined guard with the handler wrappers built on it. */
 export interface Guard<Trx> extends CombinedGuard<Trx> {
@@ -117,6 +126,6 @@ function parseGuardOptions(input: CreateGuardOptions<object> | CreateStoreGuardO
     const options = parseOptions('guard', storeGuardOptionsSchema, input);
     return { options, open: options.store };
   }
-  const options = parseOptions('guard', guardOptionsSchema, input);
+  const options = parseOptions('guard', postgresGuardOptionsSchema, input);
   return { options, open: { kind: 'postgres', open: (context): FenceStore => postgresFenceStore(options, context) } };
 }

@@ -78,8 +78,8 @@ export interface AuditEntry {
 
 /** What an operator (or `fenced status` and `fenced doctor`) reads about an installation. */
 export interface GuardInspection {
-  /** The database that holds the fences. */
-  readonly store: 'postgres' | 'mysql';
+  /** The database that holds the fences: its store's kind (`FenceStoreKind`, `'postgres'`, `'mysql'`, ...). */
+  readonly store: string;
   /** The newest migration applied here, and the newest this version of the guard knows. */
   readonly migrations: { readonly applied: number; readonly known: number };
   /** Every fence of the installation, with its applied-fire record (empty before `migrate()`). */

@@ -79,8 +79,12 @@ export interface BatchVerdict {
   readonly fence: Token;
 }
 
-/** The databases that hold fences. */
-export type FenceStoreKind = 'postgres' | 'mysql';
+/**
+ * Which database a store keeps its fences in, as data: `'postgres'`, `'mysql'`, or any store's own
+ * name. It travels from the store (`FenceStore.kind`) into events (`token.rejected`'s `via`), the
+ * instruments' `path` and the operators' tools; nothing above the seam lists the kinds.
+ */
+export type FenceStoreKind = string;
 
 /** What the guard composing a store hands it when it opens the store. */
 export interface FenceStoreContext {

@@ -3,10 +3,9 @@ import { keyPrefixSchema, redisClientSchema } from '@fenced/shared/internal';
 import { DEFAULT_MAX_PAYLOAD_BYTES } from '@fenced/shared';
 import { fenceGuardOptionsSchema } from './fence-guard-options.js';
 import { isFenceStoreFactory, type FenceStoreFactory } from './fence-store.js';
-import { postgresStoreOptionsShape } from './postgres/postgres-guard-options.js';
 
 /** Options of `createGuard` beside its store (the fast path, the handler wrapper's), with their defaults. */
-const combinedOptionsShape = {
+export const combinedOptionsShape = {
   /**
    * An ioredis client for the fast path (`Redis`, a Sentinel one with `failoverDetector: true`, or
    * `Cluster`). Without it the guard is PostgreSQL only.
@@ -44,17 +43,15 @@ const combinedOptionsShape = {
   appliedFireRetentionMs: z.number().int().min(60_000).default(7 * 86_400_000),
 };
 
+/** Options of the combined guard, whatever store it runs over (what it reads of them once parsed). */
+const combinedGuardOptionsSchema = fenceGuardOptionsSchema.extend(combinedOptionsShape);
+
 /** Options of `createGuard` over a store from its factory (`store: mysqlFences({ db: pool })`). */
-export const storeGuardOptionsSchema = fenceGuardOptionsSchema.extend({
+export const storeGuardOptionsSchema = combinedGuardOptionsSchema.extend({
   /** The fence store: `postgresFences(...)` from `@fenced/consumer-guard/postgres`, `mysqlFences(...)` from `/mysql`. */
   store: z.custom<FenceStoreFactory<unknown>>(isFenceStoreFactory, { message: 'must be a fence store, such as mysqlFences({ db: pool }) or postgresFences({ db })' }),
-  ...combinedOptionsShape,
 });
 
-/** Options of `createGuard` on PostgreSQL given directly (`db`, `pool`, `schema`, …), as before stores had a seam. */
-export const guardOptionsSchema = fenceGuardOptionsSchema.extend({ ...postgresStoreOptionsShape, ...combinedOptionsShape });
-
-export type GuardOptionsInput = z.input<typeof guardOptionsSchema>;
 export type StoreGuardOptionsInput = z.input<typeof storeGuardOptionsSchema>;
 /** Options of `createGuard` once parsed, defaults filled in (what the combined guard reads of them). */
-export type GuardOptions = Readonly<Pick<z.output<typeof guardOptionsSchema>, keyof z.output<typeof storeGuardOptionsSchema> & keyof z.output<typeof guardOptionsSchema>>>;
+export type GuardOptions = Readonly<z.output<typeof combinedGuardOptionsSchema>>;

@@ -1,20 +1,20 @@
+export { createCoordinator, createLeaseGroup } from './create.js';
 export {
-  createCoordinator,
   Coordinator,
   type CoordinatorEventMap,
   type CreateCoordinatorOptions,
   type LeaderTerm,
 } from './lease/coordinator.js';
-export { leaseKeys, type LeaseKeys } from './lease/redis/lease-keys.js';
-export { redisLeases, type RedisLeasesOptions } from './lease/redis/redis-backend.js';
-export type { LeaseBackend, LeaseStoreKind } from './lease/lease-backend.js';
+export { leaseKeys, type LeaseKeys } from './store/redis/lease-keys.js';
+export { redisLeases, type RedisLeasesOptions } from './store/redis/redis-backend.js';
+export type { LeaseBackend, LeaseStoreKind } from './store/lease-backend.js';
 export type { Leadership } from './scheduler/leadership.js';
-export type { FireLog, FireRecord } from './scheduler/fire-log.js';
-export { parseLeaseValue } from './lease/lease-value.js';
-export { createLeaseGroup, LeaseGroup, type CreateLeaseGroupOptions, type LeaseGroupEventMap } from './lease-group/lease-group.js';
+export type { FireLog, FireRecord } from './store/fire-log.js';
+export { parseLeaseValue } from './store/lease-value.js';
+export { LeaseGroup, type CreateLeaseGroupOptions, type LeaseGroupEventMap } from './lease-group/lease-group.js';
 export { createShardedScheduler, type CreateShardedSchedulerOptions, type ShardedScheduler } from './scheduler/sharded-scheduler.js';
 export type { RedisClient } from './redis-client.js';
-export type { Clock } from './lease/clock.js';
+export type { Clock } from './internal/clock.js';
 export {
   createScheduler,
   Scheduler,

@@ -11,7 +11,8 @@
  */
 export type FencedEvent =
   | { type: 'token.accepted'; resource: string; token: bigint }
-  | { type: 'token.rejected'; resource: string; token: bigint; highest: bigint; via: 'postgres' | 'mysql' | 'redis' }
+  /** `via`: the store that refused, by its kind (`'postgres'`, `'mysql'`, ...), or `'redis'` for the fast path. */
+  | { type: 'token.rejected'; resource: string; token: bigint; highest: bigint; via: string }
   | { type: 'fence.advanced'; resource: string; token: bigint }
   | { type: 'guard.retry'; resource: string; token: bigint; sqlstate: string; attempt: number }
   | { type: 'guard.unavailable'; resource: string; error: unknown }
@@ -35,16 +36,14 @@ export type FencedEvent =
   | { type: 'lease.released'; lease: string; nodeId: string; token: bigint }
   | { type: 'token.regression'; lease: string; nodeId: string; token: bigint; fenceHighest: bigint; resource: string }
   | { type: 'fence.unavailable'; lease: string; nodeId: string; token: bigint; resource: string; error: unknown }
-  | { type: 'redis.error'; lease: string; nodeId: string; operation: string; error: unknown }
-  | { type: 'redis.config'; lease: string; nodeId: string; problem: string }
-  /** A request of a lease on PostgreSQL failed (a lease group reports under its group's name). */
-  | { type: 'postgres.error'; lease: string; nodeId: string; operation: string; error: unknown }
-  /** A setting of the PostgreSQL lease store that makes leases unsafe or slow (see `fenced doctor`). */
-  | { type: 'postgres.config'; lease: string; nodeId: string; problem: string }
-  /** A request of a lease on etcd failed; `error` is a `LeaseStoreUnavailableError` saying why. */
-  | { type: 'etcd.error'; lease: string; nodeId: string; operation: string; error: unknown }
-  /** A state of the etcd cluster that makes leases unsafe or unavailable (see `fenced doctor`). */
-  | { type: 'etcd.config'; lease: string; nodeId: string; problem: string }
+  /**
+   * A request to the lease store failed (a lease group reports under its group's name). `store` is
+   * the store's kind (`LeaseBackend.kind`: `'redis'`, `'postgres'`, `'etcd'`, ...); on etcd, `error`
+   * is a `LeaseStoreUnavailableError` saying why.
+   */
+  | { type: 'lease-store.error'; store: string; lease: string; nodeId: string; operation: string; error: unknown }
+  /** A setting or state of the lease store (`store`, its kind) that makes leases unsafe or slow (see `fenced doctor`). */
+  | { type: 'lease-store.config'; store: string; lease: string; nodeId: string; problem: string }
   /**
    * How a lease's standbys hear releases: `notify` (LISTEN on a connection of their own, a handover
    * in milliseconds) or `polling` (LISTEN does not work here, as behind a pooler in transaction mode:

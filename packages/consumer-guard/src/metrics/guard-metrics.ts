@@ -25,8 +25,8 @@ export interface GuardMetricsOptions {
   readonly resourceAttribute: boolean;
   /** The guard's own resource: what the degraded gauge reports under when resources are labelled. */
   readonly resource: string;
-  /** The fence store that decides (the `fenced.guard.path` of its decisions). @defaultValue `'postgres'` */
-  readonly authority?: 'postgres' | 'mysql';
+  /** The kind of the fence store that decides (the `fenced.guard.path` of its decisions; `FenceStoreKind`). @defaultValue `'postgres'` */
+  readonly authority?: string;
 }
 
 /**
@@ -36,7 +36,7 @@ export interface GuardMetricsOptions {
  */
 export class GuardMetrics {
   readonly #resourceAttribute: boolean;
-  readonly #authority: 'postgres' | 'mysql';
+  readonly #authority: string;
   readonly #byResource = new Map<string, AttributeSets>();
   #unlabelled: AttributeSets | undefined;
   readonly #writes: Counter;
@@ -141,7 +141,8 @@ export class GuardMetrics {
     }
   }
 
-  check(startedAt: number, resource: string, path: 'redis' | 'postgres' | 'mysql'): void {
+  /** @param path `'redis'` for the fast path, else the deciding store's kind. */
+  check(startedAt: number, resource: string, path: string): void {
     const checks = this.#attributes(resource).checks;
     this.#checkDuration.record((performance.now() - startedAt) / 1000, path === 'redis' ? checks.redis : checks.store);
   }
@@ -178,7 +179,7 @@ interface AttributeSets {
   readonly takeovers: { readonly ended: Attributes; readonly denied: Attributes };
 }
 
-function attributeSets(base: Attributes, authority: 'postgres' | 'mysql'): AttributeSets {
+function attributeSets(base: Attributes, authority: string): AttributeSets {
   const with_ = (extra: Attributes): Attributes => Object.freeze({ ...base, ...extra });
   const outcomes: WriteOutcome[] = ['accepted', 'stale', 'duplicate', 'unavailable', 'error'];
   const runs: HandlerRunOutcome[] = ['applied', 'duplicate', 'stale', 'refused', 'failed'];

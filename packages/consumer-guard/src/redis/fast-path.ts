@@ -2,7 +2,7 @@ import { isFencedError, type FencedLogger, type Token } from '@fenced/shared';
 import { emit, withTimeout } from '@fenced/shared/internal';
 import { BoundedMap } from '../internal/bounded-map.js';
 import { redisMarkWith, type RedisMark, type RefusedVia } from './redis-guard.js';
-import type { FenceStoreKind } from '../fence-store.js';
+import type { FastPath } from '../fast-path.js';
 import type { GuardMetrics } from '../metrics/guard-metrics.js';
 import type { RedisClient } from './redis-client.js';
 
@@ -13,26 +13,6 @@ import type { RedisClient } from './redis-client.js';
  * Redis only ever speeds a refusal up. `check` throws StaleTokenError on a refusal, which is final;
  * an answer below the token, or no answer, leaves the decision to PostgreSQL.
  */
-export interface RedisFastPath {
-  /**
-   * Compares `token` with the resource's mark in one round trip.
-   * @returns true when Redis answered (and accepted), false when it could not answer in time.
-   * @throws {StaleTokenError} when the mark is above `token`.
-   */
-  check(resource: string, token: Token, fireId?: string): Promise<boolean>;
-  /**
-   * Records a refusal the fence store decided (`via`: its kind, as operators read it in `fenced
-   * status`) in the resource's stream of refusals (best effort).
-   */
-  recordRefusal(resource: string, token: Token, highest: Token, via: FenceStoreKind, fireId?: string): void;
-  /** Raises the mark to `token` (best effort), skipped when the mark is known to be there already. */
-  raise(resource: string, token: Token): Promise<void>;
-  /** Deletes the mark and sets it to `token`: the audited reset after a fence was lowered. */
-  reset(resource: string, token: Token): Promise<void>;
-  /** Records every refusal not yet recorded, and waits for the records on their way. */
-  flush(): Promise<void>;
-}
-
 export interface RedisFastPathOptions {
   readonly redis: RedisClient;
   readonly keyPrefix: string;
@@ -43,7 +23,7 @@ export interface RedisFastPathOptions {
   readonly metrics: GuardMetrics;
 }
 
-export function createRedisFastPath(options: RedisFastPathOptions): RedisFastPath {
+export function createRedisFastPath(options: RedisFastPathOptions): FastPath {
   const { redis, keyPrefix, timeoutMs, logger, metrics } = options;
   const guards = new BoundedMap<string, RedisMark>(10_000);
   // The mark as Redis last reported it, per resource. Only ever used to skip raising a mark that is

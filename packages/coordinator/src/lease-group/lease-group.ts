@@ -4,8 +4,8 @@ import { ConfigError, type Fence, type FencedLogger, type LeaseLossReason, type 
 import { emit, parseOptions } from '@fenced/shared/internal';
 import { Coordinator } from '../lease/coordinator.js';
 import { commandTimeoutMs, defaultNodeId } from '../lease/coordinator-options.js';
-import type { GroupMembership, LeaseBackend, ReleaseHub } from '../lease/lease-backend.js';
-import { redisLeases } from '../lease/redis/redis-backend.js';
+import type { GroupMembership, LeaseBackend, ReleaseHub } from '../store/lease-backend.js';
+import { givenStore } from '../lease/given-store.js';
 import type { RedisClient } from '../redis-client.js';
 import { assignLeases } from './assignment.js';
 import { leaseGroupOptionsSchema, type LeaseGroupOptionsInput } from './lease-group-options.js';
@@ -96,8 +96,8 @@ export class LeaseGroup extends EventEmitter<LeaseGroupEventMap> {
     super();
     const options = parseOptions('lease group', leaseGroupOptionsSchema, input);
     this.on('error', () => {});
-    // The schema admits exactly one of the two (and a key prefix only with `redis`).
-    this.store = input.store ?? redisLeases(input.redis!, options.keyPrefix === undefined ? {} : { keyPrefix: options.keyPrefix });
+    // A state machine names no store: createLeaseGroup (create.ts) turns `{ redis }` into one.
+    this.store = givenStore('lease group', input.store);
     this.#logger = input.logger;
     this.group = options.group;
     this.nodeId = options.nodeId ?? defaultNodeId();
@@ -259,27 +259,11 @@ export class LeaseGroup extends EventEmitter<LeaseGroupEventMap> {
   }
 
   #storeFailed(operation: string, error: unknown): void {
-    emit(this.#logger, { type: `${this.store.kind}.error`, lease: this.group, nodeId: this.nodeId, operation, error });
+    emit(this.#logger, { type: 'lease-store.error', store: this.store.kind, lease: this.group, nodeId: this.nodeId, operation, error });
     this.emit('error', error instanceof Error ? error : new Error(String(error)));
   }
 
   #commandTimeoutMs(): number {
     return commandTimeoutMs(this.ttlMs);
   }
-}
-
-/**
- * Creates a lease group. Call `start()` to join it.
- *
- * @throws {ConfigError} for bad options (names the option).
- * @example
- * ```ts
- * const group = createLeaseGroup({ redis, group: 'billing', shards: 64, ttlMs: 15_000, renewIntervalMs: 5_000,
- *   fences: (lease) => [createGuard({ db, resource: lease })] });
- * group.on('elected', ({ lease, token }) => log.info({ lease, token }, 'leading'));
- * await group.start();
- * ```
- */
-export function createLeaseGroup(options: CreateLeaseGroupOptions): LeaseGroup {
-  return new LeaseGroup(options);
 }

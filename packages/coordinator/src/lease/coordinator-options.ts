@@ -2,7 +2,7 @@ import { randomBytes } from 'node:crypto';
 import { hostname } from 'node:os';
 import { z } from 'zod';
 import { isFunction, isObject, meterProviderSchema, redisClientSchema, keyPrefixSchema } from '@fenced/shared/internal';
-import type { LeaseBackend } from './lease-backend.js';
+import type { LeaseBackend } from '../store/lease-backend.js';
 
 /** A lease name: it becomes part of Redis keys, so only a safe set of characters. */
 export const leaseNameSchema = z

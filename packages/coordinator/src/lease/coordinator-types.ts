@@ -1,8 +1,8 @@
 import type { Fence, FencedLogger, LeaseLossReason, Token } from '@fenced/shared';
 import type { MeterProvider } from '@opentelemetry/api';
 import type { RedisClient } from '../redis-client.js';
-import type { LeaseBackend } from './lease-backend.js';
-import type { Clock } from './clock.js';
+import type { LeaseBackend } from '../store/lease-backend.js';
+import type { Clock } from '../internal/clock.js';
 import type { CoordinatorOptionsInput } from './coordinator-options.js';
 
 // The coordinator's public types, apart from the state machine that produces them.

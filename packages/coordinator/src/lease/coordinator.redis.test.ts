@@ -5,7 +5,7 @@ import { failpoints } from '@fenced/shared/failpoints';
 import { startRedisServer } from '@fenced/chaos';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { createCoordinator, type Coordinator, type CreateCoordinatorOptions } from '../index.js';
-import { leaseKeys } from '../lease/redis/lease-keys.js';
+import { leaseKeys } from '../store/redis/lease-keys.js';
 
 let admin: Redis;
 let prefix: string;
@@ -264,7 +264,7 @@ describe('the lease', () => {
     const sampler: boolean[] = [];
     await waitFor(() => {
       sampler.push(a.isLeader());
-      return events.filter((e) => e.type === 'redis.error' && e.operation === 'acquire').length >= 2;
+      return events.filter((e) => e.type === 'lease-store.error' && e.store === 'redis' && e.operation === 'acquire').length >= 2;
     });
     expect(sampler.every((l) => l === false)).toBe(true);
   });

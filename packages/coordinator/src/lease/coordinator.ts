@@ -10,12 +10,12 @@ import { failpoints, type FailpointName } from '@fenced/shared/failpoints';
 import { emit, parseOptions } from '@fenced/shared/internal';
 import { commandTimeoutMs, coordinatorOptionsSchema, defaultDriftMs, defaultNodeId } from './coordinator-options.js';
 import { judgeFenceAnswers, type FenceVerdict } from './fence-verdict.js';
-import type { AcquireReply, InFlight, LeaseStore, ReleaseListener } from './lease-store.js';
-import type { LeaseBackend } from './lease-backend.js';
-import { redisLeases } from './redis/redis-backend.js';
-import type { FireLog } from '../scheduler/fire-log.js';
+import type { AcquireReply, InFlight, LeaseStore, ReleaseListener } from '../store/lease-store.js';
+import type { LeaseBackend } from '../store/lease-backend.js';
+import { givenStore } from './given-store.js';
+import type { FireLog } from '../store/fire-log.js';
 import { backoffMs, jitter } from '../internal/timing.js';
-import { monotonicClock, type Clock } from './clock.js';
+import { monotonicClock, type Clock } from '../internal/clock.js';
 import { ServerClock } from './server-clock.js';
 import type { GroupSeat } from './group-seat.js';
 import type { CoordinatorEventMap, CreateCoordinatorOptions, LeaderTerm } from './coordinator-types.js';
@@ -31,7 +31,7 @@ type State =
   | { kind: 'leader'; term: LeaderTerm; controller: AbortController; deadline: number };
 
 /**
- * Leader election on a lease in a store (Redis or PostgreSQL, behind `LeaseBackend`). Every election
+ * Leader election on a lease in a store (any `LeaseBackend`: one per folder under store/). Every election
  * mints a fencing token above every earlier election's; the node counts itself leader only until a
  * local monotonic deadline counted from the acquire's send.
  */
@@ -72,8 +72,8 @@ export class Coordinator extends EventEmitter<CoordinatorEventMap> {
     this.on('error', () => {});
     this.lease = options.lease;
     this.nodeId = options.nodeId ?? defaultNodeId();
-    // The schema admits exactly one of the two (and a key prefix only with `redis`).
-    this.store = input.store ?? redisLeases(input.redis!, options.keyPrefix === undefined ? {} : { keyPrefix: options.keyPrefix });
+    // A state machine names no store: createCoordinator (create.ts) turns `{ redis }` into one.
+    this.store = givenStore('coordinator', input.store);
     this.ttlMs = options.ttlMs;
     this.renewIntervalMs = options.renewIntervalMs;
     this.driftMs = options.driftMs ?? defaultDriftMs(options.ttlMs);
@@ -464,12 +464,12 @@ export class Coordinator extends EventEmitter<CoordinatorEventMap> {
   /** Reports store settings that make leases unsafe. */
   async #checkStoreConfig(): Promise<void> {
     const problem = await this.store.configProblem(this.#commandTimeoutMs()).catch(() => null);
-    if (problem !== null) emit(this.#logger, { type: `${this.store.kind}.config`, lease: this.lease, nodeId: this.nodeId, problem });
+    if (problem !== null) emit(this.#logger, { type: 'lease-store.config', store: this.store.kind, lease: this.lease, nodeId: this.nodeId, problem });
   }
 
   #storeFailed(operation: string, error: unknown): void {
     this.#failures++;
-    emit(this.#logger, { type: `${this.store.kind}.error`, lease: this.lease, nodeId: this.nodeId, operation, error });
+    emit(this.#logger, { type: 'lease-store.error', store: this.store.kind, lease: this.lease, nodeId: this.nodeId, operation, error });
     this.emit('error', error instanceof Error ? error : new Error(String(error)));
   }
 
@@ -483,19 +483,4 @@ export class Coordinator extends EventEmitter<CoordinatorEventMap> {
     this.#timer = undefined;
     this.#deadlineTimer = undefined;
   }
-}
-
-/**
- * Creates a coordinator. Call `start()` to join the election.
- *
- * @throws {ConfigError} for bad options (names the option).
- * @example
- * ```ts
- * const coordinator = createCoordinator({ redis, lease: 'billing', ttlMs: 15_000, renewIntervalMs: 5_000, fences: [guard] });
- * coordinator.on('elected', ({ token }) => log.info({ token }, 'leading'));
- * await coordinator.start();
- * ```
- */
-export function createCoordinator(options: CreateCoordinatorOptions): Coordinator {
-  return new Coordinator(options);
 }

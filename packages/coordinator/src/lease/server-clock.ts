@@ -1,4 +1,4 @@
-import type { Clock } from './clock.js';
+import type { Clock } from '../internal/clock.js';
 
 /**
  * The Redis server's clock, carried forward on this process's monotonic clock between samples. Due

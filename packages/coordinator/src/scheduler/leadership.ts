@@ -1,7 +1,7 @@
 import type { Fence } from '@fenced/shared';
 import type { LeaderTerm } from '../lease/coordinator-types.js';
-import type { LeaseStoreKind } from '../lease/lease-backend.js';
-import type { FireLog } from './fire-log.js';
+import type { LeaseStoreKind } from '../store/lease-backend.js';
+import type { FireLog } from '../store/fire-log.js';
 
 /**
  * What the scheduler needs from the leadership that gates it: a `Coordinator`, or one lease of a

@@ -4,8 +4,8 @@ import { createRedis, deleteKeys, uniquePrefix, waitFor } from '#test-support';
 import type { Redis } from 'ioredis';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { createCoordinator, createScheduler, type Coordinator, type CreateSchedulerOptions, type Scheduler } from '../index.js';
-import { leaseKeys } from '../lease/redis/lease-keys.js';
-import { schedulerScripts } from './redis/scheduler-scripts.js';
+import { leaseKeys } from '../store/redis/lease-keys.js';
+import { schedulerScripts } from '../store/redis/scheduler-scripts.js';
 
 let admin: Redis;
 let prefix: string;

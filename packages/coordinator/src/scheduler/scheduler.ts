@@ -14,7 +14,7 @@ import {
 } from '@fenced/shared';
 import { emit, parseOptions } from '@fenced/shared/internal';
 import { schedulerOptionsSchema, type JobOptionsInput, type SchedulerOptionsInput } from './scheduler-options.js';
-import type { FireLog } from './fire-log.js';
+import type { FireLog } from '../store/fire-log.js';
 import type { LeaderTerm } from '../lease/coordinator-types.js';
 import type { Leadership } from './leadership.js';
 import { planCatchUp, type MisfirePolicy } from './catch-up.js';
@@ -138,7 +138,7 @@ interface Job {
 
 /**
  * The fenced cron scheduler: only the leader dispatches; each fire carries the term's token in the
- * shared envelope; the last dispatched fire per job lives in the lease's store (Redis or PostgreSQL),
+ * shared envelope; the last dispatched fire per job lives in the lease's store (its `FireLog`),
  * written only by a call that checks the lease there; due times come from that server's clock.
  */
 export class Scheduler extends EventEmitter<SchedulerEventMap> {
@@ -248,7 +248,7 @@ export class Scheduler extends EventEmitter<SchedulerEventMap> {
       recorded = await this.#records.load();
     } catch (error) {
       // Without the record, catch-up would guess: give the term up to the next election instead.
-      emit(this.#logger, { type: `${this.#coordinator.store.kind}.error`, lease: this.#coordinator.lease, nodeId: this.#coordinator.nodeId, operation: 'load fires', error });
+      emit(this.#logger, { type: 'lease-store.error', store: this.#coordinator.store.kind, lease: this.#coordinator.lease, nodeId: this.#coordinator.nodeId, operation: 'load fires', error });
       this.#term = null;
       return;
     }
@@ -317,7 +317,7 @@ export class Scheduler extends EventEmitter<SchedulerEventMap> {
       catchUpWindowMs: this.#catchUpWindowMs,
       hook: this.#recoverLastFired,
       fences: this.#coordinator.fences,
-      onError: (error) => emit(this.#logger, { type: `${this.#coordinator.store.kind}.error`, lease: this.#coordinator.lease, nodeId: this.#coordinator.nodeId, operation: 'recover last fires', error }),
+      onError: (error) => emit(this.#logger, { type: 'lease-store.error', store: this.#coordinator.store.kind, lease: this.#coordinator.lease, nodeId: this.#coordinator.nodeId, operation: 'recover last fires', error }),
     });
   }
 
@@ -336,7 +336,7 @@ export class Scheduler extends EventEmitter<SchedulerEventMap> {
     }
     if (candidates.size === 0) return candidates;
     return unappliedQueuedFires(candidates, this.#coordinator.fences, (error) =>
-      emit(this.#logger, { type: `${this.#coordinator.store.kind}.error`, lease: this.#coordinator.lease, nodeId: this.#coordinator.nodeId, operation: 'ask applied queued fires', error }),
+      emit(this.#logger, { type: 'lease-store.error', store: this.#coordinator.store.kind, lease: this.#coordinator.lease, nodeId: this.#coordinator.nodeId, operation: 'ask applied queued fires', error }),
     );
   }
 
@@ -636,7 +636,7 @@ export class Scheduler extends EventEmitter<SchedulerEventMap> {
         try {
           recorded = await this.#records.record(term.leaseValue, { job: job.name, scheduledAt, dispatchedAt }, gapMs);
         } catch (error) {
-          emit(this.#logger, { type: `${this.#coordinator.store.kind}.error`, lease: this.#coordinator.lease, nodeId: this.#coordinator.nodeId, operation: 'record fire', error });
+          emit(this.#logger, { type: 'lease-store.error', store: this.#coordinator.store.kind, lease: this.#coordinator.lease, nodeId: this.#coordinator.nodeId, operation: 'record fire', error });
           continue;
         }
         if (recorded !== 1) {

@@ -1,6 +1,6 @@
-import type { GroupMembership } from '../../lease/lease-backend.js';
-import type { LeaseObjectNames } from '../../lease/postgres/lease-names.js';
-import { queryRows, type PgLeasePool } from '../../lease/postgres/pg-pool.js';
+import type { GroupMembership } from '../lease-backend.js';
+import type { LeaseObjectNames } from './lease-names.js';
+import { queryRows, type PgLeasePool } from './pg-pool.js';
 
 /** A lease group's members as rows with an expiry by the server's clock (migrations/000001.sql). */
 export function postgresMembership(pool: PgLeasePool, names: LeaseObjectNames, group: string): GroupMembership {

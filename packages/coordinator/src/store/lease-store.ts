@@ -1,7 +1,7 @@
 import type { Token } from '@fenced/shared';
 
 // What the election state machine (coordinator.ts) needs from the store that holds one lease: the
-// seam a lease store implements (lease/redis/, lease/postgres/; a LeaseBackend opens one per lease).
+// seam a lease store implements (in its folder under store/; a LeaseBackend opens one per lease).
 // Every reply carries the store's clock, which the scheduler's due times are read from. Every store
 // passes one conformance suite (test/lease-store/).
 

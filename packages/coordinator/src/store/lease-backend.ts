@@ -1,13 +1,19 @@
-import type { FireLog } from '../scheduler/fire-log.js';
+import type { FireLog } from './fire-log.js';
 import type { LeaseStore } from './lease-store.js';
 
 // The seam between the state machines (the coordinator, the lease group, the scheduler) and the
 // store their leases live in, as kysely separates a dialect from its query builder: everything that
-// names a driver lives behind it, in a folder per store (lease/redis/, lease/postgres/). One backend
+// names a driver lives behind it, every role of a store in its one folder under store/ (store/redis/,
+// say: the lease, the fire log, the membership, the release hub, its scripts). One backend
 // serves every lease of a process; the state machines above never know which store they run on.
 
-/** Which store a backend keeps its leases in. */
-export type LeaseStoreKind = 'redis' | 'postgres' | 'etcd';
+/**
+ * Which store a backend keeps its leases in, as data: `'redis'`, `'postgres'`, `'etcd'`, or any store's
+ * own name. It travels from the store (`LeaseBackend.kind`) into events (`lease-store.error`'s
+ * `store`), metrics and the operators' tools, which look a store up by it; nothing above the seam
+ * lists the kinds.
+ */
+export type LeaseStoreKind = string;
 
 /** Where leases live: what `createCoordinator({ store })` and `createLeaseGroup({ store })` take. */
 export interface LeaseBackend {

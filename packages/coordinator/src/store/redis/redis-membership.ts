@@ -1,6 +1,6 @@
 import { defineScripts, withTimeout } from '@fenced/shared/internal';
-import type { GroupMembership } from '../../lease/lease-backend.js';
-import type { IoRedisClient } from '../../lease/redis/ioredis-client.js';
+import type { GroupMembership } from '../lease-backend.js';
+import type { IoRedisClient } from './ioredis-client.js';
 import { luaScripts } from './lua/generated-lua.js';
 
 /**

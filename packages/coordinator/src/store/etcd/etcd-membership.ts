@@ -1,9 +1,9 @@
 import { EtcdLeaseInvalidError, type Etcd3 } from 'etcd3';
-import type { GroupMembership } from '../../lease/lease-backend.js';
-import type { EtcdKeys } from '../../lease/etcd/etcd-keys.js';
-import { etcdUnavailable } from '../../lease/etcd/etcd-errors.js';
-import { withinBudget } from '../../lease/etcd/etcd-budget.js';
-import type { EtcdSessions } from '../../lease/etcd/etcd-sessions.js';
+import type { GroupMembership } from '../lease-backend.js';
+import type { EtcdKeys } from './etcd-keys.js';
+import { etcdUnavailable } from './etcd-errors.js';
+import { withinBudget } from './etcd-budget.js';
+import type { EtcdSessions } from './etcd-sessions.js';
 
 /**
  * A lease group's members as keys attached to each member process's etcd lease (the one its won

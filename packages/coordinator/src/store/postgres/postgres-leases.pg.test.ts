@@ -64,7 +64,7 @@ async function handoverMs(a: Coordinator, b: Coordinator): Promise<number> {
  */
 function acquireErrorsInto(errors: unknown[]): (event: FencedEvent) => void {
   return (event) => {
-    if (event.type === 'postgres.error' && event.operation === 'acquire') errors.push(event.error);
+    if (event.type === 'lease-store.error' && event.store === 'postgres' && event.operation === 'acquire') errors.push(event.error);
   };
 }
 

@@ -1,7 +1,7 @@
 /**
  * The scheduler's record of what it dispatched, per job: where a new term resumes. What the
- * scheduler needs from the store that keeps it, beside the lease (Redis: scheduler/redis/;
- * PostgreSQL: scheduler/postgres/). Every record is checked against the lease in the store itself:
+ * scheduler needs from the store that keeps it, beside the lease, in the store's folder (for one:
+ * store/redis/redis-fire-log.ts). Every record is checked against the lease in the store itself:
  * a deposed leader cannot even advance the scheduler's state.
  */
 export interface FireLog {

@@ -63,7 +63,7 @@ export const postgresLeasesOptionsSchema = z.object({
       timeoutMs: z.number().int().min(10).max(60_000).default(1000),
     })
     .optional(),
-  /** Receives the pool's errors on idle clients as `postgres.error` events (the store listens on the pool). */
+  /** Receives the pool's errors on idle clients as `lease-store.error` events (`store: 'postgres'`) (the store listens on the pool). */
   logger: z.custom<(event: never) => void>(isFunction, { message: 'must be a function' }).optional(),
 });
 

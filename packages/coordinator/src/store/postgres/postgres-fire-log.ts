@@ -1,8 +1,8 @@
 import { FireRecordBatcher } from '../fire-record-batcher.js';
 import type { FireLog } from '../fire-log.js';
-import type { LeaseObjectNames } from '../../lease/postgres/lease-names.js';
-import { queryRows, type PgLeasePool } from '../../lease/postgres/pg-pool.js';
-import { parseLeaseValue } from '../../lease/lease-value.js';
+import type { LeaseObjectNames } from './lease-names.js';
+import { queryRows, type PgLeasePool } from './pg-pool.js';
+import { parseLeaseValue } from '../lease-value.js';
 
 /**
  * The fire log in a table beside the lease rows, its records batched per turn of the event loop into

@@ -2,8 +2,8 @@ import { keyPrefixSchema, parseOptions, redisClientSchema } from '@fenced/shared
 import { z } from 'zod';
 import type { RedisClient } from '../../redis-client.js';
 import type { IoRedisClient } from './ioredis-client.js';
-import { redisMembership } from '../../lease-group/redis/redis-membership.js';
-import { redisFireLog } from '../../scheduler/redis/redis-fire-log.js';
+import { redisMembership } from './redis-membership.js';
+import { redisFireLog } from './redis-fire-log.js';
 import type { LeaseBackend } from '../lease-backend.js';
 import { leaseKeys } from './lease-keys.js';
 import { evictionProblem } from './redis-config.js';

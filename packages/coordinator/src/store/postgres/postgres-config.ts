@@ -3,7 +3,7 @@ import { queryRows, type PgLeasePool } from './pg-pool.js';
 
 /**
  * A setting of the database that makes its leases unsafe, or null: asked once at start and reported
- * as a `postgres.config` event (`fenced doctor` checks more). `synchronous_commit = off` acknowledges
+ * as a `lease-store.config` event (`fenced doctor` checks more). `synchronous_commit = off` acknowledges
  * a grant before it is durable: a crash can forget a token that a leader already holds and fenced
  * writes with, and the next election mints it again (the fences' strict advance then repairs it, as
  * after a Redis restart, but the lease layer should not lose it in the first place).

@@ -1,7 +1,7 @@
 import type { Etcd3 } from 'etcd3';
 import { parseOptions } from '@fenced/shared/internal';
-import { etcdFireLog } from '../../scheduler/etcd/etcd-fire-log.js';
-import { etcdMembership } from '../../lease-group/etcd/etcd-membership.js';
+import { etcdFireLog } from './etcd-fire-log.js';
+import { etcdMembership } from './etcd-membership.js';
 import type { LeaseBackend, ReleaseHub } from '../lease-backend.js';
 import { releaseHubOver } from '../release-hub.js';
 import { EtcdClock, type EtcdTimeSource } from './etcd-clock.js';

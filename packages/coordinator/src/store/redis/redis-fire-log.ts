@@ -1,5 +1,5 @@
-import type { IoRedisClient } from '../../lease/redis/ioredis-client.js';
-import type { LeaseKeys } from '../../lease/redis/lease-keys.js';
+import type { IoRedisClient } from './ioredis-client.js';
+import type { LeaseKeys } from './lease-keys.js';
 import { FireRecordBatcher } from '../fire-record-batcher.js';
 import type { FireLog } from '../fire-log.js';
 import { schedulerScripts } from './scheduler-scripts.js';

@@ -1,7 +1,7 @@
 import type { FencedLogger } from '@fenced/shared';
 import { emit, parseOptions } from '@fenced/shared/internal';
-import { postgresMembership } from '../../lease-group/postgres/postgres-membership.js';
-import { postgresFireLog } from '../../scheduler/postgres/postgres-fire-log.js';
+import { postgresMembership } from './postgres-membership.js';
+import { postgresFireLog } from './postgres-fire-log.js';
 import type { LeaseBackend, ReleaseHub } from '../lease-backend.js';
 import { releaseHubOver } from '../release-hub.js';
 import { leaseObjectNames, type LeaseObjectNames } from './lease-names.js';
@@ -62,7 +62,7 @@ export function postgresLeases(input: PostgresLeasesOptions): PostgresLeases {
   const pool = input.pool;
   const logger = input.logger;
   const names = leaseObjectNames(options.schema, options.table);
-  listenOnPool(pool, (error) => emit(logger, { type: 'postgres.error', lease: names.installation, nodeId: '', operation: 'idle connection', error }));
+  listenOnPool(pool, (error) => emit(logger, { type: 'lease-store.error', store: 'postgres', lease: names.installation, nodeId: '', operation: 'idle connection', error }));
 
   const notifications = new ReleaseNotifications({
     pool,

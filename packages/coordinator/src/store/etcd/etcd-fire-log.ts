@@ -1,12 +1,12 @@
 import type { Etcd3, IRequestOp } from 'etcd3';
 import { FireRecordBatcher } from '../fire-record-batcher.js';
 import type { FireLog, FireRecord } from '../fire-log.js';
-import type { EtcdKeys } from '../../lease/etcd/etcd-keys.js';
-import { isTermOf, readHolder } from '../../lease/etcd/etcd-holder.js';
-import { stillHeld } from '../../lease/etcd/etcd-lease-store.js';
-import { etcdUnavailable } from '../../lease/etcd/etcd-errors.js';
-import { withinBudget } from '../../lease/etcd/etcd-budget.js';
-import { parseLeaseValue } from '../../lease/lease-value.js';
+import type { EtcdKeys } from './etcd-keys.js';
+import { isTermOf, readHolder } from './etcd-holder.js';
+import { stillHeld } from './etcd-lease-store.js';
+import { etcdUnavailable } from './etcd-errors.js';
+import { withinBudget } from './etcd-budget.js';
+import { parseLeaseValue } from '../lease-value.js';
 
 /** etcd refuses a transaction of more than 128 operations (its `--max-txn-ops`): a batch is one transaction. */
 const MAX_BATCH = 100;

@@ -1,5 +1,5 @@
 import type { StoreTime } from '../lease-store.js';
-import { monotonicClock } from '../clock.js';
+import { monotonicClock } from '../../internal/clock.js';
 
 /**
  * Where the scheduler's due times come from on etcd, which has no clock a client can read.
