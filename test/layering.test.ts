@@ -10,6 +10,9 @@ import { afterEach, describe, expect, it } from 'vitest';
 //   chaos                        the fault toolkit: imports no fenced package at all
 //   cli                          the operators' command line, on top: the libraries, never chaos
 // and no package imports from examples/ or test/, nor reaches into another package by a relative path.
+// Inside a package, a store is one folder behind a seam: only the package's entry names a store
+// (createCoordinator's and createGuard's defaults), no store imports another, and none imports the
+// state machines above it.
 // A package's tests and benchmarks may also use chaos, the test toolkit (it imports none of them, so
 // no cycle can form); its shipped code may not.
 const root = fileURLToPath(new URL('..', import.meta.url));

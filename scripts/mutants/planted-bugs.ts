@@ -29,6 +29,8 @@ const LEASE_SQL = 'packages/coordinator/src/store/postgres/migrations/000001.sql
 const PG_LEASE_TESTS = ['test/lease-store/conformance-postgres.test.ts'];
 const MYSQL_FENCE_TESTS = ['test/fence-store/conformance-mysql.test.ts'];
 const HTTP_TESTS = ['test/http-fences.test.ts'];
+const MEMORY_LEASE_TESTS = ['test/lease-store/conformance-memory.test.ts'];
+const MEMORY_SERVER = 'packages/coordinator/src/store/memory/memory-server.ts';
 const ETCD_LEASE_TESTS = ['test/lease-store/conformance-etcd.test.ts', 'test/etcd-leases.test.ts', 'packages/coordinator/src/store/etcd/etcd-sessions.etcd.test.ts'];
 
 export const PLANTED_BUGS: readonly PlantedBug[] = [
@@ -311,7 +313,7 @@ export const PLANTED_BUGS: readonly PlantedBug[] = [
     id: 'prune-newest-fires',
     layer: 'dedupe',
     bug: 'pruning deletes applied fires newer than the retention instead of older: a redelivered fire applies twice',
-    file: 'packages/consumer-guard/src/postgres/admin.ts',
+    file: 'packages/consumer-guard/src/postgres/postgres-admin.ts',
     find: 'WHERE applied_at < now() - make_interval',
     replace: 'WHERE applied_at > now() - make_interval',
     tests: ['packages/consumer-guard/src/handler/wrap-handler.pg.test.ts'],
@@ -392,6 +394,24 @@ export const PLANTED_BUGS: readonly PlantedBug[] = [
     find: 'CONTINUE WHEN blocker.announced IS NULL OR blocker.announced >= p_token;',
     replace: 'CONTINUE WHEN blocker.announced IS NULL;',
     tests: ['packages/consumer-guard/src/postgres/takeover.pg.test.ts'],
+  },
+  {
+    id: 'takeover-ends-equal-token',
+    layer: 'survival',
+    bug: "the takeover ends a blocker of the very token being advanced to (a comparison one off): the new leader's own first write, racing its election's advance, is killed",
+    file: `${MIGRATIONS}/000003.sql`,
+    find: 'CONTINUE WHEN blocker.announced IS NULL OR blocker.announced >= p_token;',
+    replace: 'CONTINUE WHEN blocker.announced IS NULL OR blocker.announced > p_token;',
+    tests: ['test/fence-store/conformance-postgres.test.ts'],
+  },
+  {
+    id: 'mysql-takeover-ends-equal-token',
+    layer: 'survival',
+    bug: "the MySQL store's takeover ends a blocker whose uncommitted fence equals the token being advanced to (a comparison one off): the new leader's own first write is killed",
+    file: 'packages/consumer-guard/src/mysql/mysql-takeover.ts',
+    find: 'if (held === null || held >= token) return [];',
+    replace: 'if (held === null || held > token) return [];',
+    tests: MYSQL_FENCE_TESTS,
   },
   {
     id: 'takeover-ends-unannounced',
@@ -764,6 +784,66 @@ export const PLANTED_BUGS: readonly PlantedBug[] = [
     tests: ETCD_LEASE_TESTS,
   },
   {
+    id: 'memory-no-expiry',
+    layer: 'lease',
+    bug: 'the in-memory store grants a lease that never expires: a crashed leader holds it forever',
+    file: MEMORY_SERVER,
+    find: 'row.holder = { value, token, expiresAt: this.#now() + ttlMs };',
+    replace: 'row.holder = { value, token, expiresAt: Number.POSITIVE_INFINITY };',
+    tests: MEMORY_LEASE_TESTS,
+  },
+  {
+    id: 'memory-renews-expired',
+    layer: 'lease',
+    bug: 'the in-memory store renews a lease whose time ran out, if nobody took it since: a lease extended without an election',
+    file: MEMORY_SERVER,
+    find: `  extend(lease: string, value: string, ttlMs: number): boolean {
+    const holder = this.#live(this.#row(lease));`,
+    replace: `  extend(lease: string, value: string, ttlMs: number): boolean {
+    const holder = this.#row(lease).holder;`,
+    tests: MEMORY_LEASE_TESTS,
+  },
+  {
+    id: 'memory-releases-any',
+    layer: 'lease',
+    bug: "the in-memory store frees a lease for any caller: a deposed leader's late release ends its successor's lease",
+    file: MEMORY_SERVER,
+    find: `    if (holder === null || holder.value !== value) return false;
+    row.holder = null;`,
+    replace: `    if (holder === null) return false;
+    row.holder = null;`,
+    tests: MEMORY_LEASE_TESTS,
+  },
+  {
+    id: 'memory-fires-unchecked',
+    layer: 'scheduler',
+    bug: "the in-memory fire log writes without checking the lease: a deposed leader's record moves the scheduler's state",
+    file: MEMORY_SERVER,
+    find: `    const holder = this.#live(this.#row(lease));
+    if (holder === null || holder.value !== value) return false;
+    const log = `,
+    replace: `    const log = `,
+    tests: MEMORY_LEASE_TESTS,
+  },
+  {
+    id: 'memory-fires-lowered',
+    layer: 'scheduler',
+    bug: "the in-memory fire log takes an earlier fire over a later one: a job's record (or the scheduler's mark) moves back",
+    file: 'packages/coordinator/src/store/memory/memory-fire-log.ts',
+    find: 'if (!(previous >= record.scheduledAt)) {',
+    replace: 'if (previous !== record.scheduledAt) {',
+    tests: MEMORY_LEASE_TESTS,
+  },
+  {
+    id: 'memory-members-never-expire',
+    layer: 'lease',
+    bug: "the in-memory member list never drops a member that stopped beating: a dead member's leases are never taken over",
+    file: MEMORY_SERVER,
+    find: '    for (const [member, expiresAt] of members) if (expiresAt <= now) members.delete(member);\n',
+    replace: '',
+    tests: MEMORY_LEASE_TESTS,
+  },
+  {
     id: 'etcd-fires-unchecked',
     layer: 'scheduler',
     bug: "the etcd fire log writes its batch without comparing the lease key: a deposed leader's record moves the scheduler's state",
@@ -822,7 +902,7 @@ export const PLANTED_BUGS: readonly PlantedBug[] = [
     id: 'applied-ids-claims-all',
     layer: 'guard',
     bug: "the PostgreSQL guard answers that every fire it is asked about was applied: a queued fire a worker never applied is not dispatched again after a change of leader",
-    file: 'packages/consumer-guard/src/postgres/admin.ts',
+    file: 'packages/consumer-guard/src/postgres/postgres-admin.ts',
     find: "return new Set(rows.map((row) => String(row['fire_id'])));",
     replace: 'return new Set(fireIds);',
     tests: ['test/fence-store/conformance-postgres.test.ts', 'test/bullmq-processor.test.ts'],

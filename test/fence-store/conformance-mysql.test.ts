@@ -47,4 +47,5 @@ describeFenceStoreConformance({
     await db.pool.query('INSERT INTO fenced_fences_migrations (id) VALUES (999999)');
     return { undo: async () => void (await db.pool.query('DELETE FROM fenced_fences_migrations WHERE id = 999999')) };
   },
+  writeIn: { without: 'the MySQL/MariaDB store writes in transactions of its own only (guardedWriteIn is refused with a ConfigError)' },
 });

@@ -1,4 +1,5 @@
-import { createPostgresGuard } from '@fenced/consumer-guard/postgres';
+import { createGuard } from '@fenced/consumer-guard';
+import { createPostgresGuard, postgresFences } from '@fenced/consumer-guard/postgres';
 import { createTestSchema, waitForLockWait } from '#test-support';
 import type pg from 'pg';
 import { describeFenceStoreConformance } from './conformance.js';
@@ -35,5 +36,24 @@ describeFenceStoreConformance({
   async recordNewerMigration() {
     await schema.pool.query(`INSERT INTO "${schema.name}".fenced_fences_migrations (id) VALUES (999999)`);
     return { undo: async () => void (await schema.pool.query(`DELETE FROM "${schema.name}".fenced_fences_migrations WHERE id = 999999`)) };
+  },
+  writeIn: {
+    guard: (resource) => createGuard({ store: postgresFences({ db: schema.pool, schema: schema.name }), resource }),
+    async begin() {
+      const client = await schema.pool.connect();
+      client.on('error', () => {});
+      await client.query('BEGIN');
+      const end = async (statement: string) => {
+        try {
+          await client.query(statement);
+        } finally {
+          client.release();
+        }
+      };
+      return { tx: { executeSql: (text, values) => client.query(text, values) }, commit: () => end('COMMIT'), rollback: () => end('ROLLBACK') };
+    },
+    async insertEffectIn(tx, resource, token) {
+      await tx.executeSql('INSERT INTO effects (resource, token) VALUES ($1, $2)', [resource, token.toString()]);
+    },
   },
 });

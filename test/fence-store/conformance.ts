@@ -4,7 +4,7 @@
 // through the store's own public guard (createPostgresGuard, createMysqlGuard): no fast path, no
 // handler, nothing above the seam that could absorb a store's bug.
 import { isFencedError } from '@fenced/shared';
-import type { FenceGuard } from '@fenced/consumer-guard';
+import type { CombinedGuard, FenceGuard, TransactionExecutor } from '@fenced/consumer-guard';
 import { waitFor } from '#test-support';
 import { randomBytes } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -35,6 +35,26 @@ export interface FenceStoreHarness {
   waitForLockWait(): Promise<void>;
   /** Records a migration newer than this version knows (`undo` removes it). */
   recordNewerMigration(): Promise<{ undo(): Promise<void> }>;
+  /**
+   * The optional role `writeIn` (the check inside a transaction the caller holds, as a queue's):
+   * how the harness opens such a transaction and writes an effect in it, or why the store does not
+   * offer the role (the suite skips it, saying so, and fails when a store that claims it is wrong).
+   */
+  readonly writeIn:
+    | {
+        /** A guard over the store's factory (`createGuard({ store })`, no fast path): `guardedWriteIn` reaches the store's `writeIn`. */
+        guard(resource: string): CombinedGuard<unknown>;
+        begin(): Promise<CallerTransaction>;
+        insertEffectIn(tx: TransactionExecutor, resource: string, token: bigint): Promise<void>;
+      }
+    | { readonly without: string };
+}
+
+/** A transaction the caller opened and ends, as a queue's worker does. */
+export interface CallerTransaction {
+  readonly tx: TransactionExecutor;
+  commit(): Promise<void>;
+  rollback(): Promise<void>;
 }
 
 const name = () => `r-${randomBytes(4).toString('hex')}`;
@@ -312,14 +332,19 @@ export function describeFenceStoreConformance(harness: FenceStoreHarness): void 
       expect(await harness.effects(resource)).toEqual([]);
     });
 
-    it('never ends a writer of the same or a higher token: the advance waits, then is refused by the fence it committed', async () => {
+    // The takeover ends only a writer of a lower token: a writer of the token being advanced to (the
+    // new leader's own first write, racing its election's advance) or of a higher one is let be.
+    it.each([
+      ['the same token as the advance', 6n],
+      ['a higher token than the advance', 7n],
+    ])('never ends a writer of %s: the advance waits, then is refused by the fence it committed', async (_label, writer) => {
       const resource = name();
       const guard = harness.guard(resource, { takeover: { graceMs: 50, timeoutMs: 5000 } });
       await guard.advance(5n);
       const inFn = gate();
       const release = gate();
-      const newer = guard.guardedWrite(7n, async (trx) => {
-        await harness.insertEffect(trx, resource, 7n);
+      const newer = guard.guardedWrite(writer, async (trx) => {
+        await harness.insertEffect(trx, resource, writer);
         inFn.open();
         await release.promise;
       });
@@ -335,8 +360,8 @@ export function describeFenceStoreConformance(harness: FenceStoreHarness): void 
         release.open();
       }
       await newer;
-      expect(await advance).toMatchObject({ code: 'FENCE_AHEAD', highest: 7n });
-      expect(await harness.effects(resource)).toEqual([7n]);
+      expect(await advance).toMatchObject({ code: 'FENCE_AHEAD', highest: writer });
+      expect(await harness.effects(resource)).toEqual([writer]);
     });
 
     it('a session killed under fn fails the write closed (nothing applied, typed error), and the guard goes on', async () => {
@@ -405,6 +430,60 @@ export function describeFenceStoreConformance(harness: FenceStoreHarness): void 
         await newer.undo();
       }
       await guard.migrate();
+    });
+
+    // An optional role: run where the store offers it, skipped with the store's reason where not.
+    const writeIn = 'without' in harness.writeIn ? null : harness.writeIn;
+    const skippedWhy = 'without' in harness.writeIn ? ` (skipped: ${harness.writeIn.without})` : '';
+    describe(`writeIn: the check inside a transaction the caller holds${skippedWhy}`, () => {
+      it.skipIf(writeIn === null)('refuses a lower token with fn never run; an accepted write, its fence raise and its fire claim commit or roll back with the caller', async () => {
+        const role = writeIn!;
+        const resource = name();
+        const guard = role.guard(resource);
+        await guard.advance(5n);
+        let ran = false;
+        let caller = await role.begin();
+        await expect(guard.guardedWriteIn(caller.tx, 4n, async () => void (ran = true))).rejects.toMatchObject({ code: 'STALE_TOKEN', highest: 5n });
+        await caller.rollback();
+        expect(ran).toBe(false);
+        // Rolled back by the caller: nothing of it stays, neither the effect nor the raise nor the claim.
+        caller = await role.begin();
+        await guard.guardedWriteIn(caller.tx, 6n, (tx) => role.insertEffectIn(tx, resource, 6n), { fireId: 'f-1' });
+        await caller.rollback();
+        expect(await guard.highest()).toBe(5n);
+        expect(await harness.effects(resource)).toEqual([]);
+        expect([...(await guard.appliedFireIds(['f-1']))]).toEqual([]);
+        // Committed by the caller: all of it at once.
+        caller = await role.begin();
+        await guard.guardedWriteIn(caller.tx, 6n, (tx) => role.insertEffectIn(tx, resource, 6n), { fireId: 'f-1' });
+        await caller.commit();
+        expect(await guard.highest()).toBe(6n);
+        expect(await harness.effects(resource)).toEqual([6n]);
+        expect([...(await guard.appliedFireIds(['f-1']))]).toEqual(['f-1']);
+        // The same fire again, in another transaction: a duplicate, fn never run.
+        caller = await role.begin();
+        await expect(guard.guardedWriteIn(caller.tx, 6n, async () => void (ran = true), { fireId: 'f-1' })).rejects.toMatchObject({ code: 'DUPLICATE_FIRE' });
+        await caller.rollback();
+        expect(ran).toBe(false);
+      });
+
+      it.skipIf(writeIn === null)("holds the fence's lock until the caller's transaction ends: a higher write waits for it, and a lower one after it is refused", async () => {
+        const role = writeIn!;
+        const resource = name();
+        const guard = role.guard(resource);
+        await guard.advance(1n);
+        const caller = await role.begin();
+        await guard.guardedWriteIn(caller.tx, 3n, (tx) => role.insertEffectIn(tx, resource, 3n));
+        const higher = guard.guardedWrite(4n, (trx) => harness.insertEffect(trx, resource, 4n));
+        try {
+          await harness.waitForLockWait();
+        } finally {
+          await caller.commit();
+        }
+        await higher;
+        await expect(guard.guardedWrite(3n, async () => undefined)).rejects.toMatchObject({ code: 'STALE_TOKEN', highest: 4n });
+        expect(await harness.effects(resource)).toEqual([3n, 4n]);
+      });
     });
   });
 }

@@ -13,12 +13,14 @@ import { lowerFence, pruneFires, showFence } from './admin/fence-admin.js';
 import { textTable } from './text-table.js';
 import { etcdEndpoints, etcdSecurity, openEtcd, type EtcdSecurity, type EtcdSecurityOptions } from './etcd-connection.js';
 import type { Etcd3 } from 'etcd3';
+import { leaseStoreRow, leaseStores } from './lease-stores.js';
 
 interface GlobalOptions extends ConnectionOptions, EtcdSecurityOptions {
   readonly prefix: string;
   readonly schema: string;
   readonly table: string;
-  readonly leaseStore: 'redis' | 'postgres' | 'etcd';
+  /** A lease store's kind: a row of lease-stores.ts. */
+  readonly leaseStore: string;
   /** etcd's client endpoints, comma-separated (or ETCD_ENDPOINTS), on the etcd lease store. */
   readonly etcd?: string;
   /** The etcd key prefix (`etcdLeases({ prefix })`). */
@@ -98,9 +100,9 @@ export async function main(argv: readonly string[], io: Io = { out: (t) => proce
   };
   /** The etcd cluster of the etcd lease store, or null on another store. */
   const connectEtcd = async (o: GlobalOptions): Promise<{ client: Etcd3; endpoints: string[]; prefix: string; security: EtcdSecurity } | null> => {
-    if (o.leaseStore !== 'etcd') return null;
+    if (!leaseStoreRow(o.leaseStore).needs.etcd) return null;
     const named = etcdEndpoints(o.etcd);
-    if (named === null) throw new CliError(ExitCode.USAGE, '--lease-store etcd needs the cluster: give --etcd http://host:port,… or set ETCD_ENDPOINTS');
+    if (named === null) throw new CliError(ExitCode.USAGE, `--lease-store ${o.leaseStore} needs the cluster: give --etcd http://host:port,… or set ETCD_ENDPOINTS`);
     const security = etcdSecurity(o);
     const client = await openEtcd(named.endpoints, named.source, security);
     resources.push(async () => client.close());
@@ -119,7 +121,7 @@ export async function main(argv: readonly string[], io: Io = { out: (t) => proce
     .addOption(new Option('--prefix <prefix>', 'the key prefix the coordinators and guards use').default('fenced'))
     .addOption(new Option('--schema <schema>', "the guard's schema").default('public'))
     .addOption(new Option('--table <table>', "the guard's table").default('fenced_fences'))
-    .addOption(new Option('--lease-store <store>', 'where the leases live: redis, postgres (postgresLeases, beside the guard\'s table) or etcd (etcdLeases; with --etcd); Redis is then read only when given').choices(['redis', 'postgres', 'etcd']).default('redis'))
+    .addOption(new Option('--lease-store <store>', 'where the leases live: redis, postgres (postgresLeases, beside the guard\'s table) or etcd (etcdLeases; with --etcd); Redis is then read only when given').choices([...leaseStores.keys()]).default('redis'))
     .addOption(new Option('--etcd <endpoints>', 'etcd client endpoints, http://host:port,… (or set ETCD_ENDPOINTS), for --lease-store etcd'))
     .addOption(new Option('--etcd-prefix <prefix>', 'the key prefix of etcdLeases').default('fenced/'))
     .addOption(new Option('--etcd-cacert <file>', 'the CA that signed the etcd members’ certificates (PEM; default: the system’s roots)'))
@@ -144,8 +146,9 @@ export async function main(argv: readonly string[], io: Io = { out: (t) => proce
     .addHelpText('after', EXIT_CODES_HELP)
     .action(async (local: { lease?: string[]; history: number; serve?: boolean; host: string; port: number; refresh: string }, command: Command) => {
       const o = command.optsWithGlobals<GlobalOptions>();
-      const onPostgres = o.leaseStore === 'postgres';
-      const redis = o.leaseStore !== 'redis' && !redisGiven(o) ? null : await connectRedis(o);
+      const needs = leaseStoreRow(o.leaseStore).needs;
+      const onPostgres = needs.database;
+      const redis = !needs.redis && !redisGiven(o) ? null : await connectRedis(o);
       const etcd = await connectEtcd(o);
       const mysql = await connectMysql(o);
       const pool = mysql === null || onPostgres ? await connectDatabase(o, onPostgres) : null;
@@ -183,9 +186,10 @@ export async function main(argv: readonly string[], io: Io = { out: (t) => proce
     .action(async (local: { retention: string; postgres: boolean }, command: Command) => {
       const o = command.optsWithGlobals<GlobalOptions>();
       const retentionMs = parseDuration('--retention', local.retention);
-      const onPostgres = o.leaseStore === 'postgres';
-      if (onPostgres && !local.postgres) throw new CliError(ExitCode.USAGE, '--no-postgres cannot go with --lease-store postgres: the leases are in the database');
-      const redis = o.leaseStore !== 'redis' && !redisGiven(o) ? null : await connectRedis(o);
+      const needs = leaseStoreRow(o.leaseStore).needs;
+      const onPostgres = needs.database;
+      if (onPostgres && !local.postgres) throw new CliError(ExitCode.USAGE, `--no-postgres cannot go with --lease-store ${o.leaseStore}: the leases are in the database`);
+      const redis = !needs.redis && !redisGiven(o) ? null : await connectRedis(o);
       const etcd = await connectEtcd(o);
       const mysql = await connectMysql(o);
       const pool = local.postgres && (mysql === null || onPostgres) ? await connectDatabase(o, onPostgres) : null;

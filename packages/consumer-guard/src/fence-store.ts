@@ -27,13 +27,17 @@ import type { GuardedWriteContext, TransactionExecutor } from './write-context.j
  * - `advance` raises a fence strictly (`FenceAheadError` when it is already there or above) and is
  *   not held off forever by a writer of a lower token frozen inside its transaction.
  */
-export interface FenceStore {
+export interface FenceStore extends FenceWriteStore, FenceAdminStore {}
+
+/**
+ * The write half of a fence store: what guarded writes, the handler wrappers and an election's
+ * advance use (as kysely's `Driver` runs queries).
+ */
+export interface FenceWriteStore {
   /** The database kind: it labels the guard's events and metrics (`via`, `fenced.guard.path`). */
   readonly kind: FenceStoreKind;
   /** The default resource. */
   readonly resource: string;
-  /** Creates or upgrades the store's tables; refuses an installation a newer fenced migrated. */
-  migrate(): Promise<void>;
   /** `fn` in a transaction of its own that first checks (and raises) the fence. */
   write<T>(args: WriteArguments, fn: (trx: unknown, ctx: GuardedWriteContext) => Promise<T>): Promise<T>;
   /**
@@ -55,16 +59,25 @@ export interface FenceStore {
   advance(resource: string, token: Token): Promise<void>;
   /** The {@link Fence} of `resource` (validated here: the name comes from the caller). */
   fence(resource: string): Fence;
-  lowerFence(request: ParsedLowerFenceRequest): Promise<Token | null>;
-  inspect(): Promise<GuardInspection>;
-  auditLog(resource?: string, limit?: number): Promise<AuditEntry[]>;
-  pruneAppliedFires(olderThanMs: number): Promise<number>;
-  lastAppliedFire(): Promise<AppliedFire | null>;
   lastAppliedFires(resource: string, since: Date): Promise<ReadonlyMap<string, number>>;
   /** Which of `fireIds` have a claim on `resource` (see {@link Fence.appliedFireIds}). */
   appliedFireIds(resource: string, fireIds: readonly string[]): Promise<ReadonlySet<string>>;
   /** The claim of `fireId` on `resource` and the outcome its write recorded, or null if it was never applied (or was pruned). */
   appliedOutcome(resource: string, fireId: string): Promise<AppliedOutcome | null>;
+}
+
+/**
+ * The admin half of a fence store: what migrations and operators (`fenced status`, `doctor`,
+ * `lower-fence`, `prune`) use, as kysely keeps its `DatabaseIntrospector` beside its `Driver`.
+ */
+export interface FenceAdminStore {
+  /** Creates or upgrades the store's tables; refuses an installation a newer fenced migrated. */
+  migrate(): Promise<void>;
+  lowerFence(request: ParsedLowerFenceRequest): Promise<Token | null>;
+  inspect(): Promise<GuardInspection>;
+  auditLog(resource?: string, limit?: number): Promise<AuditEntry[]>;
+  pruneAppliedFires(olderThanMs: number): Promise<number>;
+  lastAppliedFire(): Promise<AppliedFire | null>;
 }
 
 /** One fire of a batch: its token and its fire id, validated. */

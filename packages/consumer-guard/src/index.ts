@@ -4,7 +4,7 @@
 export { createGuard, type Guard } from './create-guard.js';
 export type { CombinedGuard } from './combined-guard.js';
 export type { FenceGuard } from './fence-guard.js';
-export type { FenceStore, FenceStoreContext, FenceStoreFactory, FenceStoreKind } from './fence-store.js';
+export type { FenceAdminStore, FenceStore, FenceStoreContext, FenceStoreFactory, FenceStoreKind, FenceWriteStore } from './fence-store.js';
 export type { AppliedFire, AppliedOutcome, AuditEntry, FenceReport, GuardInspection, LowerFenceRequest } from './fence-records.js';
 export type { TransactionalHandler } from './handler/wrap-transactional.js';
 export { toProcessor } from './queues/bullmq.js';

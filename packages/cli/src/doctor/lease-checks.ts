@@ -2,7 +2,7 @@ import clusterKeySlot from 'cluster-key-slot';
 import { leaseKeys } from '@fenced/coordinator';
 import { createRedisGuard } from '@fenced/consumer-guard/redis';
 import type { RedisTarget } from '../connections.js';
-import type { LeaseStatus } from '../status/read-status.js';
+import type { LeaseStatus } from '../status/status-types.js';
 import { fail, pass, skip, warn, type CheckResult } from './check.js';
 
 /** On Cluster, a script's keys must share a slot: every key of a lease, and of a guard's resource. */

@@ -2,20 +2,19 @@ import type pg from 'pg';
 import type { RedisTarget } from '../connections.js';
 import { collectStatus } from '../status/read-status.js';
 import { fail, skip, type CheckResult } from './check.js';
-import { clusterSlotsCheck, failoverCheck, fencesCheck } from './lease-checks.js';
 import { appliedFiresCheck, isolationCheck, migrationsCheck, timeoutsCheck } from './postgres-checks.js';
 import { mysqlBinlogCheck, mysqlIsolationCheck, mysqlMigrationsCheck, mysqlTimeoutsCheck } from './mysql-checks.js';
 import type { Mysql2PoolLike } from '@fenced/consumer-guard/mysql';
-import { clockCheck, evictionCheck, persistenceCheck, replicationCheck, sentinelCheck } from './redis-checks.js';
+import { evictionCheck, persistenceCheck, replicationCheck } from './redis-checks.js';
+import { leaseStoreRow } from '../lease-stores.js';
 import type { Etcd3 } from 'etcd3';
 import type { EtcdSecurity } from '../etcd-connection.js';
-import { leaseClockCheck, leaseDurabilityCheck, leaseIdleTimeoutCheck, leaseListenCheck, leaseMigrationsCheck, leaseReplicationCheck } from './postgres-lease-checks.js';
 
 export interface DoctorOptions {
   /** Null on the PostgreSQL lease store with no Redis fast path. */
   readonly redis: RedisTarget | null;
-  /** Where the leases live. @defaultValue `'redis'` */
-  readonly leaseStore?: 'redis' | 'postgres' | 'etcd';
+  /** Where the leases live: a lease store's kind (lease-stores.ts). @defaultValue `'redis'` */
+  readonly leaseStore?: string;
   /** The etcd cluster on the etcd lease store: a client, the endpoints it was given, the key prefix. */
   readonly etcd?: { readonly client: Etcd3; readonly endpoints: readonly string[]; readonly prefix: string; readonly security: EtcdSecurity } | null;
   readonly pool: pg.Pool | null;
@@ -51,27 +50,13 @@ export async function runDoctor(options: DoctorOptions): Promise<DoctorReport> {
   });
   const checks: CheckResult[] = [];
   const redis = options.redis;
-  if (leaseStore === 'postgres') {
-    const pool = options.pool!;
-    const ttls = status.leases.flatMap((l) => (l.elections[0] === undefined ? [] : [l.elections[0].ttlMs]));
-    checks.push(await leaseMigrationsCheck(pool, options.schema, options.table));
-    checks.push(await leaseDurabilityCheck(pool));
-    checks.push(await leaseReplicationCheck(pool));
-    checks.push(await leaseIdleTimeoutCheck(pool, ttls));
-    checks.push(await leaseListenCheck(pool));
-    checks.push(await leaseClockCheck(pool));
-    checks.push(fencesCheck(status.leases));
-    if (redis === null) for (const id of ['redis.eviction', 'redis.persistence', 'redis.replication']) checks.push(skip(id, 'skipped: the leases live in PostgreSQL and no Redis was given.'));
+  const row = leaseStoreRow(leaseStore);
+  checks.push(...(await row.doctorChecks(options, status.leases, status.resources.map((r) => r.resource))));
+  if (!row.needs.redis) {
+    // Redis beside another lease store is the guard's fast path only: its durability still matters.
+    if (redis !== null) checks.push(await evictionCheck(redis), await persistenceCheck(redis), await replicationCheck(redis));
+    else for (const id of ['redis.eviction', 'redis.persistence', 'redis.replication']) checks.push(skip(id, `skipped: the leases live in ${row.label} and no Redis was given.`));
   }
-  if (leaseStore === 'etcd') {
-    const ttls = status.leases.flatMap((l) => (l.elections[0] === undefined ? [] : [l.elections[0].ttlMs]));
-    // Loaded only here: etcd3 is an optional peer, absent from deployments without etcd.
-    const { etcdChecks } = await import('./etcd-checks.js');
-    checks.push(...(await etcdChecks(options.etcd!.client, options.etcd!.endpoints, options.etcd!.security, options.pool, ttls)));
-    checks.push(fencesCheck(status.leases));
-    if (redis === null) for (const id of ['redis.eviction', 'redis.persistence', 'redis.replication']) checks.push(skip(id, 'skipped: the leases live in etcd and no Redis was given.'));
-  }
-  if (redis !== null) await redisChecks(redis, options, status, checks);
   if (options.mysql !== undefined && options.mysql !== null && inspection !== null) {
     checks.push(mysqlMigrationsCheck(inspection, `table ${options.table}`), mysqlIsolationCheck(inspection), mysqlBinlogCheck(inspection), mysqlTimeoutsCheck(inspection));
     checks.push({ ...appliedFiresCheck(inspection, options.retentionMs, Date.parse(status.at)), id: 'mysql.applied-fires' });
@@ -79,30 +64,6 @@ export async function runDoctor(options: DoctorOptions): Promise<DoctorReport> {
     postgresChecks(options, status, inspection, checks);
   }
   return { ok: checks.every((c) => c.verdict !== 'fail'), checks };
-}
-
-/** Redis, and the leases on it (on the PostgreSQL store, Redis is only the guard's fast path). */
-async function redisChecks(redis: RedisTarget, options: DoctorOptions, status: Awaited<ReturnType<typeof collectStatus>>['status'], checks: CheckResult[]): Promise<void> {
-  checks.push(await evictionCheck(redis), await persistenceCheck(redis), await replicationCheck(redis));
-  if ((options.leaseStore ?? 'redis') !== 'redis') return;
-
-  const ttls = status.leases.flatMap((l) => (l.elections[0] === undefined ? [] : [l.elections[0].ttlMs]));
-  let redisFailoverMs: number | null = null;
-  if (redis.kind === 'sentinel') {
-    const sentinel = await sentinelCheck(redis, ttls);
-    checks.push(sentinel.result);
-    redisFailoverMs = sentinel.downAfterMs;
-  } else {
-    checks.push(skip('redis.sentinel', 'not a Sentinel deployment.'));
-  }
-  if (redis.kind === 'cluster') {
-    const timeout = (await redis.client.nodes('master')[0]!.config('GET', 'cluster-node-timeout').catch(() => [])) as string[];
-    redisFailoverMs = timeout[1] === undefined ? null : Number(timeout[1]);
-  }
-  checks.push(await clusterSlotsCheck(redis, options.keyPrefix, status.leases.map((l) => l.lease), status.resources.map((r) => r.resource)));
-  checks.push(await clockCheck(redis));
-  checks.push(fencesCheck(status.leases));
-  checks.push(failoverCheck(status.leases, redisFailoverMs));
 }
 
 /** The guard's side of PostgreSQL: its migrations, isolation, timeouts and applied fires. */

@@ -1,15 +1,14 @@
-import { leaseKeys, parseLeaseValue } from '@fenced/coordinator';
 import type { GuardInspection } from '@fenced/consumer-guard/postgres';
 import type { Mysql2PoolLike } from '@fenced/consumer-guard/mysql';
 import { fenceGuardOn, type FenceDatabase } from '../fence-database.js';
 import { createRedisGuard } from '@fenced/consumer-guard/redis';
 import type pg from 'pg';
 import { scanKeys, type RedisTarget } from '../connections.js';
-import { readPostgresLeases } from './read-postgres-leases.js';
+import { leaseStoreRow } from '../lease-stores.js';
 import type { Etcd3 } from 'etcd3';
 
 export type { ElectionRecord, JobStatus, LeaseStatus } from './status-types.js';
-import { jobsOfRecord, type ElectionRecord, type LeaseStatus } from './status-types.js';
+import type { LeaseStatus } from './status-types.js';
 
 export interface Refusal {
   readonly at: string;
@@ -35,8 +34,8 @@ export interface ResourceStatus {
 export interface Status {
   /** When it was read, by the lease store's clock. */
   readonly at: string;
-  /** Where the leases live. */
-  readonly leaseStore: 'redis' | 'postgres' | 'etcd';
+  /** Where the leases live: a lease store's kind (lease-stores.ts). */
+  readonly leaseStore: string;
   readonly keyPrefix: string;
   readonly leases: readonly LeaseStatus[];
   readonly resources: readonly ResourceStatus[];
@@ -47,8 +46,8 @@ export interface Status {
 export interface StatusSource {
   /** The Redis deployment (leases, marks, refusals); null on the PostgreSQL lease store without a fast path. */
   readonly redis: RedisTarget | null;
-  /** Where the leases live. @defaultValue `'redis'` */
-  readonly leaseStore?: 'redis' | 'postgres' | 'etcd';
+  /** Where the leases live: a lease store's kind (lease-stores.ts). @defaultValue `'redis'` */
+  readonly leaseStore?: string;
   /** The etcd cluster (`--etcd`) on the etcd lease store, and the key prefix its leases live under. */
   readonly etcd?: { readonly client: Etcd3; readonly prefix: string } | null;
   readonly pool: pg.Pool | null;
@@ -67,50 +66,6 @@ export interface StatusSource {
 }
 
 const iso = (ms: number) => new Date(ms).toISOString();
-
-/** The server's clock, read once, so every age in the report counts from the same instant. */
-async function serverNow(redis: RedisTarget): Promise<number> {
-  const [seconds, micros] = await redis.client.time();
-  return Number(seconds) * 1000 + Math.floor(Number(micros) / 1000);
-}
-
-/** The names of the leases under `keyPrefix`: every lease that ever minted a token has a counter. */
-export async function leaseNames(redis: RedisTarget, keyPrefix: string): Promise<string[]> {
-  const suffix = '}:token';
-  const head = `${keyPrefix}:{`;
-  return (await scanKeys(redis, `${keyPrefix}:{*}:token`))
-    .filter((key) => key.startsWith(head) && key.endsWith(suffix))
-    .map((key) => key.slice(head.length, -suffix.length))
-    .filter((name) => /^[A-Za-z0-9_.-]{1,64}$/.test(name));
-}
-
-async function readLease(redis: RedisTarget, keyPrefix: string, lease: string, history: number): Promise<LeaseStatus> {
-  const keys = leaseKeys(keyPrefix, lease);
-  const client = redis.client;
-  const [value, pttl, counter, fires, entries] = await Promise.all([
-    client.get(keys.lease),
-    client.pttl(keys.lease),
-    client.get(keys.counter),
-    client.hgetall(keys.fires),
-    client.xrevrange(keys.elections, '+', '-', 'COUNT', history),
-  ]);
-  const holder = value === null ? null : parseLeaseValue(value);
-  const jobs = jobsOfRecord(fires);
-  const elections = entries.map(([id, flat]): ElectionRecord => {
-    const f = fieldsOf(flat);
-    return { at: iso(Number(id.split('-')[0])), token: f['token'] ?? '?', node: f['node'] ?? '?', ttlMs: Number(f['ttl'] ?? NaN), fences: Number(f['fences'] ?? NaN), regressed: f['regressed'] === '1' };
-  });
-  const gap = fires[':failover-gap'];
-  return {
-    lease,
-    leader: holder === null ? null : { node: holder.nodeId, token: holder.token.toString() },
-    timeLeftMs: holder === null || pttl < 0 ? null : pttl,
-    counter,
-    jobs,
-    failoverGapMs: gap === undefined ? null : Number(gap),
-    elections,
-  };
-}
 
 function fieldsOf(flat: readonly string[]): Record<string, string> {
   const out: Record<string, string> = {};
@@ -151,23 +106,11 @@ export async function readStatus(source: StatusSource): Promise<Status> {
 export async function collectStatus(source: StatusSource): Promise<{ status: Status; inspection: GuardInspection | null }> {
   const history = source.history ?? 10;
   const leaseStore = source.leaseStore ?? 'redis';
-  let now: number;
-  let leases: LeaseStatus[];
-  if (leaseStore === 'postgres') {
-    if (source.pool === null) throw new Error('the PostgreSQL lease store needs the database');
-    ({ now, leases } = await readPostgresLeases(source.pool, source.schema, source.table, source.leases, history));
-  } else if (leaseStore === 'etcd') {
-    if (source.etcd == null) throw new Error('the etcd lease store needs etcd');
-    // Loaded only here: etcd3 is an optional peer, absent from deployments without etcd.
-    const { readEtcdLeases } = await import('./read-etcd-leases.js');
-    ({ now, leases } = await readEtcdLeases(source.etcd.client, source.etcd.prefix, source.leases, history));
-  } else {
-    const redis = source.redis;
-    if (redis === null) throw new Error('the Redis lease store needs Redis');
-    now = await serverNow(redis);
-    const names = source.leases ?? (await leaseNames(redis, source.keyPrefix));
-    leases = await Promise.all(names.map((lease) => readLease(redis, source.keyPrefix, lease, history)));
-  }
+  const row = leaseStoreRow(leaseStore);
+  if (row.needs.redis && source.redis === null) throw new Error(`the ${row.label} lease store needs Redis`);
+  if (row.needs.database && source.pool === null) throw new Error(`the ${row.label} lease store needs the database`);
+  if (row.needs.etcd && source.etcd == null) throw new Error(`the ${row.label} lease store needs etcd`);
+  const { now, leases } = await row.readLeases(source, source.leases, history);
 
   const fences: FenceDatabase | null =
     source.mysql !== undefined && source.mysql !== null ? { kind: 'mysql', pool: source.mysql } : source.pool === null ? null : { kind: 'postgres', pool: source.pool };

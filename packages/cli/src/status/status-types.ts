@@ -1,4 +1,4 @@
-// The status of one lease, whatever store it lives in (read-status.ts reads Redis, read-postgres-leases.ts PostgreSQL).
+// The status of one lease, whatever store it lives in (each store's reader: read-redis-leases.ts, read-postgres-leases.ts, read-etcd-leases.ts; lease-stores.ts picks one).
 
 /** One election, from the lease's stream. */
 export interface ElectionRecord {

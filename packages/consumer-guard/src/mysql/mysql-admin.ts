@@ -1,20 +1,13 @@
-import { ConfigError, parseResource, type FencedLogger, type GuardUnavailableError, type Token } from '@fenced/shared';
-import { emit, storedToken } from '@fenced/shared/internal';
+import { parseResource, type Token } from '@fenced/shared';
+import { storedToken } from '@fenced/shared/internal';
 import { auditEntryOf, latestFireByJob, type AppliedFire, type AuditEntry, type GuardInspection, type ParsedLowerFenceRequest } from '../fence-records.js';
 import { LATEST_MYSQL_MIGRATION } from './migrator.js';
 import type { MysqlObjectNames } from './names.js';
 import type { MysqlSession, Row } from './session.js';
+import { checkPruneAge, reportLowered, type SqlAdminContext } from '../sql/admin-context.js';
 
 /** What the admin and inspection operations need from the store that owns them. */
-export interface MysqlAdminContext {
-  readonly session: MysqlSession<unknown>;
-  readonly names: MysqlObjectNames;
-  readonly defaultResource: string;
-  readonly logger: FencedLogger | undefined;
-  readonly fail: (resource: string, phase: string, cause: unknown) => GuardUnavailableError;
-  /** Called after a fence was lowered, with the new token. */
-  readonly onLowered: (resource: string, token: Token) => void;
-}
+export type MysqlAdminContext = SqlAdminContext<MysqlSession<unknown>, MysqlObjectNames>;
 
 // Times travel as epoch milliseconds computed by the server, so neither the session's time zone nor
 // the driver's date parsing can shift them.
@@ -35,14 +28,11 @@ export function mysqlAdminOperations(ctx: MysqlAdminContext) {
     }
     // A CALL answers its result sets first, then its status.
     const first = Array.isArray(rows[0]) ? (rows[0] as Row[])[0] : rows[0];
-    const previous = typeof first?.['previous'] === 'string' ? storedToken(first['previous']) : null;
-    ctx.onLowered(resource, token);
-    emit(ctx.logger, { type: 'fence.lowered', resource, from: previous, to: token, actor: request.actor, reason: request.reason });
-    return previous;
+    return reportLowered(ctx, request, typeof first?.['previous'] === 'string' ? storedToken(first['previous']) : null);
   }
 
   async function pruneAppliedFires(olderThanMs: number): Promise<number> {
-    if (!Number.isInteger(olderThanMs) || olderThanMs < 0) throw new ConfigError('pruneAppliedFires', [{ path: 'olderThanMs', message: 'must be a non-negative integer' }]);
+    checkPruneAge(olderThanMs);
     try {
       return await ctx.session.update(`DELETE FROM ${ctx.names.applied} WHERE applied_at < NOW(6) - INTERVAL ? MICROSECOND`, [olderThanMs * 1000]);
     } catch (err) {

@@ -1,5 +1,5 @@
 import { parseResource } from '@fenced/shared';
-import type { AdminContext } from './admin.js';
+import type { AdminContext } from './postgres-admin.js';
 import { LATEST_MIGRATION } from './migrator.js';
 import { auditEntryOf, type AuditEntry, type GuardInspection } from '../fence-records.js';
 

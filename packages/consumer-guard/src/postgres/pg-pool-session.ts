@@ -1,5 +1,5 @@
 import { watchCheckout, watchPool, type CheckoutWatch } from './connection-errors.js';
-import { isConnectionFailure } from './sql-state.js';
+import { isConnectionFailure } from './postgres-errors.js';
 import { PhaseError } from '../sql/phase-error.js';
 import { runGuardedTransaction, toParams, type GuardSession } from './session.js';
 
@@ -66,7 +66,7 @@ export function pgPoolSession<Client extends PgClientLike>(pool: PgPoolLike<Clie
     } catch (err) {
       // A failed transaction was rolled back and its connection is fine, unless the connection
       // reported an error or the ROLLBACK failed too; a statement failing with a connection error
-      // (sql-state.ts) failed at the connection.
+      // (postgres-errors.ts) failed at the connection.
       const failed = err instanceof PhaseError ? err.connectionBroken : isConnectionFailure(err);
       broken = watch.lost() ?? (failed ? asError(err) : undefined);
       throw err;

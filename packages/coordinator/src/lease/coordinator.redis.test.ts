@@ -4,7 +4,7 @@ import type { Redis } from 'ioredis';
 import { failpoints } from '@fenced/shared/failpoints';
 import { startRedisServer } from '@fenced/chaos';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { createCoordinator, type Coordinator, type CreateCoordinatorOptions } from '../index.js';
+import { Coordinator, createCoordinator, type CreateCoordinatorOptions } from '../index.js';
 import { leaseKeys } from '../store/redis/lease-keys.js';
 
 let admin: Redis;
@@ -380,6 +380,20 @@ describe('bad options', () => {
     }
     expect(isFencedError(caught, 'INVALID_CONFIG')).toBe(true);
     expect((caught as { issues: { path: string }[] }).issues.map((i) => i.path)).toContain(path);
+  });
+
+  it('the class names no store: new Coordinator({ redis }) is a ConfigError naming store; createCoordinator({ redis }) makes the Redis store', () => {
+    let caught: unknown;
+    try {
+      new Coordinator({ redis, lease: 'billing' });
+    } catch (err) {
+      caught = err;
+    }
+    expect(isFencedError(caught, 'INVALID_CONFIG')).toBe(true);
+    expect((caught as { issues: { path: string }[] }).issues.map((i) => i.path)).toEqual(['store']);
+    const real = createRedis();
+    clients.push(real);
+    expect(createCoordinator({ redis: real, lease: 'billing' }).store.kind).toBe('redis');
   });
 });
 

@@ -1,21 +1,12 @@
-import { emit } from '@fenced/shared/internal';
-import { ConfigError, type FencedLogger, type GuardUnavailableError, type Token } from '@fenced/shared';
+import type { Token } from '@fenced/shared';
 import { storedToken } from '@fenced/shared/internal';
 import type { GuardObjectNames } from './names.js';
 import type { GuardSession } from './session.js';
+import { checkPruneAge, reportLowered, type SqlAdminContext } from '../sql/admin-context.js';
 import { latestFireByJob, type AppliedFire, type ParsedLowerFenceRequest } from '../fence-records.js';
 
 /** What the admin operations need from the guard that owns them. */
-export interface AdminContext {
-  readonly session: GuardSession<unknown>;
-  readonly names: GuardObjectNames;
-  readonly defaultResource: string;
-  readonly logger: FencedLogger | undefined;
-  /** Maps a database failure to the guard's typed error. */
-  readonly fail: (resource: string, phase: string, cause: unknown) => GuardUnavailableError;
-  /** Called after a fence was lowered, with the new token. */
-  readonly onLowered: (resource: string, token: Token) => void;
-}
+export type AdminContext = SqlAdminContext<GuardSession<unknown>, GuardObjectNames>;
 
 /**
  * The PostgreSQL guard's operations outside the write path: the audited lowering of a fence, pruning
@@ -33,14 +24,11 @@ export function adminOperations(ctx: AdminContext) {
     } catch (err) {
       throw ctx.fail(resource, 'lower fence', err);
     }
-    const previous = typeof rows[0]?.['previous'] === 'string' ? storedToken(rows[0]['previous'] as string) : null;
-    ctx.onLowered(resource, token);
-    emit(ctx.logger, { type: 'fence.lowered', resource, from: previous, to: token, actor: request.actor, reason: request.reason });
-    return previous;
+    return reportLowered(ctx, request, typeof rows[0]?.['previous'] === 'string' ? storedToken(rows[0]['previous'] as string) : null);
   }
 
   async function pruneAppliedFires(olderThanMs: number): Promise<number> {
-    if (!Number.isInteger(olderThanMs) || olderThanMs < 0) throw new ConfigError('pruneAppliedFires', [{ path: 'olderThanMs', message: 'must be a non-negative integer' }]);
+    checkPruneAge(olderThanMs);
     try {
       const rows = await ctx.session.query({
         text: `WITH gone AS (DELETE FROM ${ctx.names.applied} WHERE applied_at < now() - make_interval(secs => $1::double precision / 1000) RETURNING 1) SELECT count(*)::int AS n FROM gone`,
