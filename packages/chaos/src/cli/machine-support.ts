@@ -6,6 +6,7 @@ import { scenarios } from '../sim/scenarios.js';
 import { redisServerInstalled } from '../sim/sim-redis.js';
 import type { SimApp } from '../sim/sim-app.js';
 import type { SimTarget } from './parse-args.js';
+import { simLeaseStore } from '../sim/lease-store-runs.js';
 
 /** What a run may need of this machine beyond Node and the database, and how to get it. */
 export const MACHINE_NEEDS = {
@@ -22,7 +23,7 @@ export function needsOf(app: SimApp, target: SimTarget): MachineNeed[] {
   const needs: MachineNeed[] = [];
   if (app.usesRedis?.(target.leaseStore) ?? true) needs.push('redis-server');
   if (scenario.postgres !== undefined) needs.push('PostgreSQL server binaries');
-  if (target.leaseStore === 'etcd') needs.push('etcd');
+  if (simLeaseStore(target.leaseStore).needsEtcd) needs.push('etcd');
   if (scenario.clockFault !== undefined) needs.push('libfaketime');
   return needs;
 }

@@ -10,7 +10,7 @@ import { managedProcess } from '../process/managed-process.js';
 import { startFaultProxy, type FaultProxy } from '../fault-proxy.js';
 import { startPostgresServer } from '../postgres/postgres-server.js';
 import { startPostgresCluster } from '../postgres/postgres-cluster.js';
-import { startEtcdCluster } from '../etcd/etcd-cluster.js';
+import { simLeaseStore } from './lease-store-runs.js';
 import { seededRandom } from '../random.js';
 import { FaultContext, type SimNode } from './fault-context.js';
 import { runFaultRounds } from './fault-rounds.js';
@@ -62,19 +62,19 @@ export interface RunResult {
   readonly diagnostics: Readonly<Record<string, string>>;
 }
 
-/**
- * etcd grants whole seconds, and at least 1.5 times its election timeout (2 s with the defaults the
- * run's cluster keeps): a shorter TTL is raised by the server, and a crashed leader's lease lasts what
- * etcd granted. On etcd a run asks for what it gets (its renew interval scaled alike), so that the
- * checker's bounds, counted in TTLs, describe the lease etcd actually keeps.
- */
-export const ETCD_MIN_TTL_MS = 2000;
+export { ETCD_MIN_TTL_MS } from './lease-store-runs.js';
 
-function onEtcdTimings(options: RunOptions): RunOptions {
-  if (options.leaseStore !== 'etcd' || options.ttlMs >= ETCD_MIN_TTL_MS) return options;
-  const scale = ETCD_MIN_TTL_MS / options.ttlMs;
+/**
+ * A run asks for the TTL its lease store keeps (etcd raises a shorter one: `SimLeaseStore.minTtlMs`),
+ * its renew interval scaled alike, so that the checker's bounds, counted in TTLs, describe the lease
+ * the store actually keeps.
+ */
+function onStoreTimings(options: RunOptions): RunOptions {
+  const minTtlMs = simLeaseStore(options.leaseStore ?? 'redis').minTtlMs;
+  if (options.ttlMs >= minTtlMs) return options;
+  const scale = minTtlMs / options.ttlMs;
   // The fault time too: a run is as many TTLs long as on the other stores, so as many rounds fit.
-  return { ...options, ttlMs: ETCD_MIN_TTL_MS, renewIntervalMs: Math.round(options.renewIntervalMs * scale), durationMs: Math.round(options.durationMs * scale) };
+  return { ...options, ttlMs: minTtlMs, renewIntervalMs: Math.round(options.renewIntervalMs * scale), durationMs: Math.round(options.durationMs * scale) };
 }
 
 /** Parses a PostgreSQL URL's host and port, to put a fault proxy in front of it. */
@@ -102,16 +102,17 @@ function pgTarget(databaseUrl: string): { port: number; rewrite: (port: number) 
  * everything and lets the replicas catch up; then checks what took effect against the promise.
  */
 export async function runScenario(app: SimApp, scenario: Scenario, mode: SimMode, given: RunOptions): Promise<RunResult> {
-  const options = onEtcdTimings(given);
+  const options = onStoreTimings(given);
+  const store = simLeaseStore(options.leaseStore ?? 'redis');
   // A scenario that restarts PostgreSQL, or fails it over, gets a server (a primary and its replica)
   // of its own: the shared one serves everyone else.
   const postgres = scenario.postgres === 'private' ? await startPostgresServer() : undefined;
   const cluster = scenario.postgres === 'replicated' ? await startPostgresCluster() : undefined;
   const databaseUrl = postgres?.url ?? cluster?.url ?? options.databaseUrl;
-  // On the etcd store: a three-member cluster of the run's own (its faults must not reach another run).
-  const etcd = options.leaseStore === 'etcd' ? await startEtcdCluster() : undefined;
+  // The store's own servers for this run (etcd: a three-member cluster; its faults reach no other run).
+  const { etcd } = await store.startForRun();
   const run: RunContext = {
-    id: `sim_${scenario.name.replace(/-/g, '_')}_${options.leaseStore === 'postgres' ? 'pg_' : options.leaseStore === 'etcd' ? 'etcd_' : ''}${mode}_${randomBytes(3).toString('hex')}`,
+    id: `sim_${scenario.name.replace(/-/g, '_')}_${store.idTag}${mode}_${randomBytes(3).toString('hex')}`,
     mode,
     databaseUrl,
     ttlMs: options.ttlMs,
