@@ -69,7 +69,7 @@ function specifiers(text: string): string[] {
  * scripts. The fence stores are folders of consumer-guard/src beside the guard core.
  */
 const leaseStoreFolders = (): string[] => foldersIn('packages/coordinator/src/store');
-const fenceStoreFolders = ['packages/consumer-guard/src/postgres', 'packages/consumer-guard/src/mysql', 'packages/consumer-guard/src/redis'];
+const fenceStoreFolders = ['packages/consumer-guard/src/postgres', 'packages/consumer-guard/src/mysql', 'packages/consumer-guard/src/redis', 'packages/consumer-guard/src/memory'];
 
 /** Every pair of the folders. */
 function pairsOf(folders: readonly string[]): Array<readonly [string, string]> {
@@ -141,6 +141,8 @@ const downward: ReadonlyArray<readonly [from: string, mustNotImport: string]> = 
   ['packages/consumer-guard/src/handler', 'packages/consumer-guard/src/mysql'],
   ['packages/consumer-guard/src/mysql', 'packages/consumer-guard/src/handler'],
   ['packages/consumer-guard/src/mysql', 'packages/consumer-guard/src/combined-guard.ts'],
+  ['packages/consumer-guard/src/memory', 'packages/consumer-guard/src/handler'],
+  ['packages/consumer-guard/src/memory', 'packages/consumer-guard/src/combined-guard.ts'],
   ['packages/consumer-guard/src/http', 'packages/consumer-guard/src/postgres'],
   ['packages/consumer-guard/src/http', 'packages/consumer-guard/src/mysql'],
   ['packages/consumer-guard/src/sql', 'packages/consumer-guard/src/postgres'],

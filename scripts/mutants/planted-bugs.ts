@@ -31,6 +31,8 @@ const MYSQL_FENCE_TESTS = ['test/fence-store/conformance-mysql.test.ts'];
 const HTTP_TESTS = ['test/http-fences.test.ts'];
 const MEMORY_LEASE_TESTS = ['test/lease-store/conformance-memory.test.ts'];
 const MEMORY_SERVER = 'packages/coordinator/src/store/memory/memory-server.ts';
+const MEMORY_FENCES = 'packages/consumer-guard/src/memory/memory-store.ts';
+const MEMORY_FENCE_TESTS = ['test/fence-store/conformance-memory.test.ts'];
 const ETCD_LEASE_TESTS = ['test/lease-store/conformance-etcd.test.ts', 'test/etcd-leases.test.ts', 'packages/coordinator/src/store/etcd/etcd-sessions.etcd.test.ts'];
 
 export const PLANTED_BUGS: readonly PlantedBug[] = [
@@ -842,6 +844,42 @@ export const PLANTED_BUGS: readonly PlantedBug[] = [
     find: '    for (const [member, expiresAt] of members) if (expiresAt <= now) members.delete(member);\n',
     replace: '',
     tests: MEMORY_LEASE_TESTS,
+  },
+  {
+    id: 'memory-equal-token-refused',
+    layer: 'guard',
+    bug: "the in-memory fence refuses a token equal to the fence (a comparison one off): a leader's second write of its own term is refused as stale",
+    file: MEMORY_FENCES,
+    find: '      if (fence !== null && fence > token) {',
+    replace: '      if (fence !== null && fence >= token) {',
+    tests: MEMORY_FENCE_TESTS,
+  },
+  {
+    id: 'memory-raise-before-fn',
+    layer: 'guard',
+    bug: "the in-memory fence is raised before fn runs, outside the commit: a write whose fn failed still raises the fence, and refuses the writes of the term it did not win",
+    file: MEMORY_FENCES,
+    find: '      // A session ended under fn fails the write, whatever fn goes on doing: nothing of it commits.\n',
+    replace: '      if (fence === null || token > fence) db.fences.set(resource, token);\n',
+    tests: MEMORY_FENCE_TESTS,
+  },
+  {
+    id: 'memory-no-fire-claim',
+    layer: 'dedupe',
+    bug: 'the in-memory store never looks at the fire claims before fn: a fire dispatched twice is applied twice',
+    file: MEMORY_FENCES,
+    find: 'if (fireId !== null && db.claims(resource).has(fireId)) {',
+    replace: 'if (fireId !== null && false) {',
+    tests: MEMORY_FENCE_TESTS,
+  },
+  {
+    id: 'memory-takeover-ends-equal-token',
+    layer: 'survival',
+    bug: "the in-memory takeover ends a writer of the very token being advanced to (a comparison one off): the new leader's own first write is killed",
+    file: MEMORY_FENCES,
+    find: 'if (blocker === null || blocker.token === null || blocker.token >= token) return [];',
+    replace: 'if (blocker === null || blocker.token === null || blocker.token > token) return [];',
+    tests: MEMORY_FENCE_TESTS,
   },
   {
     id: 'etcd-fires-unchecked',

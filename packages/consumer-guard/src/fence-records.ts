@@ -137,3 +137,8 @@ export function auditEntryOf(row: Readonly<Record<string, unknown>>, at: Date): 
     at,
   };
 }
+
+/** Refuses an age for `pruneAppliedFires` that is not a whole, non-negative number of milliseconds. */
+export function checkPruneAge(olderThanMs: number): void {
+  if (!Number.isInteger(olderThanMs) || olderThanMs < 0) throw new ConfigError('pruneAppliedFires', [{ path: 'olderThanMs', message: 'must be a non-negative integer' }]);
+}

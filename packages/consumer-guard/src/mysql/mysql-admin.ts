@@ -1,10 +1,10 @@
 import { parseResource, type Token } from '@fenced/shared';
 import { storedToken } from '@fenced/shared/internal';
-import { auditEntryOf, latestFireByJob, type AppliedFire, type AuditEntry, type GuardInspection, type ParsedLowerFenceRequest } from '../fence-records.js';
+import { auditEntryOf, checkPruneAge, latestFireByJob, type AppliedFire, type AuditEntry, type GuardInspection, type ParsedLowerFenceRequest } from '../fence-records.js';
 import { LATEST_MYSQL_MIGRATION } from './migrator.js';
 import type { MysqlObjectNames } from './names.js';
 import type { MysqlSession, Row } from './session.js';
-import { checkPruneAge, reportLowered, type SqlAdminContext } from '../sql/admin-context.js';
+import { reportLowered, type SqlAdminContext } from '../sql/admin-context.js';
 
 /** What the admin and inspection operations need from the store that owns them. */
 export type MysqlAdminContext = SqlAdminContext<MysqlSession<unknown>, MysqlObjectNames>;

@@ -2,8 +2,8 @@ import type { Token } from '@fenced/shared';
 import { storedToken } from '@fenced/shared/internal';
 import type { GuardObjectNames } from './names.js';
 import type { GuardSession } from './session.js';
-import { checkPruneAge, reportLowered, type SqlAdminContext } from '../sql/admin-context.js';
-import { latestFireByJob, type AppliedFire, type ParsedLowerFenceRequest } from '../fence-records.js';
+import { reportLowered, type SqlAdminContext } from '../sql/admin-context.js';
+import { checkPruneAge, latestFireByJob, type AppliedFire, type ParsedLowerFenceRequest } from '../fence-records.js';
 
 /** What the admin operations need from the guard that owns them. */
 export type AdminContext = SqlAdminContext<GuardSession<unknown>, GuardObjectNames>;

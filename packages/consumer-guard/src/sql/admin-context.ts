@@ -1,4 +1,4 @@
-import { ConfigError, type FencedLogger, type GuardUnavailableError, type Token } from '@fenced/shared';
+import type { FencedLogger, GuardUnavailableError, Token } from '@fenced/shared';
 import { emit } from '@fenced/shared/internal';
 import type { ParsedLowerFenceRequest } from '../fence-records.js';
 
@@ -19,9 +19,4 @@ export function reportLowered<S, N>(ctx: SqlAdminContext<S, N>, request: ParsedL
   ctx.onLowered(request.resource, request.token);
   emit(ctx.logger, { type: 'fence.lowered', resource: request.resource, from: previous, to: request.token, actor: request.actor, reason: request.reason });
   return previous;
-}
-
-/** Refuses an age for `pruneAppliedFires` that is not a whole, non-negative number of milliseconds. */
-export function checkPruneAge(olderThanMs: number): void {
-  if (!Number.isInteger(olderThanMs) || olderThanMs < 0) throw new ConfigError('pruneAppliedFires', [{ path: 'olderThanMs', message: 'must be a non-negative integer' }]);
 }
