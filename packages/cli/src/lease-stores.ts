@@ -5,7 +5,7 @@ import type { EtcdSecurity } from './etcd-connection.js';
 import { skip, type CheckResult } from './doctor/check.js';
 import { clusterSlotsCheck, failoverCheck, fencesCheck } from './doctor/lease-checks.js';
 import { leaseClockCheck, leaseDurabilityCheck, leaseIdleTimeoutCheck, leaseListenCheck, leaseMigrationsCheck, leaseReplicationCheck } from './doctor/postgres-lease-checks.js';
-import { clockCheck, evictionCheck, persistenceCheck, replicationCheck, sentinelCheck } from './doctor/redis-checks.js';
+import { clockCheck, redisDurabilityChecks, sentinelCheck } from './doctor/redis-checks.js';
 import { readPostgresLeases } from './status/read-postgres-leases.js';
 import { readRedisLeases } from './status/read-redis-leases.js';
 import type { LeaseStatus } from './status/status-types.js';
@@ -48,7 +48,7 @@ const redisRow: LeaseStoreRow = {
   readLeases: (on, only, history) => readRedisLeases(on.redis!, on.keyPrefix, only, history),
   async doctorChecks(on, leases, resources) {
     const redis = on.redis!;
-    const checks = [await evictionCheck(redis), await persistenceCheck(redis), await replicationCheck(redis)];
+    const checks = await redisDurabilityChecks(redis);
     let redisFailoverMs: number | null = null;
     if (redis.kind === 'sentinel') {
       const sentinel = await sentinelCheck(redis, lastTtls(leases));

@@ -156,3 +156,11 @@ export async function clockCheck(target: RedisTarget): Promise<CheckResult> {
     'Run NTP (chrony, systemd-timesyncd) on this host and on the Redis servers.',
   );
 }
+
+/**
+ * What Redis must keep, whatever it holds: the token counter not evicted, the keys persisted, the
+ * writes replicated (on the Redis lease store, and as the guard's fast path beside another).
+ */
+export async function redisDurabilityChecks(target: RedisTarget): Promise<CheckResult[]> {
+  return [await evictionCheck(target), await persistenceCheck(target), await replicationCheck(target)];
+}

@@ -5,7 +5,7 @@ import { fail, skip, type CheckResult } from './check.js';
 import { appliedFiresCheck, isolationCheck, migrationsCheck, timeoutsCheck } from './postgres-checks.js';
 import { mysqlBinlogCheck, mysqlIsolationCheck, mysqlMigrationsCheck, mysqlTimeoutsCheck } from './mysql-checks.js';
 import type { Mysql2PoolLike } from '@fenced/consumer-guard/mysql';
-import { evictionCheck, persistenceCheck, replicationCheck } from './redis-checks.js';
+import { redisDurabilityChecks } from './redis-checks.js';
 import { leaseStoreRow } from '../lease-stores.js';
 import type { Etcd3 } from 'etcd3';
 import type { EtcdSecurity } from '../etcd-connection.js';
@@ -54,7 +54,7 @@ export async function runDoctor(options: DoctorOptions): Promise<DoctorReport> {
   checks.push(...(await row.doctorChecks(options, status.leases, status.resources.map((r) => r.resource))));
   if (!row.needs.redis) {
     // Redis beside another lease store is the guard's fast path only: its durability still matters.
-    if (redis !== null) checks.push(await evictionCheck(redis), await persistenceCheck(redis), await replicationCheck(redis));
+    if (redis !== null) checks.push(...(await redisDurabilityChecks(redis)));
     else for (const id of ['redis.eviction', 'redis.persistence', 'redis.replication']) checks.push(skip(id, `skipped: the leases live in ${row.label} and no Redis was given.`));
   }
   if (options.mysql !== undefined && options.mysql !== null && inspection !== null) {

@@ -58,7 +58,8 @@ async function readLease(redis: RedisTarget, keyPrefix: string, lease: string, h
   };
 }
 
-function fieldsOf(flat: readonly string[]): Record<string, string> {
+/** A Redis stream entry's fields, from the flat list XRANGE answers. */
+export function fieldsOf(flat: readonly string[]): Record<string, string> {
   const out: Record<string, string> = {};
   for (let i = 0; i + 1 < flat.length; i += 2) out[flat[i]!] = flat[i + 1]!;
   return out;

@@ -5,6 +5,7 @@ import { createRedisGuard } from '@fenced/consumer-guard/redis';
 import type pg from 'pg';
 import { scanKeys, type RedisTarget } from '../connections.js';
 import { leaseStoreRow } from '../lease-stores.js';
+import { fieldsOf } from './read-redis-leases.js';
 import type { Etcd3 } from 'etcd3';
 
 export type { ElectionRecord, JobStatus, LeaseStatus } from './status-types.js';
@@ -66,12 +67,6 @@ export interface StatusSource {
 }
 
 const iso = (ms: number) => new Date(ms).toISOString();
-
-function fieldsOf(flat: readonly string[]): Record<string, string> {
-  const out: Record<string, string> = {};
-  for (let i = 0; i + 1 < flat.length; i += 2) out[flat[i]!] = flat[i + 1]!;
-  return out;
-}
 
 /**
  * The latest refusals of every resource named in Redis (every resource that refused a write has a

@@ -136,7 +136,6 @@ export function memoryFenceStore(options: MemoryStoreOptions, context: FenceStor
 
   async function inspect(): Promise<GuardInspection> {
     const applied = [...db.applied.values()].flatMap((claims) => [...claims.values()]);
-    const oldest = applied.reduce<Date | null>((min, claim) => (min === null || claim.appliedAt < min ? claim.appliedAt : min), null);
     return {
       store: 'memory',
       migrations: { applied: Math.max(0, ...db.migrations), known: MEMORY_MIGRATION },
@@ -147,10 +146,10 @@ export function memoryFenceStore(options: MemoryStoreOptions, context: FenceStor
           token,
           appliedFires: claims.length,
           lastAppliedFire: latestOf(claims),
-          oldestAppliedAt: claims.reduce<Date | null>((min, [, c]) => (min === null || c.appliedAt < min ? c.appliedAt : min), null),
+          oldestAppliedAt: oldestOf(claims.map(([, claim]) => claim)),
         };
       }),
-      appliedFires: { rows: applied.length, bytes: 0, oldest },
+      appliedFires: { rows: applied.length, bytes: 0, oldest: oldestOf(applied) },
       server: { defaultIsolation: 'serializable', readOnly: false, lockTimeoutMs: 0, statementTimeoutMs: 0, idleInTransactionTimeoutMs: 0, mayEndOtherRoles: true, version: 'in memory' },
     };
   }
@@ -208,4 +207,9 @@ function latestOf(claims: ReadonlyArray<readonly [string, { readonly token: Toke
   let latest: AppliedFire | null = null;
   for (const [fireId, claim] of claims) if (latest === null || claim.appliedAt >= latest.appliedAt) latest = { fireId, token: claim.token, appliedAt: claim.appliedAt };
   return latest;
+}
+
+/** When the oldest of `claims` was applied, or null for none. */
+function oldestOf(claims: ReadonlyArray<{ readonly appliedAt: Date }>): Date | null {
+  return claims.reduce<Date | null>((min, claim) => (min === null || claim.appliedAt < min ? claim.appliedAt : min), null);
 }
