@@ -142,6 +142,16 @@ async function resolveEtcd(stops: Array<() => Promise<unknown>>): Promise<string
 
 export async function resolveServices(options: { readonly mysql?: boolean; readonly etcd?: boolean } = {}): Promise<ServiceUrls> {
   const stops: Array<() => Promise<unknown>> = [];
+  try {
+    return await resolveInto(stops, options);
+  } catch (err) {
+    // What started before the failure stops with it: a failed setup leaves no server running.
+    await Promise.allSettled(stops.map((s) => s()));
+    throw err;
+  }
+}
+
+async function resolveInto(stops: Array<() => Promise<unknown>>, options: { readonly mysql?: boolean; readonly etcd?: boolean }): Promise<ServiceUrls> {
   let databaseUrl = process.env['DATABASE_URL'] || undefined;
   let redisUrl = process.env['REDIS_URL'] || undefined;
   if (databaseUrl !== undefined) await checkPostgres(databaseUrl, 'DATABASE_URL');
@@ -178,7 +188,13 @@ export async function resolveServices(options: { readonly mysql?: boolean; reado
   if (missing.length > 0) {
     throw new ServiceSetupError(`fenced tests need ${missing.join(' and ')}; no Docker engine was reachable for testcontainers either`);
   }
-  const [mysqlUrl, etcdEndpoints] = await Promise.all([options.mysql === true ? resolveMysql(stops) : '', options.etcd === true ? resolveEtcd(stops) : '']);
+  // Both settle before either failure counts: a MySQL that fails at once must not leave behind the
+  // etcd cluster still starting beside it (its stop is pushed only when it is up).
+  const [mysql, etcd] = await Promise.allSettled([options.mysql === true ? resolveMysql(stops) : '', options.etcd === true ? resolveEtcd(stops) : '']);
+  if (mysql.status === 'rejected') throw mysql.reason;
+  if (etcd.status === 'rejected') throw etcd.reason;
+  const mysqlUrl = mysql.value;
+  const etcdEndpoints = etcd.value;
   return {
     databaseUrl: databaseUrl!,
     redisUrl: redisUrl!,
