@@ -13,8 +13,6 @@ export const LOCK_DEADLOCK = 1213;
 export const LOCK_WAIT_TIMEOUT = 1205;
 /** ER_DUP_ENTRY: two first advances of one resource inserted its row at once (READ COMMITTED). */
 export const DUPLICATE_ENTRY = 1062;
-/** ER_DUP_FIELDNAME: a column added again (a migration run again whole after it stopped half way). */
-export const DUPLICATE_COLUMN = 1060;
 /** ER_NO_SUCH_TABLE / ER_SP_DOES_NOT_EXIST: the store was not migrated. */
 export const NO_SUCH_TABLE = 1146;
 export const NO_SUCH_PROCEDURE = 1305;
