@@ -10,7 +10,6 @@ const clients = new Map<EtcdLeases, Etcd3>();
 describeLeaseStoreConformance({
   name: 'etcd',
   // Elections mint from etcd's revisions; a fence ahead of them is repaired by raising the lease's base.
-  mintsAboveLocalFences: false,
   async setup() {
     admin = createEtcdClient();
   },

@@ -6,7 +6,6 @@ const server = createMemoryLeaseServer();
 
 describeLeaseStoreConformance({
   name: 'memory',
-  mintsAboveLocalFences: false,
   async setup() {},
   async teardown() {},
   backend: () => memoryLeases({ server }),

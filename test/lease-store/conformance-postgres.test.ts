@@ -1,4 +1,5 @@
 import { testDatabaseUrl } from '#test-support';
+import { createPostgresGuard } from '@fenced/consumer-guard/postgres';
 import { postgresLeases, type PostgresLeases } from '@fenced/coordinator/postgres';
 import pg from 'pg';
 import { describeLeaseStoreConformance } from './conformance.js';
@@ -9,7 +10,7 @@ const pools = new Map<PostgresLeases, pg.Pool>();
 
 describeLeaseStoreConformance({
   name: 'postgres',
-  mintsAboveLocalFences: true,
+  localGuard: (resource) => createPostgresGuard({ db: admin, resource, schema: schemaName }),
   async setup(schema) {
     schemaName = schema.name;
     admin = schema.pool;

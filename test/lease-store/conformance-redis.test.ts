@@ -9,7 +9,6 @@ const clients = new Map<LeaseBackend, Redis>();
 
 describeLeaseStoreConformance({
   name: 'redis',
-  mintsAboveLocalFences: false,
   async setup() {
     admin = createRedis();
   },

@@ -11,6 +11,12 @@ export interface StoreTime {
   readonly usec: string | number;
 }
 
+/** The store's clock from microseconds since the epoch (a decimal string: exact), as SQL stores read it. */
+export function storeTimeOfMicros(micros: string): StoreTime {
+  const us = BigInt(micros);
+  return { sec: (us / 1_000_000n).toString(), usec: (us % 1_000_000n).toString() };
+}
+
 import type { InFlight } from './in-flight.js';
 
 export type { InFlight } from './in-flight.js';

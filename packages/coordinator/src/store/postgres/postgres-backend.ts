@@ -7,11 +7,11 @@ import { releaseHubOver } from '../release-hub.js';
 import { leaseObjectNames, type LeaseObjectNames } from './lease-names.js';
 import { migrateLeases } from './lease-migrator.js';
 import { listenOnPool, queryRows, type PgLeasePool } from './pg-pool.js';
-import { postgresLeaseStore } from './postgres-lease-store.js';
+import { postgresLeaseStore, type PostgresRenewAnswer } from './postgres-lease-store.js';
 import { postgresLeasesOptionsSchema, type PostgresLeasesOptionsInput } from './postgres-leases-options.js';
 import { postgresConfigProblem } from './postgres-config.js';
 import { ReleaseNotifications } from './release-notifications.js';
-import { RenewBatcher, type RenewAnswer } from './renew-batcher.js';
+import { RenewBatcher } from '../renew-batcher.js';
 import { primaryConfirmation, TIMELINE_SQL } from './primary-confirmation.js';
 
 /** Leases in PostgreSQL: a `LeaseBackend`, and the migration that creates its objects. */
@@ -83,7 +83,7 @@ export function postgresLeases(input: PostgresLeasesOptions): PostgresLeases {
     },
   });
 
-  const renews = new RenewBatcher(async (ttlMs, requests) => {
+  const renews = new RenewBatcher<PostgresRenewAnswer>(async (ttlMs, requests) => {
     const rows = await queryRows<{ ord: string; renewed: boolean; now_us: string; timeline: string | null }>(
       pool,
       names.installation,
@@ -92,7 +92,7 @@ export function postgresLeases(input: PostgresLeasesOptions): PostgresLeases {
       ADMIN_TIMEOUT_MS,
       'renew',
     );
-    const answers: RenewAnswer[] = [];
+    const answers: PostgresRenewAnswer[] = [];
     for (const row of rows) answers[Number(row.ord) - 1] = { renewed: row.renewed === true, nowMicros: row.now_us, timeline: row.timeline === null ? null : BigInt(row.timeline) };
     return answers;
   }, options.renewWindowMs);

@@ -1,12 +1,12 @@
 import type { Token } from '@fenced/shared';
 import { storedToken } from '@fenced/shared/internal';
-import type { AcquireReply, LeaseStore, StoreTime } from '../lease-store.js';
+import { storeTimeOfMicros, type AcquireReply, type LeaseStore, type StoreTime } from '../lease-store.js';
 import { replyOf } from '../in-flight.js';
 import { parseLeaseValue } from '../lease-value.js';
 import type { LeaseObjectNames } from './lease-names.js';
 import { queryRows, type PgLeasePool } from './pg-pool.js';
 import type { ReleaseNotifications } from './release-notifications.js';
-import type { RenewBatcher } from './renew-batcher.js';
+import type { RenewBatcher } from '../renew-batcher.js';
 import { withTimeout } from '@fenced/shared/internal';
 import { TIMELINE_SQL, type PrimaryConfirmation } from './primary-confirmation.js';
 
@@ -21,6 +21,15 @@ interface AcquireRow {
   now_us: string;
   ended: number;
   timeline: string | null;
+}
+
+/** One lease's answer in a batch renew. */
+export interface PostgresRenewAnswer {
+  readonly renewed: boolean;
+  /** The server's clock when it decided, microseconds since the epoch (a decimal string). */
+  readonly nowMicros: string;
+  /** The timeline of the server that answered; null on a server in recovery (see primary-confirmation.ts). */
+  readonly timeline: bigint | null;
 }
 
 /** How an election waits for, then ends, the lease-checked writes of an expired term (see the acquire's SQL). */
@@ -42,7 +51,7 @@ export function postgresLeaseStore(
   nodeId: string,
   /** The coordinator's bound on one command (a third of the TTL): the primary confirmation stays within it. */
   commandTimeoutMs: number,
-  shared: { readonly notifications: ReleaseNotifications; readonly renews: RenewBatcher; readonly takeover: LeaseTakeover; readonly primary: PrimaryConfirmation | undefined },
+  shared: { readonly notifications: ReleaseNotifications; readonly renews: RenewBatcher<PostgresRenewAnswer>; readonly takeover: LeaseTakeover; readonly primary: PrimaryConfirmation | undefined },
 ): LeaseStore {
   const { notifications, renews, takeover, primary } = shared;
   const query = <Row>(text: string, values: unknown[], timeoutMs: number, operation: string) => queryRows<Row>(pool, names.installation, text, values, timeoutMs, operation);
@@ -61,7 +70,7 @@ export function postgresLeaseStore(
       const [row] = await replyOf(sent, inFlight);
       const repliedAt = performance.now();
       if (row === undefined) throw new Error('acquire answered no row');
-      const time = storeTime(row.now_us);
+      const time = storeTimeOfMicros(row.now_us);
       if (!row.won) {
         // No holder: the acquire gave up waiting for the writes of an expired term (it ended them).
         const held = row.holder === null ? null : parseLeaseValue(row.holder);
@@ -95,7 +104,7 @@ export function postgresLeaseStore(
         const notCounted = await withTimeout(primary.confirm(answer.timeline, repliedAt, Math.min(commandTimeoutMs, timeoutMs())), timeoutMs(), 'confirm primary');
         if (notCounted !== null) throw notCounted;
       }
-      return { renewed: answer.renewed, time: storeTime(answer.nowMicros) };
+      return { renewed: answer.renewed, time: storeTimeOfMicros(answer.nowMicros) };
     },
 
     async release(leaseValue, timeoutMs) {
@@ -123,12 +132,6 @@ export function postgresLeaseStore(
 
   async function serverTime(timeoutMs: number): Promise<StoreTime> {
     const [row] = await query<{ now_us: string }>(`SELECT floor(extract(epoch FROM clock_timestamp()) * 1000000)::bigint::text AS now_us`, [], timeoutMs, 'time');
-    return storeTime(row!.now_us);
+    return storeTimeOfMicros(row!.now_us);
   }
-}
-
-/** The server's clock from microseconds since the epoch (a decimal string: exact). */
-export function storeTime(micros: string): StoreTime {
-  const us = BigInt(micros);
-  return { sec: (us / 1_000_000n).toString(), usec: (us % 1_000_000n).toString() };
 }

@@ -1,0 +1,38 @@
+import { z } from 'zod';
+import { isFunction, sqlIdentifierSchema } from '@fenced/shared/internal';
+import { isMysqlLeasePool } from './mysql-pool.js';
+
+/** Options of `mysqlLeases`, with their defaults. */
+export const mysqlLeasesOptionsSchema = z.object({
+  /** A mysql2 promise pool (`mysql2/promise`'s `createPool`): the one the guard already has. */
+  pool: z.custom<object>(isMysqlLeasePool, { message: "must be a mysql2 promise pool (require('mysql2/promise').createPool)" }),
+  /**
+   * The guard's database: the lease rows live beside its fences.
+   * @defaultValue the connection's current database
+   */
+  database: sqlIdentifierSchema.optional(),
+  /**
+   * The guard's fence table: elections mint above every fence in it, and the lease objects are named
+   * after it (`<table>_leases`, `<table>_lease_acquire`, …).
+   * @defaultValue `'fenced_fences'`
+   */
+  table: sqlIdentifierSchema.default('fenced_fences'),
+  /**
+   * How often standbys look for a free lease (MySQL/MariaDB has no LISTEN/NOTIFY): one statement per
+   * look for all the leases this process waits for; a handover takes at most one look after the
+   * release.
+   * @defaultValue `100`
+   */
+  pollMs: z.number().int().min(10).max(60_000).default(100),
+  /**
+   * How long a renew waits for others to share its statement: every lease this process renews within
+   * the window goes in one call (a lease group's renews align by themselves after one round). Safe: a
+   * coordinator counts its deadline from when it asked, before the wait.
+   * @defaultValue `20`
+   */
+  renewWindowMs: z.number().int().min(0).max(1000).default(20),
+  /** Receives `migration.applied` events. */
+  logger: z.custom<(event: never) => void>(isFunction, { message: 'must be a function' }).optional(),
+});
+
+export type MysqlLeasesOptionsInput = z.input<typeof mysqlLeasesOptionsSchema>;
