@@ -11,6 +11,8 @@ import { postgresControlState, redisControlState, startNaiveScheduler } from './
 import { createGuard } from '@fenced/consumer-guard';
 import { createRedisGuard } from '@fenced/consumer-guard/redis';
 import { postgresLeases } from '@fenced/coordinator/postgres';
+import { mysqlLeases } from '@fenced/coordinator/mysql';
+import mysql from 'mysql2/promise';
 import { failpoints } from '@fenced/shared/failpoints';
 
 export type Report = (record: Record<string, unknown>) => void;
@@ -109,14 +111,23 @@ export async function withPool<T>(databaseUrl: string, fn: (pool: pg.Pool) => Pr
 }
 
 /** The run's own schema with the app's tables (`sql`) and the guard's, for `resource`. */
-export function prepareSchema(run: RunContext, sql: string, resource: string): Promise<void> {
-  return withPool(run.databaseUrl, async (pool) => {
+export async function prepareSchema(run: RunContext, sql: string, resource: string): Promise<void> {
+  await withPool(run.databaseUrl, async (pool) => {
     await pool.query(`CREATE SCHEMA "${run.id}"`);
     await pool.query(`SET search_path TO "${run.id}"; ${sql}`);
     await createGuard({ db: pool, resource, schema: run.id }).migrate();
     // The lease store beside the fences, when the run keeps its lease in PostgreSQL.
     if (run.leaseStore === 'postgres') await postgresLeases({ pool, schema: run.id }).migrate();
   });
+  // On the MySQL store: its tables and procedures in the run's own MariaDB.
+  if (run.mysqlUrl !== undefined) {
+    const pool = mysql.createPool({ uri: run.mysqlUrl, connectionLimit: 1 });
+    try {
+      await mysqlLeases({ pool }).migrate();
+    } finally {
+      await pool.end();
+    }
+  }
 }
 
 export async function dropSchema(run: RunContext): Promise<void> {

@@ -66,6 +66,27 @@ describe('lease-checked writes', () => {
     expect(events).toContainEqual(expect.objectContaining({ type: 'guard.lease-refused', lease, token: won.token }));
   });
 
+  it('judge expiry when the check runs, also inside a transaction the caller opened while the lease still lived (guardedWriteIn)', async () => {
+    const { lease, a, guard } = setup();
+    const won = await a.acquire(400, 5000);
+    if (!won.won) throw new Error('not granted');
+    const client = await schema.pool.connect();
+    try {
+      // The caller's transaction began, and took its snapshot, while the lease lived: its now() is
+      // that moment, and a plain read in it would still see the lease live.
+      await client.query('BEGIN ISOLATION LEVEL REPEATABLE READ');
+      await client.query(`SELECT expires_at FROM "${schema.name}"."fenced_fences_leases" WHERE name = $1`, [lease]);
+      await waitFor(async () => ((await schema.pool.query(`SELECT expires_at <= clock_timestamp() AS over FROM "${schema.name}"."fenced_fences_leases" WHERE name = $1`, [lease])).rows[0] as { over: boolean }).over, 5000, 20);
+      const tx = { executeSql: async (text: string, values?: unknown[]) => client.query(text, values) };
+      const error = await guard.guardedWriteIn(tx, won.token, (t) => t.executeSql('INSERT INTO effects (token) VALUES ($1)', [won.token.toString()])).catch((err: unknown) => err);
+      expect(isFencedError(error, 'NOT_LEADER')).toBe(true);
+    } finally {
+      await client.query('ROLLBACK');
+      client.release();
+    }
+    expect(await rows(won.token)).toBe(0);
+  });
+
   it('refuse a token that never held the lease, and a term that was released', async () => {
     const { a, guard } = setup();
     const won = await a.acquire(10_000, 5000);

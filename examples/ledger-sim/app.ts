@@ -19,7 +19,7 @@ const POST_COMMIT_MS = 40;
 
 export const ledgerApp: SimApp = {
   name: 'ledger',
-  leaseStores: ['redis', 'postgres', 'etcd'],
+  leaseStores: ['redis', 'postgres', 'etcd', 'mysql'],
   // replica.ts takes `hold-pool` (the pool-exhausted scenario).
   replicasHoldPool: true,
 
@@ -46,6 +46,7 @@ export const ledgerApp: SimApp = {
         LEASE_STORE: run.leaseStore,
         ...(run.postgresMembers === undefined ? {} : { POSTGRES_MEMBERS: JSON.stringify(run.postgresMembers) }),
         ...(node.etcdEndpoints === undefined ? {} : { ETCD_ENDPOINTS: node.etcdEndpoints.join(',') }),
+        ...(node.mysqlUrl === undefined ? {} : { MYSQL_URL: node.mysqlUrl }),
       },
     };
   },

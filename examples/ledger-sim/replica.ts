@@ -15,7 +15,11 @@
  * member behind this replica's own fault proxy, ETCD_ENDPOINTS), due times come from PostgreSQL's
  * clock (postgresClock: etcd has none), and the guard runs on PostgreSQL alone.
  *
- * Env: NODE_NAME, MODE, LEASE_STORE, POSTGRES_MEMBERS (JSON list of URLs, optional), REDIS_ENDPOINT (JSON, see redis-endpoint.ts), DATABASE_URL, SIM_SCHEMA, KEY_PREFIX, TTL_MS, RENEW_MS, EVERY_MS,
+ * With LEASE_STORE=mysql the lease and the scheduler's record live in the run's MariaDB (behind this
+ * replica's own fault proxy, MYSQL_URL), due times come from its clock, and the guard runs on
+ * PostgreSQL alone: the election's advance of the fence is what refuses a deposed leader's writes.
+ *
+ * Env: NODE_NAME, MODE, LEASE_STORE, MYSQL_URL (on the MySQL store), POSTGRES_MEMBERS (JSON list of URLs, optional), REDIS_ENDPOINT (JSON, see redis-endpoint.ts), DATABASE_URL, SIM_SCHEMA, KEY_PREFIX, TTL_MS, RENEW_MS, EVERY_MS,
  * WORK_MS (time between the dispatch and the write: where mid-write faults land), POST_COMMIT_MS
  * (time between the commit and the scheduler's record: where a crash re-dispatches a fire).
  */
@@ -25,6 +29,8 @@ import { createRedisGuard } from '@fenced/consumer-guard/redis';
 import { createCoordinator, createScheduler, redisLeases } from '@fenced/coordinator';
 import { postgresClock, postgresLeases } from '@fenced/coordinator/postgres';
 import { etcdLeases } from '@fenced/coordinator/etcd';
+import { mysqlLeases } from '@fenced/coordinator/mysql';
+import mysql from 'mysql2/promise';
 import { Etcd3 } from 'etcd3';
 import { circuitBreaker, ConsecutiveBreaker, handleAll } from 'cockatiel';
 import { failpoints } from '@fenced/shared/failpoints';
@@ -94,6 +100,7 @@ startStarvationProbe(line);
 
 const onPostgres = env('LEASE_STORE') === 'postgres';
 const onEtcd = env('LEASE_STORE') === 'etcd';
+const onMysql = env('LEASE_STORE') === 'mysql';
 // On a replicated PostgreSQL (the postgres-failover scenario): a pool per member, each reaching its
 // server directly, so that the guarded run's lease store counts grants and renewals only from the
 // primary on the cluster's latest timeline. The control goes without.
@@ -117,7 +124,9 @@ const store = onPostgres
         prefix: `${schema}/`,
         clock: postgresClock(pool),
       })
-    : redisLeases(needRedis(), { keyPrefix: env('KEY_PREFIX') });
+    : onMysql
+      ? mysqlLeases({ pool: mysql.createPool({ uri: env('MYSQL_URL'), connectionLimit: POOL_SIZE, connectTimeout: 1000 }) })
+      : redisLeases(needRedis(), { keyPrefix: env('KEY_PREFIX') });
 const coordinatorOptions = { store, lease: LEASE, ttlMs, renewIntervalMs: Number(env('RENEW_MS')), acquireRetryMs: 100, nodeId: node };
 
 async function writeRow(client: pg.PoolClient, fire: { fireId: string; token: bigint; scheduledAt: string }): Promise<void> {
@@ -130,8 +139,8 @@ if (mode === 'guarded') {
     resource: RESOURCE,
     schema,
     // On the PostgreSQL store: no Redis at all, and every write checks its lease in its own transaction.
-    // On etcd: the guard on PostgreSQL alone (no Redis in that deployment).
-    ...(onPostgres ? { checkLease: LEASE } : onEtcd ? {} : { redis: needRedis(), keyPrefix: env('KEY_PREFIX'), redisTimeoutMs: 200 }),
+    // On etcd and MySQL: the guard on PostgreSQL alone (no Redis in that deployment).
+    ...(onPostgres ? { checkLease: LEASE } : onEtcd || onMysql ? {} : { redis: needRedis(), keyPrefix: env('KEY_PREFIX'), redisTimeoutMs: 200 }),
     // The simulation counts the election-time advance ending a deposed leader's frozen transaction.
     logger: (e) => {
       if (e.type === 'guard.takeover') line({ kind: 'takeover', ended: e.ended, token: e.token, blockingToken: e.blockingToken });
@@ -147,7 +156,7 @@ if (mode === 'guarded') {
       if (e.type === 'lease-store.error' && e.store === 'postgres' && (e.error as Error | undefined)?.name === 'NotOnPrimaryError') line({ kind: 'deposed', operation: e.operation });
     },
   });
-  const mark = onPostgres || onEtcd ? undefined : createRedisGuard({ redis: needRedis(), resource: RESOURCE, keyPrefix: env('KEY_PREFIX') });
+  const mark = onPostgres || onEtcd || onMysql ? undefined : createRedisGuard({ redis: needRedis(), resource: RESOURCE, keyPrefix: env('KEY_PREFIX') });
   // Per fire in flight: the highest token the guard's mark held just before the handler was called.
   const knownBefore = new Map<string, bigint>();
   reportLeadership(coordinator, line);

@@ -33,6 +33,8 @@ const MEMORY_LEASE_TESTS = ['test/lease-store/conformance-memory.test.ts'];
 const MEMORY_SERVER = 'packages/coordinator/src/store/memory/memory-server.ts';
 const MEMORY_FENCES = 'packages/consumer-guard/src/memory/memory-store.ts';
 const MEMORY_FENCE_TESTS = ['test/fence-store/conformance-memory.test.ts'];
+const MYSQL_LEASE_SQL = 'packages/coordinator/src/store/mysql/migrations/000001.sql';
+const MYSQL_LEASE_TESTS = ['test/lease-store/conformance-mysql.test.ts'];
 const ETCD_LEASE_TESTS = ['test/lease-store/conformance-etcd.test.ts', 'test/etcd-leases.test.ts', 'packages/coordinator/src/store/etcd/etcd-sessions.etcd.test.ts'];
 
 export const PLANTED_BUGS: readonly PlantedBug[] = [
@@ -962,5 +964,104 @@ export const PLANTED_BUGS: readonly PlantedBug[] = [
     find: 'fastPath?.recordRefusal(err.resource, err.token, err.highest, store.kind, fireId ?? undefined);',
     replace: "fastPath?.recordRefusal(err.resource, err.token, err.highest, 'postgres', fireId ?? undefined);",
     tests: ['test/mysql-guard.test.ts'],
+  },
+  {
+    id: 'mysql-acquire-no-expiry',
+    layer: 'lease',
+    bug: 'the MySQL acquire grants a lease that never expires: a crashed leader holds it forever',
+    file: MYSQL_LEASE_SQL,
+    find: 'UPDATE :LEASES SET token = v_next, holder = p_node, expires_us = v_now + p_ttl_ms * 1000,',
+    replace: 'UPDATE :LEASES SET token = v_next, holder = p_node, expires_us = 9223372036854775807,',
+    tests: MYSQL_LEASE_TESTS,
+  },
+  {
+    id: 'mysql-mints-below-fences',
+    layer: 'lease',
+    bug: "the MySQL acquire mints above the lease's own token only, not above the fences beside it: a regression the store promised never to make",
+    file: MYSQL_LEASE_SQL,
+    find: 'SET v_next = GREATEST(v_token, v_fence) + 1;',
+    replace: 'SET v_next = v_token + 1;',
+    tests: MYSQL_LEASE_TESTS,
+  },
+  {
+    id: 'mysql-renews-expired',
+    layer: 'lease',
+    bug: 'the MySQL renew extends a lease whose time ran out, if nobody took it since: a lease extended without an election',
+    file: MYSQL_LEASE_SQL,
+    find: '   WHERE l.holder IS NOT NULL AND l.expires_us > v_now;',
+    replace: '   WHERE l.holder IS NOT NULL;',
+    tests: MYSQL_LEASE_TESTS,
+  },
+  {
+    id: 'mysql-renew-any-token',
+    layer: 'lease',
+    bug: 'the MySQL renew matches the holder by node id, not by the token of its term: an old term of the same node extends the new one',
+    file: MYSQL_LEASE_SQL,
+    find: "      ON l.name = CONVERT(a.name USING binary) AND l.token = a.token AND l.holder = CONVERT(a.node USING binary)\n     SET",
+    replace: "      ON l.name = CONVERT(a.name USING binary) AND l.holder = CONVERT(a.node USING binary)\n     SET",
+    tests: MYSQL_LEASE_TESTS,
+  },
+  {
+    id: 'mysql-releases-any-token',
+    layer: 'lease',
+    bug: 'the MySQL release frees the lease for its node id whatever the token: a deposed term of the same node frees its successor',
+    file: 'packages/coordinator/src/store/mysql/mysql-lease-store.ts',
+    find: 'SET holder = NULL, expires_us = NULL WHERE name = ? AND token = ? AND holder = ?`',
+    replace: 'SET holder = NULL, expires_us = NULL WHERE name = ? AND (token = ? OR TRUE) AND holder = ?`',
+    tests: MYSQL_LEASE_TESTS,
+  },
+  {
+    id: 'mysql-fires-unchecked',
+    layer: 'scheduler',
+    bug: "the MySQL fire log records without checking the lease: a deposed leader's record moves the scheduler's state",
+    file: MYSQL_LEASE_SQL,
+    find: 'IF NOT v_found OR v_token <> p_token OR v_holder IS NULL OR v_holder <> p_node OR NOT (v_expires > v_now) THEN',
+    replace: 'IF NOT v_found THEN',
+    tests: MYSQL_LEASE_TESTS,
+  },
+  {
+    id: 'mysql-fires-expired',
+    layer: 'scheduler',
+    bug: 'the MySQL fire log records under a lease whose time ran out (its holder and token still match): a term past its end moves the schedule',
+    file: MYSQL_LEASE_SQL,
+    find: 'IF NOT v_found OR v_token <> p_token OR v_holder IS NULL OR v_holder <> p_node OR NOT (v_expires > v_now) THEN',
+    replace: 'IF NOT v_found OR v_token <> p_token OR v_holder IS NULL OR v_holder <> p_node THEN',
+    tests: MYSQL_LEASE_TESTS,
+  },
+  {
+    id: 'mysql-members-never-expire',
+    layer: 'lease',
+    bug: "the MySQL heartbeat never takes an expired member off the list: a dead member's leases never move",
+    file: MYSQL_LEASE_SQL,
+    find: '  DELETE FROM :MEMBERS WHERE grp = p_group AND expires_us <= v_now;',
+    replace: '  DELETE FROM :MEMBERS WHERE grp = p_group AND FALSE;',
+    tests: MYSQL_LEASE_TESTS,
+  },
+  {
+    id: 'polled-release-heard-always',
+    layer: 'lease',
+    bug: 'release polling reports a free lease at every look, not once per release: every standby of a free lease is woken again and again',
+    file: 'packages/coordinator/src/store/release-polling.ts',
+    find: "      else if (!this.#free.has(lease) && this.#subscribers.has(lease)) {",
+    replace: "      else if (this.#subscribers.has(lease)) {",
+    tests: MYSQL_LEASE_TESTS,
+  },
+  {
+    id: 'lease-check-transaction-clock',
+    layer: 'guard',
+    bug: "the lease-checked write judges expiry by now() (when the caller's transaction began), not by the clock when it checks: a write in a transaction opened while the lease lived commits after the lease ran out",
+    file: `${MIGRATIONS}/000005.sql`,
+    find: 'OR cur.holder IS NULL OR cur.expires_at <= clock_timestamp()\n',
+    replace: 'OR cur.holder IS NULL OR cur.expires_at <= now()\n',
+    tests: ['test/lease-checked-writes.test.ts'],
+  },
+  {
+    id: 'mysql-shared-path-text-compare',
+    layer: 'guard',
+    bug: "the MySQL guard's shared path compares the token with the fence it read as text: after another process lowered the fence from 100 to 9, token 10 is refused as below it ('10' < '9')",
+    file: 'packages/consumer-guard/src/mysql/mysql-store.ts',
+    find: 'if (token < highest) throw new CheckRefusal(STALE_TOKEN, highest.toString());',
+    replace: 'if (token.toString() < highest.toString()) throw new CheckRefusal(STALE_TOKEN, highest.toString());',
+    tests: MYSQL_FENCE_TESTS,
   },
 ];

@@ -401,6 +401,26 @@ export function describeFenceStoreConformance(harness: FenceStoreHarness): void 
       expect(await guard.lastAppliedFire()).toBe(null);
     });
 
+    it('a writer that saw a fence before another process lowered it compares what it meets as numbers, whatever their digit counts', async () => {
+      // A writer keeps what it last saw of each fence (its hint of which path a write takes): another
+      // process lowers the fence under it, from three digits to one; the tokens the writer then
+      // writes have two digits, between the two fences (as text, '10' < '9' < '100').
+      const resource = name();
+      const writer = harness.guard(resource);
+      const operator = harness.guard(resource);
+      await writer.guardedWrite(100n, (trx) => harness.insertEffect(trx, resource, 100n));
+      expect(await operator.lowerFence({ token: 9n, actor: 'ops@example', reason: 'a forged token poisoned the fence' })).toBe(100n);
+      // First, while the writer still believes the fence is 100: it meets 9 and must raise it to 10.
+      await writer.guardedWrite(10n, (trx) => harness.insertEffect(trx, resource, 10n));
+      await writer.guardedWrite(10n, (trx) => harness.insertEffect(trx, resource, 10n));
+      expect(await operator.highest()).toBe(10n);
+      for (const token of [9n, 8n]) {
+        const stale = await writer.guardedWrite(token, (trx) => harness.insertEffect(trx, resource, token)).catch((err: unknown) => err);
+        expect(stale).toMatchObject({ code: 'STALE_TOKEN', highest: 10n });
+      }
+      expect(await harness.effects(resource)).toEqual([100n, 10n, 10n]);
+    });
+
     it('answers which of a list of fires were applied, on its own resource only, and refuses a bad fire id', async () => {
       const resource = name();
       const guard = harness.guard(resource);

@@ -114,6 +114,55 @@ export function describeLeaseStoreConformance(harness: LeaseStoreHarness): void 
         expect(await harness.isFree(name)).toBe(true);
       });
 
+      it("a renew or release by an earlier term of the same node changes nothing of that node's current term", async () => {
+        // The same node wins the lease twice (its first term expired): the first term's late renew
+        // must not extend the second term, nor its late release free it.
+        const name = lease();
+        const a = harness.backend().openLease(name, 'node-a', 5000);
+        const b = harness.backend().openLease(name, 'node-b', 5000);
+        const first = await a.acquire(150, 5000);
+        if (!first.won) throw new Error('not granted');
+        await waitFor(() => harness.isFree(name), 5000, 20);
+        const second = await a.acquire(1000, 5000);
+        if (!second.won) throw new Error('not granted');
+        expect(second.token).toBeGreaterThan(first.token);
+        expect((await a.renew(first.leaseValue, 60_000, () => 5000)).renewed).toBe(false);
+        expect(await a.release(first.leaseValue, 5000)).toBe(false);
+        const seen = await b.acquire(5000, 5000);
+        expect(seen.won).toBe(false);
+        if (seen.won) return;
+        expect(seen.holder?.token).toBe(second.token);
+        expect(seen.remainingMs).toBeLessThanOrEqual(1000);
+      });
+
+      it("one process's leases and terms share its store session: a lease that changes hands between two of its nodes, and a grant on a session idle past its TTL", async () => {
+        const oneProcess = harness.backend();
+        const name = lease();
+        const a = oneProcess.openLease(name, 'node-a', 5000);
+        const b = oneProcess.openLease(name, 'node-b', 5000);
+        const first = await a.acquire(150, 5000);
+        if (!first.won) throw new Error('not granted');
+        expect(await a.release(first.leaseValue, 5000)).toBe(true);
+        const second = await b.acquire(150, 5000);
+        if (!second.won) throw new Error('not granted');
+        expect(second.token).toBeGreaterThan(first.token);
+        // The term that handed the lease over, late, on the same session: nothing of the new term moves.
+        expect((await a.renew(first.leaseValue, 5000, () => 5000)).renewed).toBe(false);
+        expect(await a.release(first.leaseValue, 5000)).toBe(false);
+        expect((await b.renew(second.leaseValue, 150, () => 5000)).renewed).toBe(true);
+        // Nobody keeps anything alive now: the lease runs out by the store's clock.
+        await waitFor(() => harness.isFree(name), 10_000, 20);
+        // A session last kept alive long ago: a new grant on it lives, renews, and runs out again.
+        const other = lease();
+        const c = oneProcess.openLease(other, 'node-c', 5000);
+        const third = await c.acquire(150, 5000);
+        if (!third.won) throw new Error('not granted');
+        expect(await harness.isFree(other)).toBe(false);
+        expect((await c.renew(third.leaseValue, 150, () => 5000)).renewed).toBe(true);
+        await waitFor(() => harness.isFree(other), 10_000, 20);
+        expect((await c.renew(third.leaseValue, 150, () => 5000)).renewed).toBe(false);
+      });
+
       it('releases only for the holder with its very token, and the next grant mints a higher token', async () => {
         const name = lease();
         const a = harness.backend().openLease(name, 'node-a', 5000);
@@ -348,6 +397,18 @@ export function describeLeaseStoreConformance(harness: LeaseStoreHarness): void 
         expect(await b.fireLog().record(b.currentTerm()!.leaseValue, { job: ':queued-from:invoices', scheduledAt: 3_000 })).toBe(1);
         fields = await b.fireLog().load();
         expect(Number(fields[':queued-from:invoices'])).toBe(3_000);
+      });
+
+      it('the fire log records nothing under a lease whose time ran out, even while nobody took it since (holder and token still match)', async () => {
+        const name = lease();
+        const store = harness.backend();
+        const won = await store.openLease(name, 'node-a', 5000).acquire(150, 5000);
+        if (!won.won) throw new Error('not granted');
+        const log = store.fireLog(name);
+        expect(await log.record(won.leaseValue, { job: 'invoices', scheduledAt: 1_000, dispatchedAt: 1_001 })).toBe(1);
+        await waitFor(() => harness.isFree(name), 10_000, 20);
+        expect(await log.record(won.leaseValue, { job: 'invoices', scheduledAt: 2_000, dispatchedAt: 2_001 })).toBe(0);
+        expect(Number((await log.load())['invoices'])).toBe(1_000);
       });
 
       it('refuses bad options with a typed error naming the option', () => {

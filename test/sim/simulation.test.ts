@@ -14,7 +14,7 @@ const out = mkdtempSync(join(tmpdir(), 'fenced-sim-'));
 /** Set by the full run: where `pnpm sim` said it wrote the report (no --report given). */
 let reportPath = '';
 const SEED = 7;
-/** What `pnpm sim` runs by default: every scenario on Redis, the replica and PostgreSQL faults on the PostgreSQL lease store too, and pause on etcd. */
+/** What `pnpm sim` runs by default: every scenario on Redis, the replica and PostgreSQL faults on the PostgreSQL lease store too, and pause on etcd and MySQL. */
 const DEFAULT_RUNS = scenariosOf(ledgerApp).flatMap((s) => leaseStoresOf(scenarios[s]).default.map((store) => scenarioLabel(s, store)));
 
 interface CliRun {
@@ -61,7 +61,7 @@ describe('pnpm sim', () => {
     expect(store.stderr).toContain('none of the scenarios chosen runs on the postgres lease store');
     const unknownStore = await sim(['--lease-store', 'consul']);
     expect(unknownStore.code).toBe(2);
-    expect(unknownStore.stderr).toContain('--lease-store must be redis, postgres, etcd, default or all, not "consul"');
+    expect(unknownStore.stderr).toContain('--lease-store must be redis, postgres, etcd, mysql, default or all, not "consul"');
     const unknown = await sim(['--scenario', 'meteor']);
     expect(unknown.code).toBe(2);
     expect(unknown.stderr.trim().split('\n')).toHaveLength(1);
@@ -122,6 +122,7 @@ describe('pnpm sim', () => {
       expect(summary.runs.map((r) => `${r.scenario} ${r.mode}`)).toEqual(DEFAULT_RUNS.flatMap((s) => [`${s} guarded`, `${s} control`]));
       expect(DEFAULT_RUNS.filter((s) => s.endsWith('@postgres')).length).toBeGreaterThanOrEqual(5);
       expect(DEFAULT_RUNS).toContain('pause@etcd');
+      expect(DEFAULT_RUNS).toContain('pause@mysql');
       // No run failed; a run the machine starved too long to judge its timing (inconclusive) is run
       // again alone below, so that no scenario passes on an inconclusive run alone.
       expect(summary.ok, table.join('\n')).toBe(true);

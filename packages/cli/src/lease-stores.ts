@@ -1,11 +1,14 @@
+import type { Mysql2PoolLike } from '@fenced/consumer-guard/mysql';
 import type { Etcd3 } from 'etcd3';
 import type pg from 'pg';
 import type { RedisTarget } from './connections.js';
 import type { EtcdSecurity } from './etcd-connection.js';
 import { skip, type CheckResult } from './doctor/check.js';
 import { clusterSlotsCheck, failoverCheck, fencesCheck } from './doctor/lease-checks.js';
+import { mysqlLeaseDurabilityCheck, mysqlLeaseMigrationsCheck } from './doctor/mysql-lease-checks.js';
 import { leaseClockCheck, leaseDurabilityCheck, leaseIdleTimeoutCheck, leaseListenCheck, leaseMigrationsCheck, leaseReplicationCheck } from './doctor/postgres-lease-checks.js';
 import { clockCheck, redisDurabilityChecks, sentinelCheck } from './doctor/redis-checks.js';
+import { readMysqlLeases } from './status/read-mysql-leases.js';
 import { readPostgresLeases } from './status/read-postgres-leases.js';
 import { readRedisLeases } from './status/read-redis-leases.js';
 import type { LeaseStatus } from './status/status-types.js';
@@ -20,6 +23,8 @@ export interface LeaseStoreConnections {
   readonly redis: RedisTarget | null;
   readonly etcd?: { readonly client: Etcd3; readonly endpoints?: readonly string[]; readonly prefix: string; readonly security?: EtcdSecurity } | null;
   readonly pool: pg.Pool | null;
+  /** MySQL/MariaDB (`--mysql`): the fences, and the leases on the MySQL lease store. */
+  readonly mysql?: Mysql2PoolLike | null;
   readonly keyPrefix: string;
   readonly schema: string;
   readonly table: string;
@@ -30,8 +35,12 @@ export interface LeaseStoreRow {
   readonly kind: string;
   /** How messages name it. */
   readonly label: string;
-  /** What it needs connected: Redis, the PostgreSQL database, etcd. */
-  readonly needs: { readonly redis: boolean; readonly database: boolean; readonly etcd: boolean };
+  /** What it needs connected: Redis, the PostgreSQL database, etcd, MySQL/MariaDB. */
+  readonly needs: { readonly redis: boolean; readonly database: boolean; readonly etcd: boolean; readonly mysql: boolean };
+  /** The heading of `fenced status`'s leases: where they live, and whose clock their times are. */
+  heading(keyPrefix: string): string;
+  /** Where `fenced status` found no lease. */
+  readonly noLeasesYet: string;
   /** Every lease (or `only` these), with the store's clock as `now` where it has one. */
   readLeases(on: LeaseStoreConnections, only: readonly string[] | undefined, history: number): Promise<{ now: number; leases: LeaseStatus[] }>;
   /** The doctor's checks of the store and of the leases on it. */
@@ -44,7 +53,9 @@ const lastTtls = (leases: readonly LeaseStatus[]) => leases.flatMap((l) => (l.el
 const redisRow: LeaseStoreRow = {
   kind: 'redis',
   label: 'Redis',
-  needs: { redis: true, database: false, etcd: false },
+  needs: { redis: true, database: false, etcd: false, mysql: false },
+  heading: (keyPrefix) => `Redis server clock, key prefix ${keyPrefix}`,
+  noLeasesYet: 'none found under this prefix',
   readLeases: (on, only, history) => readRedisLeases(on.redis!, on.keyPrefix, only, history),
   async doctorChecks(on, leases, resources) {
     const redis = on.redis!;
@@ -72,7 +83,9 @@ const redisRow: LeaseStoreRow = {
 const postgresRow: LeaseStoreRow = {
   kind: 'postgres',
   label: 'PostgreSQL',
-  needs: { redis: false, database: true, etcd: false },
+  needs: { redis: false, database: true, etcd: false, mysql: false },
+  heading: () => 'leases in PostgreSQL (database server clock)',
+  noLeasesYet: 'none in the lease table yet',
   readLeases: (on, only, history) => readPostgresLeases(on.pool!, on.schema, on.table, only, history),
   async doctorChecks(on, leases) {
     const pool = on.pool!;
@@ -91,7 +104,9 @@ const postgresRow: LeaseStoreRow = {
 const etcdRow: LeaseStoreRow = {
   kind: 'etcd',
   label: 'etcd',
-  needs: { redis: false, database: false, etcd: true },
+  needs: { redis: false, database: false, etcd: true, mysql: false },
+  heading: () => "leases in etcd (this host's clock: etcd has none)",
+  noLeasesYet: 'none found under this prefix',
   async readLeases(on, only, history) {
     // Loaded only here: etcd3 is an optional peer, absent from deployments without etcd.
     const { readEtcdLeases } = await import('./status/read-etcd-leases.js');
@@ -104,8 +119,21 @@ const etcdRow: LeaseStoreRow = {
   },
 };
 
+const mysqlRow: LeaseStoreRow = {
+  kind: 'mysql',
+  label: 'MySQL/MariaDB',
+  needs: { redis: false, database: false, etcd: false, mysql: true },
+  heading: () => 'leases in MySQL/MariaDB (database server clock)',
+  noLeasesYet: 'none in the lease table yet',
+  readLeases: (on, only, history) => readMysqlLeases(on.mysql!, on.table, only, history),
+  async doctorChecks(on, leases) {
+    const pool = on.mysql!;
+    return [await mysqlLeaseMigrationsCheck(pool, on.table), await mysqlLeaseDurabilityCheck(pool, on.table), fencesCheck(leases)];
+  },
+};
+
 /** Every lease store, by kind. */
-export const leaseStores: ReadonlyMap<string, LeaseStoreRow> = new Map([redisRow, postgresRow, etcdRow].map((row) => [row.kind, row]));
+export const leaseStores: ReadonlyMap<string, LeaseStoreRow> = new Map([redisRow, postgresRow, etcdRow, mysqlRow].map((row) => [row.kind, row]));
 
 /** The row of `kind` (one `--lease-store` takes). */
 export function leaseStoreRow(kind: string): LeaseStoreRow {

@@ -121,7 +121,7 @@ export async function main(argv: readonly string[], io: Io = { out: (t) => proce
     .addOption(new Option('--prefix <prefix>', 'the key prefix the coordinators and guards use').default('fenced'))
     .addOption(new Option('--schema <schema>', "the guard's schema").default('public'))
     .addOption(new Option('--table <table>', "the guard's table").default('fenced_fences'))
-    .addOption(new Option('--lease-store <store>', 'where the leases live: redis, postgres (postgresLeases, beside the guard\'s table) or etcd (etcdLeases; with --etcd); Redis is then read only when given').choices([...leaseStores.keys()]).default('redis'))
+    .addOption(new Option('--lease-store <store>', 'where the leases live: redis, postgres (postgresLeases, beside the guard\'s table), mysql (mysqlLeases, beside the guard\'s table; with --mysql) or etcd (etcdLeases; with --etcd); Redis is then read only when given').choices([...leaseStores.keys()]).default('redis'))
     .addOption(new Option('--etcd <endpoints>', 'etcd client endpoints, http://host:port,… (or set ETCD_ENDPOINTS), for --lease-store etcd'))
     .addOption(new Option('--etcd-prefix <prefix>', 'the key prefix of etcdLeases').default('fenced/'))
     .addOption(new Option('--etcd-cacert <file>', 'the CA that signed the etcd members’ certificates (PEM; default: the system’s roots)'))
@@ -151,6 +151,7 @@ export async function main(argv: readonly string[], io: Io = { out: (t) => proce
       const redis = !needs.redis && !redisGiven(o) ? null : await connectRedis(o);
       const etcd = await connectEtcd(o);
       const mysql = await connectMysql(o);
+      if (needs.mysql && mysql === null) throw new CliError(ExitCode.USAGE, `--lease-store ${o.leaseStore} needs the database: give --mysql mysql://… or set MYSQL_URL`);
       const pool = mysql === null || onPostgres ? await connectDatabase(o, onPostgres) : null;
       const source = { redis, etcd, pool, mysql, leaseStore: o.leaseStore, ...installationNames(o), history: local.history, ...(local.lease === undefined ? {} : { leases: local.lease }) };
       if (!local.serve) {
@@ -192,6 +193,7 @@ export async function main(argv: readonly string[], io: Io = { out: (t) => proce
       const redis = !needs.redis && !redisGiven(o) ? null : await connectRedis(o);
       const etcd = await connectEtcd(o);
       const mysql = await connectMysql(o);
+      if (needs.mysql && mysql === null) throw new CliError(ExitCode.USAGE, `--lease-store ${o.leaseStore} needs the database: give --mysql mysql://… or set MYSQL_URL`);
       const pool = local.postgres && (mysql === null || onPostgres) ? await connectDatabase(o, onPostgres) : null;
       const report = await runDoctor({ redis, etcd, pool, mysql, leaseStore: o.leaseStore, postgresSkipped: !local.postgres, ...installationNames(o), retentionMs });
       print(o, report, () => formatDoctor(report));

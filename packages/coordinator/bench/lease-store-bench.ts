@@ -1,7 +1,8 @@
 /**
- * pnpm bench:leases — the three lease stores side by side in one run, the same measurements on each:
+ * pnpm bench:leases — the four lease stores side by side in one run, the same measurements on each:
  * Redis (a private redis-server on a free loopback port), PostgreSQL (a schema of its own on
- * DATABASE_URL, default the local server) and etcd (a private three-member cluster on loopback ports).
+ * DATABASE_URL, default the local server), MySQL/MariaDB (a database of its own on MYSQL_URL, default
+ * the local server) and etcd (a private three-member cluster on loopback ports).
  *
  * - graceful handover: the leader stops; the time until a standby is elected (target ≤ 50 ms);
  * - crash failover: the leader's connections die with no release; the time until a standby is
@@ -13,13 +14,15 @@
  *   burst started, every fire recorded in the store;
  * - 1,000 leases in one lease group (one process): the requests it sends per second once they all
  *   lead, and the server's CPU (Redis: INFO's used_cpu; PostgreSQL: /proc of the backends serving
- *   the group; etcd: /proc of its three members), against the target of 5 % of a core.
+ *   the group; MySQL/MariaDB: /proc of the whole server, one process, so what else it serves counts
+ *   too; etcd: /proc of its three members), against the target of 5 % of a core.
  *
  * etcd grants whole seconds, at least 1.5 × its election timeout (2 s here): its leases outlive the
  * 1 s TTL asked for, which is what its crash failover shows.
  *
  * Flags: --rounds N (handovers and failovers of each kind, default 10), --leases N (default 1000),
- * --jobs N (default 10000), --window S (seconds each load is measured, default 10), --json.
+ * --jobs N (default 10000), --window S (seconds each load is measured, default 10), --stores a,b (which
+ * stores, default all four), --json.
  */
 import { parseArgs } from 'node:util';
 import { cpuSecondsOf } from './process-cpu.js';
@@ -27,6 +30,9 @@ import { Redis } from 'ioredis';
 import pg from 'pg';
 import { createCoordinator, createLeaseGroup, createScheduler, redisLeases, type Coordinator, type LeaseBackend } from '@fenced/coordinator';
 import { postgresLeases } from '@fenced/coordinator/postgres';
+import { mysqlLeases } from '@fenced/coordinator/mysql';
+import mysql from 'mysql2/promise';
+import { readFileSync } from 'node:fs';
 import { etcdLeases } from '@fenced/coordinator/etcd';
 import { startEtcdCluster, startRedisServer } from '@fenced/chaos';
 import { Etcd3 } from 'etcd3';
@@ -37,6 +43,7 @@ const { values: args } = parseArgs({
     leases: { type: 'string', default: '1000' },
     jobs: { type: 'string', default: '10000' },
     window: { type: 'string', default: '10' },
+    stores: { type: 'string', default: 'redis,postgres,mysql,etcd' },
     json: { type: 'boolean', default: false },
   },
 });
@@ -70,7 +77,7 @@ const waitFor = async (predicate: () => boolean, timeoutMs: number) => {
 
 /** One store under test: a backend per simulated process, a way to crash one, and its load counters. */
 interface Store {
-  readonly name: 'redis' | 'postgres' | 'etcd';
+  readonly name: 'redis' | 'postgres' | 'mysql' | 'etcd';
   backend(): { backend: LeaseBackend; crash(): Promise<void>; requests(): number; close(): Promise<void> };
   /** The server's CPU seconds so far, per process that serves us (Redis: one). */
   serverCpu(): Promise<ReadonlyMap<string, number>>;
@@ -150,6 +157,52 @@ async function postgresStore(url: string): Promise<Store> {
     async close() {
       await Promise.all(pools.map((p) => p.end().catch(() => undefined)));
       await admin.query(`DROP SCHEMA IF EXISTS ${schema} CASCADE`);
+      await admin.end();
+    },
+  };
+}
+
+async function mysqlStore(url: string): Promise<Store> {
+  const database = `bench_leases_${process.pid}`;
+  const admin = mysql.createPool({ uri: url, connectionLimit: 2 });
+  await admin.query(`DROP DATABASE IF EXISTS ${database}`);
+  await admin.query(`CREATE DATABASE ${database}`);
+  const pools: mysql.Pool[] = [];
+  await mysqlLeases({ pool: admin, database }).migrate();
+  // The server is one process: its CPU is read from /proc of the pid its pid file names (a local server).
+  const pidFile = String(((await admin.query('SELECT @@pid_file AS f'))[0] as Array<{ f: string }>)[0]!.f);
+  const serverPid = Number(readFileSync(pidFile, 'utf8').trim());
+  return {
+    name: 'mysql',
+    backend() {
+      const pool = mysql.createPool({ uri: url, database, connectionLimit: 4 });
+      pools.push(pool);
+      const threads: number[] = [];
+      pool.on('connection', (connection) => void threads.push(connection.threadId));
+      let sent = 0;
+      const query = pool.query.bind(pool) as (...a: unknown[]) => Promise<unknown>;
+      (pool as unknown as { query: unknown }).query = (...a: unknown[]) => {
+        sent++;
+        return query(...a);
+      };
+      return {
+        backend: mysqlLeases({ pool }),
+        crash: async () => {
+          // Its connections die, nothing is released: the pool ended, every session of it killed.
+          const ended = pool.end().catch(() => undefined);
+          for (const id of threads) await admin.query(`KILL CONNECTION ${id}`).catch(() => undefined);
+          void ended;
+        },
+        requests: () => sent,
+        close: () => pool.end().catch(() => undefined),
+      };
+    },
+    async serverCpu() {
+      return new Map([['mariadbd', cpuSecondsOf(serverPid)]]);
+    },
+    async close() {
+      await Promise.all(pools.map((p) => p.end().catch(() => undefined)));
+      await admin.query(`DROP DATABASE IF EXISTS ${database}`);
       await admin.end();
     },
   };
@@ -325,7 +378,20 @@ async function measure(store: Store): Promise<Record<string, number>> {
   return out;
 }
 
-const stores = [await redisStore(), await postgresStore(process.env['DATABASE_URL'] ?? 'postgres://postgres@127.0.0.1:5432/test'), await etcdStore()];
+const starts: Record<string, () => Promise<Store>> = {
+  redis: redisStore,
+  postgres: () => postgresStore(process.env['DATABASE_URL'] ?? 'postgres://postgres@127.0.0.1:5432/test'),
+  mysql: () => mysqlStore(process.env['MYSQL_URL'] ?? 'mysql://root@127.0.0.1:3306/test'),
+  etcd: etcdStore,
+};
+const chosen = args.stores.split(',').map((s) => s.trim());
+const unknownStore = chosen.find((name) => starts[name] === undefined);
+if (unknownStore !== undefined || chosen.length === 0) {
+  process.stderr.write(`bench:leases: --stores takes ${Object.keys(starts).join(', ')}, not ${JSON.stringify(unknownStore ?? '')}\n`);
+  process.exit(2);
+}
+const stores: Store[] = [];
+for (const name of chosen) stores.push(await starts[name]!());
 const results: Record<string, Record<string, number>> = {};
 try {
   for (const store of stores) results[store.name] = await measure(store);
@@ -336,7 +402,7 @@ try {
 if (args.json) {
   process.stdout.write(`${JSON.stringify({ ttlMs: TTL, renewIntervalMs: RENEW, groupTtlMs: GROUP_TTL, groupRenewMs: GROUP_RENEW, results }, null, 2)}\n`);
 } else {
-  const rows = Object.keys(results['redis']!);
+  const rows = Object.keys(results[stores[0]!.name]!);
   const width = Math.max(...rows.map((r) => r.length));
   process.stdout.write(`lease stores side by side (TTL ${TTL} ms, renew ${RENEW} ms; the group: TTL ${GROUP_TTL} ms, renew ${GROUP_RENEW} ms)\n`);
   const names = stores.map((s) => s.name);

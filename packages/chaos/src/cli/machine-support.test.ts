@@ -5,11 +5,12 @@ import { needsOf, runnableHere, type MachineNeed } from './machine-support.js';
 const app = (usesRedis?: SimApp['usesRedis']) => ({ name: 'app', ...(usesRedis === undefined ? {} : { usesRedis }) }) as SimApp;
 
 describe('what a machine can run', () => {
-  it('names what each run needs: Redis unless the app uses none on its lease store, servers of its own, etcd, libfaketime', () => {
+  it('names what each run needs: Redis unless the app uses none on its lease store, servers of its own, the lease store’s (etcd, MariaDB), libfaketime', () => {
     expect(needsOf(app(), { scenario: 'pause', leaseStore: 'postgres' })).toEqual(['redis-server']);
     expect(needsOf(app((store) => store === 'redis'), { scenario: 'pause', leaseStore: 'postgres' })).toEqual([]);
     expect(needsOf(app((store) => store === 'redis'), { scenario: 'postgres-restart', leaseStore: 'postgres' })).toEqual(['PostgreSQL server binaries']);
     expect(needsOf(app((store) => store === 'redis'), { scenario: 'pause', leaseStore: 'etcd' })).toEqual(['etcd']);
+    expect(needsOf(app((store) => store === 'redis'), { scenario: 'pause', leaseStore: 'mysql' })).toEqual(['mariadb-server']);
     expect(needsOf(app(), { scenario: 'clock-skew', leaseStore: 'redis' })).toEqual(['redis-server', 'libfaketime']);
   });
 

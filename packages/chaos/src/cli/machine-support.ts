@@ -1,4 +1,5 @@
 import { etcdBinary } from '../etcd/etcd-cluster.js';
+import { mariadbBinary } from '../mysql/mariadb-server.js';
 import { findLibfaketime } from '../faketime.js';
 import { postgresBinDir } from '../postgres/postgres-server.js';
 import { scenarioLabel } from '../sim/run-scenario.js';
@@ -7,23 +8,18 @@ import { redisServerInstalled } from '../sim/sim-redis.js';
 import type { SimApp } from '../sim/sim-app.js';
 import type { SimTarget } from './parse-args.js';
 import { simLeaseStore } from '../sim/lease-store-runs.js';
+import { MACHINE_NEEDS, type MachineNeed } from './machine-needs.js';
 
-/** What a run may need of this machine beyond Node and the database, and how to get it. */
-export const MACHINE_NEEDS = {
-  'redis-server': 'install Redis (apt-get install redis-server): the simulation starts its own',
-  'PostgreSQL server binaries': 'install PostgreSQL (apt-get install postgresql): the scenario starts servers of its own',
-  etcd: 'install etcd (apt-get install etcd-server): the run starts a cluster of its own',
-  libfaketime: 'install libfaketime (apt-get install faketime): the clock scenarios run replicas under it',
-} as const;
-export type MachineNeed = keyof typeof MACHINE_NEEDS;
+export { MACHINE_NEEDS, type MachineNeed } from './machine-needs.js';
 
-/** What `target` needs of the machine: a Redis of its own, server binaries, etcd, libfaketime. */
+
+/** What `target` needs of the machine: a Redis of its own, server binaries, the lease store's, libfaketime. */
 export function needsOf(app: SimApp, target: SimTarget): MachineNeed[] {
   const scenario = scenarios[target.scenario];
   const needs: MachineNeed[] = [];
   if (app.usesRedis?.(target.leaseStore) ?? true) needs.push('redis-server');
   if (scenario.postgres !== undefined) needs.push('PostgreSQL server binaries');
-  if (simLeaseStore(target.leaseStore).needsEtcd) needs.push('etcd');
+  needs.push(...simLeaseStore(target.leaseStore).needs);
   if (scenario.clockFault !== undefined) needs.push('libfaketime');
   return needs;
 }
@@ -41,6 +37,7 @@ export function machineHas(): (need: MachineNeed) => boolean {
     'redis-server': redisServerInstalled(),
     'PostgreSQL server binaries': found(postgresBinDir),
     etcd: found(etcdBinary),
+    'mariadb-server': found(mariadbBinary),
     libfaketime: findLibfaketime() !== undefined,
   };
   return (need) => has[need];

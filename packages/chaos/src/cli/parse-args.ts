@@ -41,7 +41,7 @@ export function parseDuration(text: string): number {
   return Math.round(value);
 }
 
-export const USAGE = `usage: pnpm sim [--scenario ${[...SCENARIO_NAMES, 'all'].join('|')}[,…]] [--duration 15s] [--replicas 3] [--lease-store redis|postgres|etcd|default|all] [--seed N] [--report FILE.html] [--json]`;
+export const USAGE = `usage: pnpm sim [--scenario ${[...SCENARIO_NAMES, 'all'].join('|')}[,…]] [--duration 15s] [--replicas 3] [--lease-store ${[...LEASE_STORES, 'default', 'all'].join('|')}] [--seed N] [--report FILE.html] [--json]`;
 
 /**
  * `appScenarios`: the scenarios the app can run (see `SimApp.scenarios`); `stores`: the lease stores
@@ -81,7 +81,7 @@ export function parseSimArgs(argv: readonly string[], randomSeed: () => number, 
     else throw new UsageError(`unknown scenario ${JSON.stringify(name)}: choose from ${[...supported, 'all'].join(', ')}`);
   }
   const storeChoice = values['lease-store'];
-  if (![...LEASE_STORES, 'default', 'all'].includes(storeChoice)) throw new UsageError(`--lease-store must be redis, postgres, etcd, default or all, not ${JSON.stringify(storeChoice)}`);
+  if (![...LEASE_STORES, 'default', 'all'].includes(storeChoice)) throw new UsageError(`--lease-store must be ${[...LEASE_STORES, 'default'].join(', ')} or all, not ${JSON.stringify(storeChoice)}`);
   if ((LEASE_STORES as readonly string[]).includes(storeChoice) && !(stores as readonly string[]).includes(storeChoice)) {
     throw new UsageError(`this app does not run on the ${storeChoice} lease store: choose from ${stores.join(', ')}`);
   }

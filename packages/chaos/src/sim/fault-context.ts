@@ -18,8 +18,8 @@ export interface SimNode {
   /** Its proxy to Redis; none on Cluster and Sentinel, which clients reach directly (see SimRedis). */
   readonly redisProxy: FaultProxy | undefined;
   readonly pgProxy: FaultProxy;
-  /** On the etcd store: this replica's proxies, one per member (its link to the lease store). */
-  readonly etcdProxies: readonly FaultProxy[];
+  /** On a lease store of the run's own (etcd, MySQL): this replica's proxies to it (its link to the lease store). */
+  readonly storeProxies: readonly FaultProxy[];
 }
 
 /** What a fault schedule can do, and see, during one run. */
@@ -271,12 +271,12 @@ export class FaultContext {
   }
 
   /**
-   * Sets a replica's links: `redis` is its link to the lease store (Redis, and etcd where the run
-   * keeps its leases there), `pg` its link to PostgreSQL.
+   * Sets a replica's links: `redis` is its link to the lease store (Redis, and etcd or MySQL where the
+   * run keeps its leases there), `pg` its link to PostgreSQL.
    */
   setProxies(node: SimNode, modes: { redis?: ProxyMode; pg?: ProxyMode }): void {
-    if (modes.redis) for (const proxy of node.etcdProxies) proxy.setMode(modes.redis);
-    // A run without Redis has no link to it to cut: the lease store's link is etcd's, or PostgreSQL's.
+    if (modes.redis) for (const proxy of node.storeProxies) proxy.setMode(modes.redis);
+    // A run without Redis has no link to it to cut: the lease store's link is its own, or PostgreSQL's.
     if (modes.redis && this.redis !== undefined) {
       if (node.redisProxy === undefined) throw new Error(`${node.name} reaches Redis directly: a partition from Redis needs a proxied topology`);
       node.redisProxy.setMode(modes.redis);

@@ -1,9 +1,28 @@
 import { startEtcdCluster, type EtcdCluster } from '../etcd/etcd-cluster.js';
-import type { LeaseStoreName } from './sim-app.js';
+import { startMariadbServer } from '../mysql/mariadb-server.js';
+import type { MachineNeed } from '../cli/machine-needs.js';
+import type { LeaseStoreName, NodeContext, RunContext } from './sim-app.js';
 
 // What a simulation run does differently per lease store, one row each: the run and the machine
 // look a store up here and name none. A new store the simulation runs on is a row (and the apps'
 // `leaseStores`).
+
+/**
+ * The servers a run keeps to itself for its lease store (their faults must not reach another run),
+ * and how its replicas reach them: each replica through fault proxies of its own (its link to the
+ * lease store, which the partition faults cut).
+ */
+export interface StoreServers {
+  /** The run's etcd cluster (its own faults: a member crashed, the leader lost). */
+  readonly etcd?: EtcdCluster;
+  /** The ports a replica reaches the store on: each gets a fault proxy per replica. */
+  readonly ports: readonly number[];
+  /** What the run's context says of the store (the supervisor reaches it directly). */
+  readonly run: Partial<Pick<RunContext, 'mysqlUrl'>>;
+  /** What a replica is told of the store, given the ports of its own proxies (in `ports`' order). */
+  node(proxyPorts: readonly number[]): Partial<Pick<NodeContext, 'etcdEndpoints' | 'mysqlUrl'>>;
+  stop(): Promise<void>;
+}
 
 export interface SimLeaseStore {
   readonly name: LeaseStoreName;
@@ -16,9 +35,9 @@ export interface SimLeaseStore {
    */
   readonly minTtlMs: number;
   /** What the machine needs beside the rest for a run on it. */
-  readonly needsEtcd: boolean;
-  /** Starts the servers of the store a run keeps to itself (its faults must not reach another run). */
-  startForRun(): Promise<{ readonly etcd?: EtcdCluster }>;
+  readonly needs: readonly MachineNeed[];
+  /** Starts the servers of the store a run keeps to itself. */
+  startForRun(): Promise<StoreServers>;
 }
 
 /**
@@ -28,11 +47,46 @@ export interface SimLeaseStore {
  */
 export const ETCD_MIN_TTL_MS = 2000;
 
+/** No servers of its own: the store is the run's Redis or its PostgreSQL. */
+const shared = async (): Promise<StoreServers> => ({ ports: [], run: {}, node: () => ({}), stop: async () => undefined });
+
 const rows: readonly SimLeaseStore[] = [
-  { name: 'redis', idTag: '', minTtlMs: 0, needsEtcd: false, startForRun: async () => ({}) },
-  { name: 'postgres', idTag: 'pg_', minTtlMs: 0, needsEtcd: false, startForRun: async () => ({}) },
-  // A three-member cluster of the run's own.
-  { name: 'etcd', idTag: 'etcd_', minTtlMs: ETCD_MIN_TTL_MS, needsEtcd: true, startForRun: async () => ({ etcd: await startEtcdCluster() }) },
+  { name: 'redis', idTag: '', minTtlMs: 0, needs: [], startForRun: shared },
+  { name: 'postgres', idTag: 'pg_', minTtlMs: 0, needs: [], startForRun: shared },
+  {
+    // A three-member cluster of the run's own.
+    name: 'etcd',
+    idTag: 'etcd_',
+    minTtlMs: ETCD_MIN_TTL_MS,
+    needs: ['etcd'],
+    async startForRun() {
+      const etcd = await startEtcdCluster();
+      return {
+        etcd,
+        ports: etcd.members.map((m) => Number(new URL(m.clientUrl).port)),
+        run: {},
+        node: (proxyPorts) => ({ etcdEndpoints: proxyPorts.map((port) => `http://127.0.0.1:${port}`) }),
+        stop: () => etcd.stop(),
+      };
+    },
+  },
+  {
+    // A MariaDB server of the run's own: the leases and the scheduler's record live there.
+    name: 'mysql',
+    idTag: 'my_',
+    minTtlMs: 0,
+    needs: ['mariadb-server'],
+    async startForRun() {
+      const server = await startMariadbServer();
+      const port = Number(new URL(server.url).port);
+      const through = (p: number) => {
+        const url = new URL(server.url);
+        url.port = String(p);
+        return url.toString();
+      };
+      return { ports: [port], run: { mysqlUrl: server.url }, node: ([proxy]) => ({ mysqlUrl: through(proxy!) }), stop: () => server.stop() };
+    },
+  },
 ];
 
 /** The simulation's row of `name`. */

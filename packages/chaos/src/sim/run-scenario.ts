@@ -109,8 +109,10 @@ export async function runScenario(app: SimApp, scenario: Scenario, mode: SimMode
   const postgres = scenario.postgres === 'private' ? await startPostgresServer() : undefined;
   const cluster = scenario.postgres === 'replicated' ? await startPostgresCluster() : undefined;
   const databaseUrl = postgres?.url ?? cluster?.url ?? options.databaseUrl;
-  // The store's own servers for this run (etcd: a three-member cluster; its faults reach no other run).
-  const { etcd } = await store.startForRun();
+  // The store's own servers for this run (etcd: a three-member cluster; MySQL: a MariaDB server; their
+  // faults reach no other run).
+  const servers = await store.startForRun();
+  const { etcd } = servers;
   const run: RunContext = {
     id: `sim_${scenario.name.replace(/-/g, '_')}_${store.idTag}${mode}_${randomBytes(3).toString('hex')}`,
     mode,
@@ -122,6 +124,7 @@ export async function runScenario(app: SimApp, scenario: Scenario, mode: SimMode
     controlClock: scenario.controlClock ?? 'server',
     leaseStore: options.leaseStore ?? 'redis',
     ...(cluster === undefined ? {} : { postgresMembers: cluster.memberUrls }),
+    ...servers.run,
   };
   const label = scenarioLabel(scenario.name, run.leaseStore);
   const history = new History();
@@ -188,16 +191,17 @@ export async function runScenario(app: SimApp, scenario: Scenario, mode: SimMode
       }
       const pgProxy = await startFaultProxy(pg.port);
       proxies.push(pgProxy);
-      // In front of each member's own client proxy: the cluster's partition still reaches this replica.
-      const etcdProxies = etcd === undefined ? [] : await Promise.all(etcd.members.map((m) => startFaultProxy(Number(new URL(m.clientUrl).port))));
-      proxies.push(...etcdProxies);
+      // This replica's link to a lease store of the run's own (in front of each etcd member's own client
+      // proxy: the cluster's partition still reaches this replica).
+      const storeProxies = await Promise.all(servers.ports.map((port) => startFaultProxy(port)));
+      proxies.push(...storeProxies);
       const clockFault = i === 1 ? scenario.clockFault : undefined;
       const spec = app.replica(run, {
         name,
         redis: endpoint,
         databaseUrl: pg.rewrite(pgProxy.port),
         clockFault,
-        ...(etcd === undefined ? {} : { etcdEndpoints: etcdProxies.map((p) => `http://127.0.0.1:${p.port}`) }),
+        ...servers.node(storeProxies.map((p) => p.port)),
       });
       const process = managedProcess(name, { ...spec, env: { ...spec.env, ...(clockFault ? faketimeEnv(clockFault, clockFile) : {}) } }, () => Date.now());
       process.onLine((line) => {
@@ -205,7 +209,7 @@ export async function runScenario(app: SimApp, scenario: Scenario, mode: SimMode
         if (event !== undefined) history.record(event);
         ctx?.observe(name, line);
       });
-      nodes.push({ name, process, redisProxy, pgProxy, etcdProxies });
+      nodes.push({ name, process, redisProxy, pgProxy, storeProxies });
     }
 
     const startNode = (node: SimNode) => {
@@ -247,7 +251,7 @@ export async function runScenario(app: SimApp, scenario: Scenario, mode: SimMode
     for (const node of nodes) {
       node.redisProxy?.setMode({ kind: 'pass' });
       node.pgProxy.setMode({ kind: 'pass' });
-      for (const proxy of node.etcdProxies) proxy.setMode({ kind: 'pass' });
+      for (const proxy of node.storeProxies) proxy.setMode({ kind: 'pass' });
       if (node.process.paused) ctx.resume(node);
       if (!node.process.running) startNode(node);
     }
@@ -289,7 +293,7 @@ export async function runScenario(app: SimApp, scenario: Scenario, mode: SimMode
     await app.cleanup(run).catch(() => undefined);
     await postgres?.stop();
     await cluster?.stop();
-    await etcd?.stop();
+    await servers.stop();
     if (clockDir !== undefined) rmSync(clockDir, { recursive: true, force: true });
     untrackCleanup();
   }

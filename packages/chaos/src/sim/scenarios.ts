@@ -92,15 +92,15 @@ export { SCENARIO_NAMES, type ScenarioName } from './scenario-names.js';
 /** Redis faults: nothing to hit when the lease lives in PostgreSQL. */
 const REDIS_ONLY = { default: ['redis'], possible: ['redis'] } as const;
 /**
- * The faults of a replica or of PostgreSQL: the PostgreSQL store runs them by default too, and etcd
- * on request (`--lease-store etcd`: each run starts an etcd cluster of its own).
+ * The faults of a replica or of PostgreSQL: the PostgreSQL store runs them by default too, etcd and
+ * MySQL on request (`--lease-store etcd|mysql`: each run starts an etcd cluster or a MariaDB of its own).
  */
-const BOTH_STORES = { default: ['redis', 'postgres'], possible: ['redis', 'postgres', 'etcd'] } as const;
+const BOTH_STORES = { default: ['redis', 'postgres'], possible: ['redis', 'postgres', 'etcd', 'mysql'] } as const;
 /**
- * Faults of one replica's process or clock, not of a store: Redis by default, the other two on
- * request (`--lease-store postgres|etcd|all`).
+ * Faults of one replica's process or clock, not of a store: Redis by default, the others on
+ * request (`--lease-store postgres|etcd|mysql|all`).
  */
-const ANY_STORE_ON_REQUEST = { default: ['redis'], possible: ['redis', 'postgres', 'etcd'] } as const;
+const ANY_STORE_ON_REQUEST = { default: ['redis'], possible: ['redis', 'postgres', 'etcd', 'mysql'] } as const;
 
 /** The stores a scenario runs on (see `Scenario.leaseStores`). */
 export function leaseStoresOf(scenario: Scenario): { readonly default: readonly LeaseStoreName[]; readonly possible: readonly LeaseStoreName[] } {
@@ -109,8 +109,8 @@ export function leaseStoresOf(scenario: Scenario): { readonly default: readonly 
 
 export const scenarios: Record<ScenarioName, Scenario> = {
   pause: {
-    // On etcd too by default: the one etcd run of `pnpm sim` (the others on request).
-    leaseStores: { default: ['redis', 'postgres', 'etcd'], possible: ['redis', 'postgres', 'etcd'] },
+    // On etcd and MySQL too by default: the one run of each of `pnpm sim` (the others on request).
+    leaseStores: { default: ['redis', 'postgres', 'etcd', 'mysql'], possible: ['redis', 'postgres', 'etcd', 'mysql'] },
     name: 'pause',
     summary: 'SIGSTOP past the lease (GC, throttling): the leader wakes up mid-write after a new leader took over',
     redis: 'single',
@@ -181,7 +181,7 @@ export const scenarios: Record<ScenarioName, Scenario> = {
   },
 
   'pool-exhausted': {
-    leaseStores: { default: ['redis'], possible: ['redis', 'etcd'] },
+    leaseStores: { default: ['redis'], possible: ['redis', 'etcd', 'mysql'] },
     name: 'pool-exhausted',
     summary: "every connection of the leader's database pool taken by other work for 1.5-2.5 TTLs, its lease renewed in its own store: its writes time out waiting for a connection, fail closed, and are delivered again",
     redis: 'single',

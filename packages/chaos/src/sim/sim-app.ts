@@ -23,8 +23,9 @@ export interface RunContext {
   readonly controlClock: 'server' | 'local';
   /**
    * Where the replicas keep their lease (and the scheduler its record): Redis, the PostgreSQL
-   * database itself (behind each replica's fault proxy, like its writes), or a three-member etcd
-   * cluster of the run's own (each replica reaching every member through a fault proxy of its own).
+   * database itself (behind each replica's fault proxy, like its writes), a three-member etcd
+   * cluster of the run's own (each replica reaching every member through a fault proxy of its own),
+   * or a MariaDB server of the run's own (likewise).
    */
   readonly leaseStore: LeaseStoreName;
   /**
@@ -32,11 +33,13 @@ export interface RunContext {
    * member, each reaching that server directly, for a lease store's primary confirmation.
    */
   readonly postgresMembers?: readonly string[];
+  /** On the MySQL store: the run's own MariaDB, reached directly (the replicas get a proxied URL). */
+  readonly mysqlUrl?: string;
 }
 
 /** The lease stores the simulation runs on. */
-export type LeaseStoreName = 'redis' | 'postgres' | 'etcd';
-export const LEASE_STORES: readonly LeaseStoreName[] = ['redis', 'postgres', 'etcd'];
+export type LeaseStoreName = 'redis' | 'postgres' | 'etcd' | 'mysql';
+export const LEASE_STORES: readonly LeaseStoreName[] = ['redis', 'postgres', 'etcd', 'mysql'];
 
 /** Where a replica finds Redis. */
 export type RedisEndpoint =
@@ -55,6 +58,8 @@ export interface NodeContext {
   readonly databaseUrl: string;
   /** On the etcd store: this replica's client endpoints, one per member, each behind its own fault proxy. */
   readonly etcdEndpoints?: readonly string[];
+  /** On the MySQL store: this replica's URL of the run's MariaDB, behind its own fault proxy. */
+  readonly mysqlUrl?: string;
   /** A clock fault this replica runs under, if any (applied by the supervisor through libfaketime). */
   readonly clockFault: ClockFault | undefined;
 }

@@ -1,15 +1,15 @@
 import { humanMs, textTable } from '../text-table.js';
+import { leaseStoreRow } from '../lease-stores.js';
 import type { Status } from './read-status.js';
 
 /** `fenced status` for the terminal: leases, their jobs and elections, then resources. */
 export function formatStatus(status: Status): string {
   const now = Date.parse(status.at);
   const ago = (at: string | null) => (at === null ? '-' : `${humanMs(now - Date.parse(at))} ago`);
-  const where =
-    status.leaseStore === 'postgres' ? 'leases in PostgreSQL (database server clock)' : status.leaseStore === 'etcd' ? "leases in etcd (this host's clock: etcd has none)" : `Redis server clock, key prefix ${status.keyPrefix}`;
-  const out: string[] = [`fenced status at ${status.at} (${where})`, ''];
+  const store = leaseStoreRow(status.leaseStore);
+  const out: string[] = [`fenced status at ${status.at} (${store.heading(status.keyPrefix)})`, ''];
 
-  if (status.leases.length === 0) out.push(status.leaseStore === 'postgres' ? 'leases: none in the lease table yet (no coordinator has been elected here)' : 'leases: none found under this prefix (no coordinator has been elected here)');
+  if (status.leases.length === 0) out.push(`leases: ${store.noLeasesYet} (no coordinator has been elected here)`);
   else {
     out.push('leases:');
     out.push(

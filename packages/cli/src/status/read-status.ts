@@ -105,6 +105,7 @@ export async function collectStatus(source: StatusSource): Promise<{ status: Sta
   if (row.needs.redis && source.redis === null) throw new Error(`the ${row.label} lease store needs Redis`);
   if (row.needs.database && source.pool === null) throw new Error(`the ${row.label} lease store needs the database`);
   if (row.needs.etcd && source.etcd == null) throw new Error(`the ${row.label} lease store needs etcd`);
+  if (row.needs.mysql && source.mysql == null) throw new Error(`the ${row.label} lease store needs MySQL/MariaDB (--mysql or MYSQL_URL)`);
   const { now, leases } = await row.readLeases(source, source.leases, history);
 
   const fences: FenceDatabase | null =

@@ -1,8 +1,8 @@
 import type { FencedLogger } from '@fenced/shared';
-import { applyMysqlMigrations, emit, numberedMigrations } from '@fenced/shared/internal';
+import { applyMysqlMigrations, emit, numberedMigrations, withMysqlConnection } from '@fenced/shared/internal';
 import { sqlFiles } from './migrations/generated-sql.js';
 import { renderMysqlLeaseMigration, type MysqlLeaseObjectNames } from './mysql-lease-names.js';
-import { withMysqlConnection, type MysqlLeasePool } from './mysql-pool.js';
+import type { MysqlLeasePool } from './mysql-pool.js';
 
 const migrations = numberedMigrations(sqlFiles);
 
@@ -15,9 +15,9 @@ export const LATEST_MYSQL_LEASE_MIGRATION = migrations[migrations.length - 1]!.i
  * newer installation refused). Idempotent; safe from many processes at once.
  */
 export async function migrateMysqlLeases(pool: MysqlLeasePool, names: MysqlLeaseObjectNames, logger: FencedLogger | undefined): Promise<void> {
-  const applied = await withMysqlConnection(pool, (run) =>
+  const applied = await withMysqlConnection(pool, (connection) =>
     applyMysqlMigrations(
-      { run },
+      connection,
       {
         installation: names.installation,
         migrationsTable: names.migrations,

@@ -20,10 +20,10 @@ export const mysqlLeasesOptionsSchema = z.object({
   /**
    * How often standbys look for a free lease (MySQL/MariaDB has no LISTEN/NOTIFY): one statement per
    * look for all the leases this process waits for; a handover takes at most one look after the
-   * release.
-   * @defaultValue `100`
+   * release (half of one on average).
+   * @defaultValue `50`
    */
-  pollMs: z.number().int().min(10).max(60_000).default(100),
+  pollMs: z.number().int().min(10).max(60_000).default(50),
   /**
    * How long a renew waits for others to share its statement: every lease this process renews within
    * the window goes in one call (a lease group's renews align by themselves after one round). Safe: a

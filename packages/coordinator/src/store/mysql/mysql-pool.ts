@@ -1,5 +1,5 @@
 import { SchemaMissingError } from '@fenced/shared';
-import { withTimeout } from '@fenced/shared/internal';
+import { mysqlRowsOf, withTimeout, type MysqlPooledConnection } from '@fenced/shared/internal';
 
 /**
  * The parts of a mysql2 promise pool (`mysql2/promise`'s `createPool`) the lease store uses: our
@@ -11,13 +11,7 @@ export interface MysqlLeasePool {
 }
 
 /** A connection checked out of the pool (the migrator holds one for its named lock). */
-export interface MysqlLeaseConnection {
-  query(sql: string, values?: unknown): Promise<[unknown, unknown]>;
-  release(): void;
-  destroy(): void;
-  /** The callback connection underneath: the EventEmitter that reports the socket's errors. */
-  readonly connection: { on(event: 'error', listener: (err: Error) => void): unknown; removeListener(event: 'error', listener: (err: Error) => void): unknown };
-}
+export type MysqlLeaseConnection = MysqlPooledConnection;
 
 export function isMysqlLeasePool(value: unknown): value is MysqlLeasePool {
   const p = value as { query?: unknown; getConnection?: unknown; execute?: unknown } | null;
@@ -38,15 +32,6 @@ export function errnoOf(err: unknown): number | undefined {
 }
 
 /**
- * The rows of a statement's reply: a SELECT's rows, or the first result set of a CALL (mysql2 answers
- * a CALL with its result sets followed by a header).
- */
-export function rowsOf(result: unknown): MysqlRow[] {
-  if (!Array.isArray(result)) return [];
-  return (Array.isArray(result[0]) ? result[0] : result) as MysqlRow[];
-}
-
-/**
  * One statement through the pool, bounded by `timeoutMs` in all. Every statement the store sends is
  * one procedure call or one statement in its own transaction, so a deadlock (the server rolled it
  * back whole) is sent again, up to three times. A store that was never migrated is a typed error.
@@ -56,41 +41,12 @@ export async function queryRows(pool: MysqlLeasePool, installation: string, sql:
   for (let attempt = 1; ; attempt++) {
     try {
       const [result] = await withTimeout(pool.query(sql, values), Math.max(1, deadline - performance.now()), operation);
-      return rowsOf(result);
+      return mysqlRowsOf(result);
     } catch (err) {
       const errno = errnoOf(err);
       if (errno !== undefined && MISSING.has(errno)) throw new SchemaMissingError(installation, { cause: err });
       if (errno === DEADLOCK && attempt < DEADLOCK_ATTEMPTS && performance.now() < deadline) continue;
       throw err;
-    }
-  }
-}
-
-/**
- * `body` on one connection checked out of the pool, listened to for the whole checkout (an unheard
- * socket error would kill the host); a connection that failed is destroyed, never pooled again.
- */
-export async function withMysqlConnection<T>(pool: MysqlLeasePool, body: (run: (sql: string, values?: readonly unknown[]) => Promise<MysqlRow[]>) => Promise<T>): Promise<T> {
-  const connection = await pool.getConnection();
-  let lost: Error | undefined;
-  const onError = (err: Error) => (lost ??= err);
-  connection.connection.on('error', onError);
-  try {
-    return await body(async (sql, values) => {
-      try {
-        return rowsOf((await connection.query(sql, values))[0]);
-      } catch (err) {
-        if ((err as { fatal?: unknown }).fatal === true) lost ??= err as Error;
-        throw err;
-      }
-    });
-  } finally {
-    if (lost === undefined) {
-      connection.connection.removeListener('error', onError);
-      connection.release();
-    } else {
-      // Still listening: a destroyed socket can report once more on its way out.
-      connection.destroy();
     }
   }
 }
