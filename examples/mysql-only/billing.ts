@@ -1,8 +1,8 @@
 /**
  * fenced with nothing but MySQL/MariaDB: two replicas of a billing scheduler elect a leader on a
- * lease row beside the guard's fences, the leader writes one invoice per fire (the guard checks the
- * fence in each write's own transaction), then hands over to the other replica; last, the deposed
- * leader's token tries to write again and is refused.
+ * lease row beside the guard's fences, the leader writes one invoice per fire (each write checks, in
+ * its own transaction, the fence and that its token still holds the lease), then hands over to the
+ * other replica; last, the deposed leader's token tries to write again and is refused.
  *
  *   pnpm example:mysql-only     (MYSQL_URL, else mysql://root@127.0.0.1:3306/test)
  */
@@ -24,7 +24,7 @@ const database = `mysql_only_${randomBytes(3).toString('hex')}`;
 function replica(name: string) {
   const pool = mysql.createPool({ uri: url, database, connectionLimit: 4 });
   const leases = mysqlLeases({ pool });
-  const guard = createGuard({ store: mysqlFences({ db: pool }), resource: 'invoices' });
+  const guard = createGuard({ store: mysqlFences({ db: pool, checkLease: 'billing' }), resource: 'invoices' });
   const coordinator = createCoordinator({ store: leases, lease: 'billing', nodeId: name, ttlMs: 3000, renewIntervalMs: 1000, fences: [guard] });
   const invoice = guard.wrapHandler(async (_payload, ctx) => {
     await ctx.guardedWrite((connection) => connection.query('INSERT INTO invoices (fire_id, node, token) VALUES (?, ?, ?)', [ctx.fireId, name, ctx.token.toString()]));
@@ -69,7 +69,7 @@ async function main(setup: mysql.Connection): Promise<void> {
     const before = await invoices();
     await waitFor(async () => (await invoices()) >= before + 2, 'replica-b writes');
 
-    // The deposed leader's token, late: refused in its own transaction by the fence replica-b advanced.
+    // The deposed leader's token, late: refused in its own transaction, by the lease and the fence.
     try {
       await a.guard.guardedWrite(deposed, (connection) => connection.query('INSERT INTO invoices (fire_id, node, token) VALUES (?, ?, ?)', ['late', 'replica-a', deposed.toString()]));
       throw new Error('the deposed leader wrote');

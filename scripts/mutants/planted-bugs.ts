@@ -35,6 +35,8 @@ const MEMORY_FENCES = 'packages/consumer-guard/src/memory/memory-store.ts';
 const MEMORY_FENCE_TESTS = ['test/fence-store/conformance-memory.test.ts'];
 const MYSQL_LEASE_SQL = 'packages/coordinator/src/store/mysql/migrations/000001.sql';
 const MYSQL_LEASE_TESTS = ['test/lease-store/conformance-mysql.test.ts'];
+const MYSQL_GUARD_LEASE_SQL = 'packages/consumer-guard/src/mysql/migrations/000003.sql';
+const MYSQL_LEASE_CHECK_TESTS = ['test/lease-checked/conformance-mysql.test.ts'];
 const ETCD_LEASE_TESTS = ['test/lease-store/conformance-etcd.test.ts', 'test/etcd-leases.test.ts', 'packages/coordinator/src/store/etcd/etcd-sessions.etcd.test.ts'];
 
 export const PLANTED_BUGS: readonly PlantedBug[] = [
@@ -568,7 +570,7 @@ export const PLANTED_BUGS: readonly PlantedBug[] = [
     file: 'packages/consumer-guard/src/postgres/migrations/000005.sql',
     find: '  SELECT l.token, l.holder, l.expires_at INTO cur FROM :LEASES l WHERE l.name = p_lease FOR KEY SHARE;',
     replace: '  SELECT l.token, l.holder, l.expires_at INTO cur FROM :LEASES l WHERE l.name = p_lease;',
-    tests: ['test/lease-checked-writes.test.ts'],
+    tests: ['test/lease-checked-writes.test.ts', 'test/lease-checked/conformance-postgres.test.ts'],
   },
   {
     id: 'lease-check-outside-transaction',
@@ -578,7 +580,7 @@ export const PLANTED_BUGS: readonly PlantedBug[] = [
     find: '  const check = leaseOf === undefined ? checkCall(names.checkFn) : leaseCheckedCall(names.checkedFn, leaseOf);',
     replace:
       '  const plain = checkCall(names.checkFn);\n  const leased = leaseOf === undefined ? undefined : leaseCheckedCall(names.checkedFn, leaseOf);\n  const check = { statement: plain.statement, inline: (t: Token, r: string, x: boolean, f: string | null) => { if (leased !== undefined) void session.query(leased.statement(t, r, x, f)); return plain.inline(t, r, x, f); } };',
-    tests: ['test/lease-checked-writes.test.ts'],
+    tests: ['test/lease-checked-writes.test.ts', 'test/lease-checked/conformance-postgres.test.ts'],
   },
   {
     id: 'takeover-any-token',
@@ -587,7 +589,7 @@ export const PLANTED_BUGS: readonly PlantedBug[] = [
     file: LEASE_SQL,
     find: "         AND substring(a.application_name FROM '^fenced:([0-9]{1,19})(?: |$)')::numeric <= seen;",
     replace: '         ;',
-    tests: ['test/lease-checked-writes.test.ts'],
+    tests: ['test/lease-checked-writes.test.ts', 'test/lease-checked/conformance-postgres.test.ts'],
   },
   {
     id: 'pg-renew-per-lease',
@@ -623,7 +625,7 @@ export const PLANTED_BUGS: readonly PlantedBug[] = [
     file: 'packages/consumer-guard/src/postgres/migrations/000005.sql',
     find: '     OR (p_issuer IS NOT NULL AND cur.holder IS DISTINCT FROM p_issuer) THEN',
     replace: '     THEN',
-    tests: ['test/lease-checked-writes.test.ts'],
+    tests: ['test/lease-checked-writes.test.ts', 'test/lease-checked/conformance-postgres.test.ts'],
   },
   {
     id: 'mysql-check-outside-transaction',
@@ -1005,9 +1007,9 @@ export const PLANTED_BUGS: readonly PlantedBug[] = [
     id: 'mysql-releases-any-token',
     layer: 'lease',
     bug: 'the MySQL release frees the lease for its node id whatever the token: a deposed term of the same node frees its successor',
-    file: 'packages/coordinator/src/store/mysql/mysql-lease-store.ts',
-    find: 'SET holder = NULL, expires_us = NULL WHERE name = ? AND token = ? AND holder = ?`',
-    replace: 'SET holder = NULL, expires_us = NULL WHERE name = ? AND (token = ? OR TRUE) AND holder = ?`',
+    file: MYSQL_LEASE_SQL,
+    find: '  UPDATE :LEASES SET holder = NULL, expires_us = NULL WHERE name = p_name AND token = p_token AND holder = p_node;',
+    replace: '  UPDATE :LEASES SET holder = NULL, expires_us = NULL WHERE name = p_name AND holder = p_node;',
     tests: MYSQL_LEASE_TESTS,
   },
   {
@@ -1015,7 +1017,7 @@ export const PLANTED_BUGS: readonly PlantedBug[] = [
     layer: 'scheduler',
     bug: "the MySQL fire log records without checking the lease: a deposed leader's record moves the scheduler's state",
     file: MYSQL_LEASE_SQL,
-    find: 'IF NOT v_found OR v_token <> p_token OR v_holder IS NULL OR v_holder <> p_node OR NOT (v_expires > v_now) THEN',
+    find: 'IF NOT v_found OR v_token <> p_token OR v_holder IS NULL OR v_holder <> p_node OR v_expires IS NULL OR v_expires <= v_now THEN',
     replace: 'IF NOT v_found THEN',
     tests: MYSQL_LEASE_TESTS,
   },
@@ -1024,7 +1026,7 @@ export const PLANTED_BUGS: readonly PlantedBug[] = [
     layer: 'scheduler',
     bug: 'the MySQL fire log records under a lease whose time ran out (its holder and token still match): a term past its end moves the schedule',
     file: MYSQL_LEASE_SQL,
-    find: 'IF NOT v_found OR v_token <> p_token OR v_holder IS NULL OR v_holder <> p_node OR NOT (v_expires > v_now) THEN',
+    find: 'IF NOT v_found OR v_token <> p_token OR v_holder IS NULL OR v_holder <> p_node OR v_expires IS NULL OR v_expires <= v_now THEN',
     replace: 'IF NOT v_found OR v_token <> p_token OR v_holder IS NULL OR v_holder <> p_node THEN',
     tests: MYSQL_LEASE_TESTS,
   },
@@ -1053,7 +1055,7 @@ export const PLANTED_BUGS: readonly PlantedBug[] = [
     file: `${MIGRATIONS}/000005.sql`,
     find: 'OR cur.holder IS NULL OR cur.expires_at <= clock_timestamp()\n',
     replace: 'OR cur.holder IS NULL OR cur.expires_at <= now()\n',
-    tests: ['test/lease-checked-writes.test.ts'],
+    tests: ['test/lease-checked-writes.test.ts', 'test/lease-checked/conformance-postgres.test.ts'],
   },
   {
     id: 'mysql-shared-path-text-compare',
@@ -1063,5 +1065,41 @@ export const PLANTED_BUGS: readonly PlantedBug[] = [
     find: 'if (token < highest) throw new CheckRefusal(STALE_TOKEN, highest.toString());',
     replace: 'if (token.toString() < highest.toString()) throw new CheckRefusal(STALE_TOKEN, highest.toString());',
     tests: MYSQL_FENCE_TESTS,
+  },
+  {
+    id: 'mysql-lease-check-no-lock',
+    layer: 'guard',
+    bug: "the MySQL lease check reads the term row without a share lock: a grant no longer waits for the old term's open writes, which commit under the new term",
+    file: MYSQL_GUARD_LEASE_SQL,
+    find: 'SELECT token, holder INTO v_token, v_holder FROM :LEASE_TERMS WHERE name = p_lease LOCK IN SHARE MODE;',
+    replace: 'SELECT token, holder INTO v_token, v_holder FROM :LEASE_TERMS WHERE name = p_lease;',
+    tests: MYSQL_LEASE_CHECK_TESTS,
+  },
+  {
+    id: 'mysql-lease-check-no-expiry',
+    layer: 'guard',
+    bug: "the MySQL lease check compares the term's token and holder but not its expiry: a deposed leader's write commits until the next term begins",
+    file: MYSQL_GUARD_LEASE_SQL,
+    find: ' OR v_expires IS NULL OR v_expires <= v_now THEN',
+    replace: ' THEN',
+    tests: MYSQL_LEASE_CHECK_TESTS,
+  },
+  {
+    id: 'mysql-lease-check-any-issuer',
+    layer: 'guard',
+    bug: 'the MySQL lease check ignores the issuer the write names: a token minted again for another node (a lossy failover) passes for the node that lost it',
+    file: MYSQL_GUARD_LEASE_SQL,
+    find: ' OR (p_issuer IS NOT NULL AND v_holder <> p_issuer)',
+    replace: '',
+    tests: MYSQL_LEASE_CHECK_TESTS,
+  },
+  {
+    id: 'mysql-grant-never-takes-over',
+    layer: 'survival',
+    bug: "the MySQL grant looks for the sessions it waits for but never ends them: a deposed leader frozen inside a lease-checked write holds every election off",
+    file: 'packages/coordinator/src/store/mysql/mysql-grant.ts',
+    find: 'await pool.query(`KILL CONNECTION ${blocker}`).then(',
+    replace: 'await pool.query(`SELECT ${blocker}`).then(',
+    tests: MYSQL_LEASE_CHECK_TESTS,
   },
 ];

@@ -3,8 +3,8 @@
 // conformance-mysql.test.ts), as kysely runs one test suite over every dialect. Each test goes
 // through the store's own public guard (createPostgresGuard, createMysqlGuard): no fast path, no
 // handler, nothing above the seam that could absorb a store's bug.
-import { isFencedError } from '@fenced/shared';
-import type { CombinedGuard, FenceGuard, TransactionExecutor } from '@fenced/consumer-guard';
+import { createEnvelope, isFencedError, parseToken, type Envelope } from '@fenced/shared';
+import type { FenceGuard, Guard, TransactionExecutor } from '@fenced/consumer-guard';
 import { waitFor } from '#test-support';
 import { randomBytes } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -42,8 +42,12 @@ export interface FenceStoreHarness {
    */
   readonly writeIn:
     | {
-        /** A guard over the store's factory (`createGuard({ store })`, no fast path): `guardedWriteIn` reaches the store's `writeIn`. */
-        guard(resource: string): CombinedGuard<unknown>;
+        /**
+         * A guard over the store's factory (`createGuard({ store })`, no fast path): `guardedWriteIn`
+         * reaches the store's `writeIn`, and a transactional handler's `batch` its `checkBatchIn`
+         * (one by one where the store has none).
+         */
+        guard(resource: string): Guard<unknown>;
         begin(): Promise<CallerTransaction>;
         insertEffectIn(tx: TransactionExecutor, resource: string, token: bigint): Promise<void>;
       }
@@ -485,6 +489,32 @@ export function describeFenceStoreConformance(harness: FenceStoreHarness): void 
         await expect(guard.guardedWriteIn(caller.tx, 6n, async () => void (ran = true), { fireId: 'f-1' })).rejects.toMatchObject({ code: 'DUPLICATE_FIRE' });
         await caller.rollback();
         expect(ran).toBe(false);
+      });
+
+      it.skipIf(writeIn === null)("a batch in the caller's transaction is judged in order as one write after another: stale below the fence the fires before it left, a fire twice a duplicate, the rest applied, alike on both paths", async () => {
+        const role = writeIn!;
+        let at = 0;
+        const fire = (token: bigint): Envelope => createEnvelope({ job: 'batch', scheduledAt: Date.UTC(2026, 11, 4, 10, 0, 0, at++), token: parseToken(token), issuer: 'node-a', payload: null });
+        const envelopes = [fire(5n), fire(5n), fire(7n), fire(6n), fire(7n)];
+        envelopes.splice(2, 0, envelopes[1]!); // the same fire twice in one batch
+        const statuses: Record<string, string[]> = {};
+        for (const path of ['batch', 'one by one'] as const) {
+          const resource = name();
+          const guard = role.guard(resource);
+          const handle = guard.wrapTransactionalHandler(async (_payload, ctx) => ctx.guardedWrite((tx) => role.insertEffectIn(tx, resource, ctx.token)));
+          const caller = await role.begin();
+          const outcomes = [];
+          if (path === 'batch') outcomes.push(...(await handle.batch(envelopes, caller.tx)));
+          else for (const envelope of envelopes) outcomes.push(await handle(envelope, caller.tx));
+          await caller.commit();
+          statuses[path] = outcomes.map((o) => o.status);
+          expect(outcomes[4]).toMatchObject({ status: 'stale', highest: 7n });
+          expect(await guard.highest()).toBe(7n);
+          expect(await harness.effects(resource)).toEqual([5n, 5n, 7n, 7n]);
+          expect(new Set(await guard.appliedFireIds(envelopes.map((e) => e.fireId)))).toEqual(new Set([0, 1, 3, 5].map((i) => envelopes[i]!.fireId)));
+        }
+        expect(statuses['batch']).toEqual(['applied', 'applied', 'duplicate', 'applied', 'stale', 'applied']);
+        expect(statuses['batch']).toEqual(statuses['one by one']);
       });
 
       it.skipIf(writeIn === null)("holds the fence's lock until the caller's transaction ends: a higher write waits for it, and a lower one after it is refused", async () => {

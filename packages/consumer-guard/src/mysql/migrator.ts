@@ -19,6 +19,9 @@ function renderMigration(text: string, names: MysqlObjectNames): string {
     CHECK_PROC: names.checkProc,
     ADVANCE_PROC: names.advanceProc,
     LOWER_PROC: names.lowerProc,
+    LEASE_CHECK_PROC: names.leaseCheckProc,
+    LEASE_TERMS: names.leaseTerms,
+    LEASES: names.leases,
   });
 }
 

@@ -7,6 +7,8 @@ export const STALE_TOKEN = 45001;
 export const FENCE_AHEAD = 45002;
 /** Raised by the check procedure: this resource already applied the fire id. */
 export const DUPLICATE_FIRE = 45003;
+/** Raised by the lease check: the lease is not held by the write's token. MESSAGE_TEXT holds the lease's token, or ''. */
+export const LEASE_NOT_HELD = 45004;
 /** ER_LOCK_DEADLOCK: InnoDB broke a deadlock by rolling this transaction back. */
 export const LOCK_DEADLOCK = 1213;
 /** ER_LOCK_WAIT_TIMEOUT: a lock wait passed `innodb_lock_wait_timeout` (only the statement rolled back). */

@@ -1,3 +1,4 @@
+import { checkLeaseSchema } from '../sql/check-lease.js';
 import { z } from 'zod';
 import { isFunction, isObject, sqlIdentifierSchema } from '@fenced/shared/internal';
 import { fenceGuardOptionsSchema } from '../fence-guard-options.js';
@@ -63,6 +64,17 @@ export const mysqlStoreOptionsShape = {
       }),
     ])
     .default(DEFAULT_MYSQL_TAKEOVER),
+  /**
+   * Checks, in each write's own transaction, that the write's token still holds its lease in the
+   * MySQL lease store beside the fences (`mysqlLeases` of `@fenced/coordinator/mysql`, same database
+   * and table): a deposed leader's write is then refused (`NOT_LEADER`) even before the next leader
+   * has written anything, and no new term begins while a write of the old one is still open (the
+   * grant ends such writes of a frozen leader after its grace period). The lease of each write: a
+   * name, or a function of the write's resource. A write that names its token's `issuer` must also
+   * find that very node holding the lease.
+   * @defaultValue off
+   */
+  checkLease: checkLeaseSchema,
 };
 
 export const mysqlStoreOptionsSchema = z.object(mysqlStoreOptionsShape);

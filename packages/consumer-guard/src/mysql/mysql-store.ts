@@ -1,4 +1,4 @@
-import { ConfigError, DuplicateFireError, FenceAheadError, parseResource, StaleTokenError, type Fence, type Token } from '@fenced/shared';
+import { ConfigError, DuplicateFireError, FenceAheadError, NotLeaderError, parseResource, StaleTokenError, type Fence, type Token } from '@fenced/shared';
 import { emit, storedToken } from '@fenced/shared/internal';
 import type { FenceStore, FenceStoreContext } from '../fence-store.js';
 import { advanceWithTakeover } from '../takeover/advance-with-takeover.js';
@@ -10,7 +10,8 @@ import { retryBackoff as backoff } from '../internal/retry-backoff.js';
 import { isKyselyLike } from '../sql/kysely.js';
 import { kyselyMysqlSession } from './kysely-session.js';
 import { mysqlAdminOperations } from './mysql-admin.js';
-import { CheckRefusal, DUPLICATE_ENTRY, DUPLICATE_FIRE, errnoOf, FENCE_AHEAD, fenceInRefusal, isNotMigrated, isRetryable, STALE_TOKEN } from './mysql-errors.js';
+import { CheckRefusal, DUPLICATE_ENTRY, DUPLICATE_FIRE, errnoOf, FENCE_AHEAD, fenceInRefusal, isNotMigrated, isRetryable, LEASE_NOT_HELD, STALE_TOKEN } from './mysql-errors.js';
+import { leaseResolver } from '../sql/check-lease.js';
 import type { MysqlStoreOptions } from './mysql-store-options.js';
 import { mysqlTakeoverStore } from './mysql-takeover.js';
 import { isMysql2PoolLike, mysql2Session } from './mysql2-session.js';
@@ -35,13 +36,21 @@ export function mysqlFenceStore(options: MysqlStoreOptions, context: FenceStoreC
   const checkSql = `CALL ${names.checkProc}(?, ?, ?, ?)`;
   const statements = mysqlStatements(names);
   const hints = new FenceHints();
+  const leaseOf = leaseResolver(options.checkLease, 'mysql fences');
+  const leaseCheckSql = `CALL ${names.leaseCheckProc}(?, ?, ?)`;
 
   const unavailable = (resource: string, phase: string, cause: unknown, outcomeUnknown = false) =>
     storeUnavailable(logger, 'MySQL', { resource, phase, cause, outcomeUnknown, notMigrated: isNotMigrated(cause) });
 
   /** The procedure's refusal as its typed error (reported), or undefined. */
-  function refusalOf(cause: unknown, resource: string, token: Token, fireId: string | null): StaleTokenError | DuplicateFireError | undefined {
+  function refusalOf(cause: unknown, resource: string, token: Token, fireId: string | null): StaleTokenError | DuplicateFireError | NotLeaderError | undefined {
     const errno = errnoOf(cause);
+    if (errno === LEASE_NOT_HELD && leaseOf !== undefined) {
+      const lease = leaseOf(resource);
+      const now = fenceInRefusal(cause) ?? '';
+      emit(logger, { type: 'guard.lease-refused', resource, token, lease });
+      return new NotLeaderError(lease, `token ${token} no longer holds lease ${JSON.stringify(lease)} (its token is ${now === '' ? 'none' : now}): the write was refused in its own transaction`);
+    }
     if (errno === STALE_TOKEN) {
       const highest = storedToken(fenceInRefusal(cause) ?? '');
       hints.saw(resource, highest);
@@ -61,8 +70,12 @@ export function mysqlFenceStore(options: MysqlStoreOptions, context: FenceStoreC
   }
 
   async function writeWithRetries<T>(args: WriteArguments, fn: (trx: unknown, ctx: GuardedWriteContext) => Promise<T>): Promise<T> {
-    const { token, resource, fireId, recordOutcome } = args;
-    const check = (connection: MysqlConnection) => checkFence(connection, token, resource, fireId);
+    const { token, resource, fireId, recordOutcome, issuer } = args;
+    const check = async (connection: MysqlConnection) => {
+      await checkFence(connection, token, resource, fireId);
+      // Then the write's lease, held in share mode until the write ends (migrations/000003.sql).
+      if (leaseOf !== undefined) await connection.run(leaseCheckSql, [leaseOf(resource), token.toString(), issuer ?? null]);
+    };
     const closing =
       fireId === null || recordOutcome === undefined
         ? undefined

@@ -1,4 +1,4 @@
-import { storedToken } from '@fenced/shared/internal';
+import { MYSQL_LOCK_TABLES_IDLE_MS, mysqlSessionsBlocking, storedToken } from '@fenced/shared/internal';
 import type { Token } from '@fenced/shared';
 import type { BlockingWrite, TakeoverStore } from '../takeover/advance-with-takeover.js';
 import { errnoOf } from './mysql-errors.js';
@@ -9,8 +9,6 @@ import type { MysqlSession } from './session.js';
 const KILL_DENIED = 1095;
 /** ER_NO_SUCH_THREAD: the session ended on its own meanwhile. */
 const NO_SUCH_THREAD = 1094;
-/** Above InnoDB's 100 ms: how long its lock tables must go unread before the server refreshes them. */
-const LOCK_TABLES_IDLE_MS = 150;
 
 /**
  * The election-time advance on MySQL/MariaDB, as a {@link TakeoverStore}: the waiter is the advance's
@@ -29,11 +27,9 @@ interface AdvanceSession {
 }
 
 export function mysqlTakeoverStore(session: MysqlSession<unknown>, names: MysqlObjectNames): TakeoverStore<AdvanceSession> {
-  // InnoDB's lock tables (information_schema.INNODB_TRX, INNODB_LOCK_WAITS) are served from a cache
-  // that the server refreshes only when nobody read it for 100 ms: a reader that polls faster than
-  // that keeps reading the picture from before the wait began. So lock waits are read at most every
-  // LOCK_TABLES_IDLE_MS, whatever the grace period (readers elsewhere on the server can still delay
-  // the refresh: then the advance waits until its own timeout, and the election fails closed).
+  // InnoDB's lock tables are read at most every MYSQL_LOCK_TABLES_IDLE_MS, whatever the grace period
+  // (see there; readers elsewhere on the server can still delay the refresh: then the advance waits
+  // until its own timeout, and the election fails closed).
   let lastLockRead = -Infinity;
   return {
     startAdvance(resource, token, timeoutMs) {
@@ -64,10 +60,10 @@ export function mysqlTakeoverStore(session: MysqlSession<unknown>, names: MysqlO
     },
 
     async endBlockers(waiter, token) {
-      if (performance.now() - lastLockRead < LOCK_TABLES_IDLE_MS) return [];
+      if (performance.now() - lastLockRead < MYSQL_LOCK_TABLES_IDLE_MS) return [];
       let blockers: number[];
       try {
-        blockers = await blockingSessions(session, waiter.threadId);
+        blockers = await mysqlSessionsBlocking((sql, values) => session.query(sql, values), waiter.threadId);
       } finally {
         lastLockRead = performance.now();
       }
@@ -89,30 +85,6 @@ export function mysqlTakeoverStore(session: MysqlSession<unknown>, names: MysqlO
       return found;
     },
   };
-}
-
-/** The thread ids of the sessions whose locks `waiter` waits for (MariaDB's tables, else MySQL 8's). */
-async function blockingSessions(session: MysqlSession<unknown>, waiter: number): Promise<number[]> {
-  let rows;
-  try {
-    rows = await session.query(
-      `SELECT b.trx_mysql_thread_id AS blocker FROM information_schema.INNODB_LOCK_WAITS w
-         JOIN information_schema.INNODB_TRX r ON r.trx_id = w.requesting_trx_id
-         JOIN information_schema.INNODB_TRX b ON b.trx_id = w.blocking_trx_id
-        WHERE r.trx_mysql_thread_id = ?`,
-      [waiter],
-    );
-  } catch {
-    // MySQL 8 moved lock waits to performance_schema.
-    rows = await session.query(
-      `SELECT b.trx_mysql_thread_id AS blocker FROM performance_schema.data_lock_waits w
-         JOIN information_schema.INNODB_TRX r ON r.trx_id = w.REQUESTING_ENGINE_TRANSACTION_ID
-         JOIN information_schema.INNODB_TRX b ON b.trx_id = w.BLOCKING_ENGINE_TRANSACTION_ID
-        WHERE r.trx_mysql_thread_id = ?`,
-      [waiter],
-    );
-  }
-  return [...new Set(rows.map((row) => Number(row['blocker'])).filter((id) => Number.isInteger(id) && id > 0))];
 }
 
 /** The fence row's value as its holder left it, committed or not (READ UNCOMMITTED, one statement). */

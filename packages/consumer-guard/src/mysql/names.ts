@@ -9,6 +9,11 @@ export interface MysqlObjectNames {
   readonly checkProc: string;
   readonly advanceProc: string;
   readonly lowerProc: string;
+  /** The lease check of lease-checked writes (migrations/000003.sql). */
+  readonly leaseCheckProc: string;
+  /** The MySQL lease store's tables beside the fences (its own migration creates them). */
+  readonly leaseTerms: string;
+  readonly leases: string;
   /** The fence table's own name, unquoted (information_schema lookups). */
   readonly table: string;
   /** `database.table` (or `table`), unquoted: the key that serializes migrators of one installation. */
@@ -30,6 +35,9 @@ export function mysqlObjectNames(database: string | null, table: string): MysqlO
     checkProc: qualify(`${table}_check`),
     advanceProc: qualify(`${table}_advance`),
     lowerProc: qualify(`${table}_lower`),
+    leaseCheckProc: qualify(`${table}_lease_check`),
+    leaseTerms: qualify(`${table}_lease_terms`),
+    leases: qualify(`${table}_leases`),
     table,
     installation: database === null ? table : `${database}.${table}`,
   };

@@ -1,11 +1,10 @@
+import { checkLeaseSchema } from '../sql/check-lease.js';
 import { z } from 'zod';
 import { isFunction, isObject } from '@fenced/shared/internal';
 import { fenceGuardOptionsSchema } from '../fence-guard-options.js';
 import { sqlIdentifierSchema } from './sql-identifier.js';
 
 /** A lease name, as the coordinator accepts it. */
-const leaseNameSchema = z.string().regex(/^[A-Za-z0-9_.-]{1,64}$/, 'must be 1-64 characters from A-Z a-z 0-9 _ . -');
-
 /** The `takeover` option's default (`fenced doctor` checks the server's timeouts against it). */
 export const DEFAULT_TAKEOVER = Object.freeze({ graceMs: 250, timeoutMs: 10_000 });
 
@@ -90,7 +89,7 @@ export const postgresStoreOptionsShape = {
    * createPostgresGuard({ db: pool, resource: 'invoices', checkLease: 'billing' });
    * ```
    */
-  checkLease: z.union([leaseNameSchema, z.custom<(resource: string) => string>(isFunction, { message: 'must be a lease name or a function (resource) => lease name' })]).optional(),
+  checkLease: checkLeaseSchema,
 };
 
 /** Options of `createPostgresGuard`, with their defaults. */

@@ -9,6 +9,7 @@ import { inspectionOperations } from './inspection.js';
 import { storeUnavailable } from '../sql/store-unavailable.js';
 import { runWriteAttempts, type WriteErrorRules } from '../sql/write-attempts.js';
 import { migrate } from './migrator.js';
+import { leaseResolver } from '../sql/check-lease.js';
 import { FenceHints } from '../sql/fence-hints.js';
 import { guardObjectNames } from './names.js';
 import { isPgPoolLike, pgPoolSession } from './pg-pool-session.js';
@@ -37,7 +38,7 @@ export function postgresFenceStore(options: PostgresStoreOptions, context: Fence
 
   const unavailable = (resource: string, phase: string, cause: unknown, outcomeUnknown = false) =>
     storeUnavailable(logger, 'PostgreSQL', { resource, phase, cause, outcomeUnknown, notMigrated: isNotMigrated(cause) });
-  const leaseOf = leaseResolver(options.checkLease);
+  const leaseOf = leaseResolver(options.checkLease, 'postgres guard');
   const check = leaseOf === undefined ? checkCall(names.checkFn) : leaseCheckedCall(names.checkedFn, leaseOf);
   const hints = new FenceHints();
 
@@ -266,18 +267,5 @@ function openSession(db: object, pool: object | undefined, onConnectionError: (e
   }
   if (isPgPoolLike(db)) return pgPoolSession(db, onConnectionError) as GuardSession<unknown>;
   throw new ConfigError('postgres guard', [{ path: 'db', message: 'must be a Kysely instance or a pg.Pool' }]);
-}
-
-/** The lease of each write's resource, when writes are lease-checked. */
-function leaseResolver(checkLease: PostgresStoreOptions['checkLease']): ((resource: string) => string) | undefined {
-  if (checkLease === undefined) return undefined;
-  if (typeof checkLease === 'string') return () => checkLease;
-  return (resource) => {
-    const lease = (checkLease as (resource: string) => unknown)(resource);
-    if (typeof lease !== 'string' || !/^[A-Za-z0-9_.-]{1,64}$/.test(lease)) {
-      throw new ConfigError('postgres guard', [{ path: 'checkLease', message: `returned ${JSON.stringify(lease)} for resource ${JSON.stringify(resource)}: not a lease name` }]);
-    }
-    return lease;
-  };
 }
 

@@ -13,6 +13,7 @@ export { meterProviderSchema } from './meter-provider-check.js';
 export { isFunction, isObject } from './type-guards.js';
 export { storedToken } from '../token.js';
 export { keyPrefixSchema } from './key-prefix.js';
+export { MYSQL_LOCK_TABLES_IDLE_MS, mysqlSessionsBlocking } from './mysql-lock-waits.js';
 export { mysqlRowsOf, withMysqlConnection, type MysqlCheckedOut, type MysqlPooledConnection } from './mysql-connection.js';
 export { applyMysqlMigrations, mysqlScriptStatements, type MysqlMigrationConnection, type MysqlMigrationPlan } from './mysql-migrations.js';
 export { applyMigrations, fillPlaceholders, numberedMigrations, type MigrationPlan, type MigrationStatement, type RunMigrationStatement } from './numbered-migrations.js';

@@ -8,10 +8,10 @@ import { mysqlConfigProblem } from './mysql-config.js';
 import { mysqlFireLog } from './mysql-fire-log.js';
 import { mysqlLeaseObjectNames, type MysqlLeaseObjectNames } from './mysql-lease-names.js';
 import { migrateMysqlLeases } from './mysql-lease-migrator.js';
-import { mysqlLeaseStore, NOW_US_SQL, type MysqlRenewAnswer } from './mysql-lease-store.js';
+import { mysqlLeaseStore, type MysqlRenewAnswer } from './mysql-lease-store.js';
 import { mysqlLeasesOptionsSchema, type MysqlLeasesOptionsInput } from './mysql-leases-options.js';
 import { mysqlMembership } from './mysql-membership.js';
-import { queryRows, type MysqlLeasePool } from './mysql-pool.js';
+import { NOW_US_SQL, queryRows, type MysqlLeasePool } from './mysql-pool.js';
 
 /** Leases in MySQL/MariaDB: a `LeaseBackend`, and the migration that creates its objects. */
 export interface MysqlLeases extends LeaseBackend {
@@ -82,7 +82,7 @@ export function mysqlLeases(input: MysqlLeasesOptions): MysqlLeases {
     for (const row of rows) answers[Number(row['ord']) - 1] = { renewed: Number(row['renewed']) === 1, nowMicros: String(row['now_us']) };
     return answers;
   }, options.renewWindowMs);
-  const shared = { releases, renews };
+  const shared = { releases, renews, takeover: options.takeover };
 
   return Object.freeze({
     kind: 'mysql' as const,

@@ -9,12 +9,15 @@ export interface MysqlLeaseObjectNames {
   /** The database the objects live in, or null: the connection's current one. */
   readonly database: string | null;
   readonly leases: string;
+  /** The term rows: what a lease-checked write holds in share mode (see migrations/000001.sql). */
+  readonly terms: string;
   readonly elections: string;
   readonly fires: string;
   readonly members: string;
   readonly migrations: string;
   readonly acquireProc: string;
   readonly renewProc: string;
+  readonly releaseProc: string;
   readonly recordElectionProc: string;
   readonly recordFiresProc: string;
   readonly beatProc: string;
@@ -32,12 +35,14 @@ export function mysqlLeaseObjectNames(database: string | null, table: string): M
   return {
     database,
     leases: qualify(`${table}_leases`),
+    terms: qualify(`${table}_lease_terms`),
     elections: qualify(`${table}_elections`),
     fires: qualify(`${table}_fires`),
     members: qualify(`${table}_members`),
     migrations: qualify(`${table}_lease_schema`),
     acquireProc: qualify(`${table}_lease_acquire`),
     renewProc: qualify(`${table}_lease_renew`),
+    releaseProc: qualify(`${table}_lease_release`),
     recordElectionProc: qualify(`${table}_lease_elected`),
     recordFiresProc: qualify(`${table}_record_fires`),
     beatProc: qualify(`${table}_member_beat`),
@@ -50,11 +55,13 @@ export function mysqlLeaseObjectNames(database: string | null, table: string): M
 export function renderMysqlLeaseMigration(text: string, names: MysqlLeaseObjectNames): string {
   return fillPlaceholders(text, {
     LEASES: names.leases,
+    TERMS: names.terms,
     ELECTIONS: names.elections,
     FIRES: names.fires,
     MEMBERS: names.members,
     ACQUIRE_PROC: names.acquireProc,
     RENEW_PROC: names.renewProc,
+    RELEASE_PROC: names.releaseProc,
     RECORD_ELECTION_PROC: names.recordElectionProc,
     RECORD_FIRES_PROC: names.recordFiresProc,
     BEAT_PROC: names.beatProc,

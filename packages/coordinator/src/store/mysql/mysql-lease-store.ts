@@ -6,13 +6,11 @@ import { parseLeaseValue } from '../lease-value.js';
 import type { ReleasePolling } from '../release-polling.js';
 import type { RenewBatcher } from '../renew-batcher.js';
 import type { MysqlLeaseObjectNames } from './mysql-lease-names.js';
-import { queryRows, type MysqlLeasePool } from './mysql-pool.js';
+import { grantWithTakeover, type MysqlTakeover } from './mysql-grant.js';
+import { NOW_US_SQL, queryRows, type MysqlLeasePool } from './mysql-pool.js';
 
 /** How many elections each lease keeps in its record, for `fenced status` and `fenced doctor`. */
 const ELECTIONS_KEPT = 32;
-
-/** The server's clock now, microseconds since the epoch, whatever the session's time zone. */
-export const NOW_US_SQL = `TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', UTC_TIMESTAMP(6))`;
 
 /** One lease's answer in a batch renew. */
 export interface MysqlRenewAnswer {
@@ -32,15 +30,22 @@ export function mysqlLeaseStore(
   names: MysqlLeaseObjectNames,
   lease: string,
   nodeId: string,
-  shared: { readonly releases: ReleasePolling; readonly renews: RenewBatcher<MysqlRenewAnswer> },
+  shared: { readonly releases: ReleasePolling; readonly renews: RenewBatcher<MysqlRenewAnswer>; readonly takeover: MysqlTakeover },
 ): LeaseStore {
-  const { releases, renews } = shared;
+  const { releases, renews, takeover } = shared;
   const query = (sql: string, values: readonly unknown[], timeoutMs: number, operation: string) => queryRows(pool, names.installation, sql, values, timeoutMs, operation);
 
   return {
     async acquire(ttlMs, timeoutMs, inFlight): Promise<AcquireReply> {
-      const [row] = await replyOf(query(`CALL ${names.acquireProc}(?, ?, ?)`, [lease, nodeId, ttlMs], timeoutMs, 'acquire'), inFlight);
-      if (row === undefined) throw new Error('acquire answered no row');
+      // The grant gives up waiting on the term row well before this call gives up on the server: its
+      // answer (what it ended, and that the row is free now) must arrive, not be timed out.
+      const budget = { graceMs: takeover.graceMs, timeoutMs: Math.min(takeover.timeoutMs, Math.floor(timeoutMs * 0.5)) };
+      const sent = withTimeout(grantWithTakeover(pool, names, [lease, nodeId, ttlMs], budget), timeoutMs, 'acquire');
+      const { row, ended } = await replyOf(sent, inFlight);
+      if (row === null) {
+        // It waited as long as it may for the expired term's open writes (it ended them): try again at once.
+        return { won: false, holder: null, remainingMs: 0, time: await serverTime(timeoutMs), endedWrites: ended };
+      }
       const time = storeTimeOfMicros(String(row['now_us']));
       const holder = String(row['holder']);
       if (Number(row['won']) !== 1) {
@@ -50,9 +55,10 @@ export function mysqlLeaseStore(
           holder: held === null ? null : { value: holder, token: held.token, ours: held.nodeId === nodeId },
           remainingMs: Math.max(Number(row['remaining_ms']), 0),
           time,
+          endedWrites: ended,
         };
       }
-      return { won: true, token: storedToken(String(row['token'])), leaseValue: holder, time, confirmServer: async () => null };
+      return { won: true, token: storedToken(String(row['token'])), leaseValue: holder, time, endedWrites: ended, confirmServer: async () => null };
     },
 
     async renew(leaseValue, ttlMs, timeoutMs, inFlight) {
@@ -67,12 +73,8 @@ export function mysqlLeaseStore(
     async release(leaseValue, timeoutMs) {
       const owner = parseLeaseValue(leaseValue); // anything not made by this store owns nothing
       if (owner === null) return false;
-      const [header] = await withTimeout(
-        pool.query(`UPDATE ${names.leases} SET holder = NULL, expires_us = NULL WHERE name = ? AND token = ? AND holder = ?`, [lease, owner.token.toString(), owner.nodeId]),
-        timeoutMs,
-        'release',
-      );
-      return Number((header as { affectedRows?: unknown }).affectedRows ?? 0) > 0;
+      const [row] = await query(`CALL ${names.releaseProc}(?, ?, ?)`, [lease, owner.token.toString(), owner.nodeId], timeoutMs, 'release');
+      return Number(row?.['released'] ?? 0) > 0;
     },
 
     async raiseCounter(floor: Token, timeoutMs) {

@@ -31,6 +31,15 @@ export const mysqlLeasesOptionsSchema = z.object({
    * @defaultValue `20`
    */
   renewWindowMs: z.number().int().min(0).max(1000).default(20),
+  /**
+   * How a grant waits for what the expired term still holds open on its term row (the guard's
+   * lease-checked writes, `checkLease`; the scheduler's records): `graceMs` at a time, ending those
+   * sessions after each wait (`KILL CONNECTION`: a deposed leader frozen inside its transaction cannot
+   * hold the election off), `timeoutMs` in all (bounded by the acquire's own timeout, a third of the
+   * TTL). The user needs the right to end them: the same user, or `CONNECTION ADMIN` / `SUPER`.
+   * @defaultValue `{ graceMs: 250, timeoutMs: 10000 }`
+   */
+  takeover: z.object({ graceMs: z.number().int().min(1).max(60_000), timeoutMs: z.number().int().min(0).max(600_000) }).default({ graceMs: 250, timeoutMs: 10_000 }),
   /** Receives `migration.applied` events. */
   logger: z.custom<(event: never) => void>(isFunction, { message: 'must be a function' }).optional(),
 });

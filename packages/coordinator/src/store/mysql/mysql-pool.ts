@@ -20,11 +20,25 @@ export function isMysqlLeasePool(value: unknown): value is MysqlLeasePool {
 
 export type MysqlRow = Record<string, unknown>;
 
+/** The server's clock now, microseconds since the epoch, whatever the session's time zone. */
+export const NOW_US_SQL = `TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', UTC_TIMESTAMP(6))`;
+
 /** ER_NO_SUCH_TABLE, ER_SP_DOES_NOT_EXIST, ER_BAD_DB_ERROR: not migrated here. */
 const MISSING = new Set([1146, 1305, 1049]);
 /** ER_LOCK_DEADLOCK: InnoDB rolled the whole transaction back, so running it again is safe. */
 const DEADLOCK = 1213;
 const DEADLOCK_ATTEMPTS = 3;
+
+/**
+ * Whether a statement that failed with `err` is sent again: a deadlock (InnoDB rolled the whole
+ * transaction back), up to three attempts in all. A store that was never migrated is a typed error.
+ * @throws {SchemaMissingError} when the store's tables or procedures are missing.
+ */
+export function runAgain(err: unknown, attempt: number, installation: string): boolean {
+  const errno = errnoOf(err);
+  if (errno !== undefined && MISSING.has(errno)) throw new SchemaMissingError(installation, { cause: err });
+  return errno === DEADLOCK && attempt < DEADLOCK_ATTEMPTS;
+}
 
 export function errnoOf(err: unknown): number | undefined {
   const errno = (err as { errno?: unknown } | null)?.errno;
@@ -43,10 +57,7 @@ export async function queryRows(pool: MysqlLeasePool, installation: string, sql:
       const [result] = await withTimeout(pool.query(sql, values), Math.max(1, deadline - performance.now()), operation);
       return mysqlRowsOf(result);
     } catch (err) {
-      const errno = errnoOf(err);
-      if (errno !== undefined && MISSING.has(errno)) throw new SchemaMissingError(installation, { cause: err });
-      if (errno === DEADLOCK && attempt < DEADLOCK_ATTEMPTS && performance.now() < deadline) continue;
-      throw err;
+      if (!runAgain(err, attempt, installation) || performance.now() >= deadline) throw err;
     }
   }
 }

@@ -7,8 +7,8 @@ export const sqlFiles = {
 -- A script in the mysql client's own form: statements end with $$ (the shared migrator splits on it),
 -- so the procedures' bodies keep their semicolons. Placeholders (replaced with quoted, validated
 -- identifiers by store/mysql/mysql-lease-migrator.ts):
---   :LEASES :ELECTIONS :FIRES :MEMBERS
---   :ACQUIRE_PROC :RENEW_PROC :RECORD_ELECTION_PROC :RECORD_FIRES_PROC :BEAT_PROC
+--   :LEASES :TERMS :ELECTIONS :FIRES :MEMBERS
+--   :ACQUIRE_PROC :RENEW_PROC :RELEASE_PROC :RECORD_ELECTION_PROC :RECORD_FIRES_PROC :BEAT_PROC
 --   :FENCES  the guard's fence table in this database (it need not exist)
 -- InnoDB only: the procedures rely on its row locks. Run again whole after a failure half way: tables
 -- are created IF NOT EXISTS, each procedure is dropped before it is made.
@@ -25,6 +25,16 @@ DELIMITER $$
 
 -- Lease names and node ids are kept as their bytes (VARBINARY: compared byte for byte, as the
 -- assignment of a lease group sorts them).
+--
+-- Two rows per lease, because InnoDB has one exclusive row lock where PostgreSQL has two (FOR UPDATE,
+-- and FOR NO KEY UPDATE, which a renew takes and a writer's FOR KEY SHARE does not block):
+-- - the lease row (:LEASES): holder, token and expiry as they are now; renewals update it, and
+--   nothing that writes data holds it;
+-- - the term row (:TERMS): the term's token and holder, changed only when a term begins (the grant)
+--   or ends (the release). What must not outlive the term holds it in share mode until it commits:
+--   a lease-checked write (the guard's), a record of the scheduler's fires. A grant takes it
+--   FOR UPDATE, so a new term begins only once every such write of the old term has ended; a renew
+--   never touches it, so it never waits for them.
 CREATE TABLE IF NOT EXISTS :LEASES (
   name VARBINARY(255) NOT NULL PRIMARY KEY,
   -- The last token minted for this lease; kept when the lease is released, so tokens only grow.
@@ -36,18 +46,27 @@ CREATE TABLE IF NOT EXISTS :LEASES (
   renewed_us BIGINT NULL
 ) ENGINE = InnoDB $$
 
+CREATE TABLE IF NOT EXISTS :TERMS (
+  name VARBINARY(255) NOT NULL PRIMARY KEY,
+  -- The term's token; its holder's node id, NULL once released.
+  token BIGINT NOT NULL,
+  holder VARBINARY(255) NULL
+) ENGINE = InnoDB $$
+
 -- Takes the lease for p_ttl_ms when it is free or expired, minting its token in the same
 -- transaction, above this lease's previous token and above every fence in the guard's table in this
 -- database: no election here can mint a token a fence here already holds.
 --
 -- A live lease is answered from a plain read, which takes no lock: a standby's retries never queue
--- behind the leader's renewals. A free or expired one is then locked FOR UPDATE, and decided on the
--- row as the acquirer before it committed it (concurrent acquirers queue on the row lock).
+-- behind the leader's renewals or writes. A free or expired one is then locked FOR UPDATE, the term
+-- row first (waiting for the old term's lease-checked writes and fire records to end: a frozen one
+-- is ended by the caller, see mysql-lease-store.ts), then the lease row, and decided on the lease row
+-- as the acquirer before it committed it (concurrent acquirers queue on the row locks).
 -- Answers one row: won (0/1), token and holder ("<token>:<node>") as text, the milliseconds the
 -- holder's lease has left, the server's clock.
 DROP PROCEDURE IF EXISTS :ACQUIRE_PROC $$
 
-CREATE PROCEDURE :ACQUIRE_PROC(IN p_name VARBINARY(255), IN p_node VARBINARY(255), IN p_ttl_ms BIGINT)
+CREATE PROCEDURE :ACQUIRE_PROC(IN p_name VARBINARY(255), IN p_node VARBINARY(255), IN p_ttl_ms BIGINT, IN p_wait_s INT)
   MODIFIES SQL DATA
 BEGIN
   DECLARE v_found BOOLEAN DEFAULT TRUE;
@@ -57,12 +76,17 @@ BEGIN
   DECLARE v_now BIGINT;
   DECLARE v_fence BIGINT DEFAULT 0;
   DECLARE v_next BIGINT;
+  -- The session's own lock wait, put back whatever happens: the grant waits p_wait_s at most
+  -- (whole seconds: InnoDB counts no finer), then fails with 1205 and the caller answers not granted.
+  DECLARE v_wait_was BIGINT DEFAULT @@SESSION.innodb_lock_wait_timeout;
   DECLARE CONTINUE HANDLER FOR NOT FOUND SET v_found = FALSE;
   DECLARE EXIT HANDLER FOR SQLEXCEPTION
   BEGIN
+    SET SESSION innodb_lock_wait_timeout = v_wait_was;
     ROLLBACK;
     RESIGNAL;
   END;
+  SET SESSION innodb_lock_wait_timeout = GREATEST(1, COALESCE(p_wait_s, v_wait_was));
   IF p_ttl_ms IS NULL OR p_ttl_ms < 1 OR COALESCE(LENGTH(p_node), 0) = 0 OR COALESCE(LENGTH(p_name), 0) = 0 THEN
     SIGNAL SQLSTATE '22023' SET MESSAGE_TEXT = 'acquire needs a lease name, a node id and a positive TTL';
   END IF;
@@ -76,7 +100,9 @@ BEGIN
     IF NOT v_found THEN
       INSERT IGNORE INTO :LEASES (name, token) VALUES (p_name, 0);
     END IF;
+    INSERT IGNORE INTO :TERMS (name, token) SELECT name, token FROM :LEASES WHERE name = p_name;
     SET v_found = TRUE;
+    SELECT token INTO v_next FROM :TERMS WHERE name = p_name FOR UPDATE;
     SELECT token, holder, expires_us INTO v_token, v_holder, v_expires FROM :LEASES WHERE name = p_name FOR UPDATE;
     -- Read once the row lock is ours: the moment the decision is made.
     SET v_now = TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', UTC_TIMESTAMP(6));
@@ -94,11 +120,13 @@ BEGIN
       -- At 2^63 - 1 the addition is out of range (error 1690): nothing is granted, nothing changes.
       SET v_next = GREATEST(v_token, v_fence) + 1;
       UPDATE :LEASES SET token = v_next, holder = p_node, expires_us = v_now + p_ttl_ms * 1000, granted_us = v_now, renewed_us = v_now WHERE name = p_name;
+      UPDATE :TERMS SET token = v_next, holder = p_node WHERE name = p_name;
       COMMIT;
       SELECT 1 AS won, CAST(v_next AS CHAR) AS token, CAST(CONCAT(v_next, ':', p_node) AS CHAR CHARACTER SET utf8mb4) AS holder,
              p_ttl_ms AS remaining_ms, CAST(v_now AS CHAR) AS now_us;
     END IF;
   END IF;
+  SET SESSION innodb_lock_wait_timeout = v_wait_was;
 END $$
 
 -- Extends leases to p_ttl_ms from now, each only for its holder with its very token and only while
@@ -144,6 +172,29 @@ BEGIN
   COMMIT;
 END $$
 
+-- Frees the lease if this holder still has it with this very token: the lease row (standbys see it
+-- free at their next look) and the term row, which waits for the term's own lease-checked writes
+-- still open (a leader stops its scheduler first: they are its last fires). The token stays: the
+-- next mint is above it. Answers one row: released (0/1).
+DROP PROCEDURE IF EXISTS :RELEASE_PROC $$
+
+CREATE PROCEDURE :RELEASE_PROC(IN p_name VARBINARY(255), IN p_token BIGINT, IN p_node VARBINARY(255))
+  MODIFIES SQL DATA
+BEGIN
+  DECLARE v_released BIGINT;
+  DECLARE EXIT HANDLER FOR SQLEXCEPTION
+  BEGIN
+    ROLLBACK;
+    RESIGNAL;
+  END;
+  START TRANSACTION;
+  UPDATE :TERMS SET holder = NULL WHERE name = p_name AND token = p_token AND holder = p_node;
+  UPDATE :LEASES SET holder = NULL, expires_us = NULL WHERE name = p_name AND token = p_token AND holder = p_node;
+  SET v_released = ROW_COUNT();
+  COMMIT;
+  SELECT v_released AS released;
+END $$
+
 -- The last elections of each lease, for fenced status and fenced doctor.
 CREATE TABLE IF NOT EXISTS :ELECTIONS (
   lease VARBINARY(255) NOT NULL,
@@ -180,10 +231,11 @@ CREATE TABLE IF NOT EXISTS :FIRES (
 
 -- Records fires (or baselines: a null dispatch time) of several jobs in one call, p_fires a JSON
 -- array of [job, scheduled, dispatched|null] (epoch ms), only while the caller holds the lease with
--- this very token and it has not expired by the server's clock when the check is made. The lease row
+-- this very token and it has not expired by the server's clock when the check is made. The term row
 -- is read LOCK IN SHARE MODE and held until the call commits, so no election can take the lease
--- between the check and the commit (an acquire's FOR UPDATE waits for it). A job keeps its latest
--- fire: an equal or earlier one changes nothing.
+-- between the check and the commit (an acquire's FOR UPDATE waits for it); the expiry is read from
+-- the lease row without a lock (a renew never waits for a record). A job keeps its latest fire: an
+-- equal or earlier one changes nothing.
 -- Answers one row: recorded, 1 when recorded, 0 when the lease is not ours (nothing changed).
 DROP PROCEDURE IF EXISTS :RECORD_FIRES_PROC $$
 
@@ -205,9 +257,10 @@ BEGIN
     SIGNAL SQLSTATE '22023' SET MESSAGE_TEXT = 'record fires: the fires must be a JSON array of [job, scheduled, dispatched]';
   END IF;
   START TRANSACTION;
-  SELECT token, holder, expires_us INTO v_token, v_holder, v_expires FROM :LEASES WHERE name = p_lease LOCK IN SHARE MODE;
+  SELECT token, holder INTO v_token, v_holder FROM :TERMS WHERE name = p_lease LOCK IN SHARE MODE;
+  SELECT expires_us INTO v_expires FROM :LEASES WHERE name = p_lease AND token = p_token;
   SET v_now = TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', UTC_TIMESTAMP(6));
-  IF NOT v_found OR v_token <> p_token OR v_holder IS NULL OR v_holder <> p_node OR NOT (v_expires > v_now) THEN
+  IF NOT v_found OR v_token <> p_token OR v_holder IS NULL OR v_holder <> p_node OR v_expires IS NULL OR v_expires <= v_now THEN
     ROLLBACK;
     SELECT 0 AS recorded;
   ELSE
