@@ -1,7 +1,6 @@
 // Lease-checked writes on PostgreSQL, what is PostgreSQL's own beyond the conformance suite every
 // store pair passes (test/lease-checked/): a lossy failover's token minted again for another node,
-// the takeover's announced tokens, a takeover that runs out of time, a check inside a caller's
-// transaction (guardedWriteIn).
+// the takeover's announced tokens, a takeover that runs out of time.
 import { createEnvelope, isFencedError, type FencedEvent } from '@fenced/shared';
 import { createGuard } from '@fenced/consumer-guard';
 import { createPostgresGuard } from '@fenced/consumer-guard/postgres';
@@ -36,27 +35,6 @@ const insert = (token: bigint) => (client: unknown) => (client as { query(t: str
 const rows = async (token: bigint) => Number(((await schema.pool.query('SELECT count(*)::int AS n FROM effects WHERE token = $1', [token])).rows[0] as { n: number }).n);
 
 describe('lease-checked writes', () => {
-  it('judge expiry when the check runs, also inside a transaction the caller opened while the lease still lived (guardedWriteIn)', async () => {
-    const { lease, a, guard } = setup();
-    const won = await a.acquire(400, 5000);
-    if (!won.won) throw new Error('not granted');
-    const client = await schema.pool.connect();
-    try {
-      // The caller's transaction began, and took its snapshot, while the lease lived: its now() is
-      // that moment, and a plain read in it would still see the lease live.
-      await client.query('BEGIN ISOLATION LEVEL REPEATABLE READ');
-      await client.query(`SELECT expires_at FROM "${schema.name}"."fenced_fences_leases" WHERE name = $1`, [lease]);
-      await waitFor(async () => ((await schema.pool.query(`SELECT expires_at <= clock_timestamp() AS over FROM "${schema.name}"."fenced_fences_leases" WHERE name = $1`, [lease])).rows[0] as { over: boolean }).over, 5000, 20);
-      const tx = { executeSql: async (text: string, values?: unknown[]) => client.query(text, values) };
-      const error = await guard.guardedWriteIn(tx, won.token, (t) => t.executeSql('INSERT INTO effects (token) VALUES ($1)', [won.token.toString()])).catch((err: unknown) => err);
-      expect(isFencedError(error, 'NOT_LEADER')).toBe(true);
-    } finally {
-      await client.query('ROLLBACK');
-      client.release();
-    }
-    expect(await rows(won.token)).toBe(0);
-  });
-
   it('compare the holder too when the write names its issuer: a token minted again for another node (a lossy failover) is refused for the node that lost it', async () => {
     const { lease, a, guard } = setup();
     const won = await a.acquire(10_000, 5000);

@@ -89,7 +89,7 @@ describe('the MySQL store', () => {
     expect(() => createGuard({ store: mysqlFences({ db: pool }), resource: 'x' })).not.toThrow();
   });
 
-  it('serves the combined guard and the handler: Redis refuses a stale fire without a query, duplicates apply once, guardedWriteIn is refused typed', async () => {
+  it('serves the combined guard and the handler: Redis refuses a stale fire without a query, duplicates apply once', async () => {
     const resource = `h-${++n}`;
     const guard = createGuard({ store: mysqlFences({ db: db.pool }), resource, redis, keyPrefix: prefix });
     const handle = guard.wrapHandler((payload: unknown, ctx: HandlerContext<PoolConnection>) =>
@@ -109,10 +109,68 @@ describe('the MySQL store', () => {
     expect(await handle(envelope('6'))).toMatchObject({ status: 'stale', token: 6n, highest: 7n });
     const [rows] = await db.pool.query('SELECT COUNT(*) AS n FROM ledger WHERE fire_id = ?', [first.fireId]);
     expect(Number((rows as Array<{ n: number }>)[0]!.n)).toBe(1);
-    const inTx = await guard.guardedWriteIn({ executeSql: async () => ({ rows: [] }) }, 7n, async () => undefined).catch((e: unknown) => e);
-    expect(isFencedError(inTx, 'INVALID_CONFIG')).toBe(true);
     expect((await guard.inspect()).store).toBe('mysql');
     await guard.close();
+  });
+
+  it("guardedWriteIn joins the caller's transaction as the caller has it (a mysql2 connection, a Kysely transaction), commits or rolls back with it, and refuses a pool or a connection with no transaction before writing anything", async () => {
+    const resource = `in-${++n}`;
+    const guard = createMysqlGuard({ db: db.pool, resource });
+    await guard.advance(5n);
+    const ledger = async () => {
+      const [rows] = await db.pool.query("SELECT fire_id FROM ledger WHERE fire_id LIKE ? ORDER BY id", [`${resource}:%`]);
+      return (rows as Array<{ fire_id: string }>).map((r) => r.fire_id);
+    };
+    const insert = (conn: PoolConnection, id: string, token: bigint) => conn.query('INSERT INTO ledger (fire_id, token, amount) VALUES (?, ?, 1)', [`${resource}:${id}`, token.toString()]);
+
+    // A mysql2 connection after beginTransaction(): fn gets the very connection back.
+    const conn = await db.pool.getConnection();
+    try {
+      await conn.beginTransaction();
+      const seen = await guard.guardedWriteIn(conn, 6n, async (tx, ctx) => {
+        await insert(tx, 'a', ctx.token);
+        return tx;
+      });
+      expect(seen).toBe(conn);
+      await conn.rollback();
+      expect(await guard.highest()).toBe(5n);
+      expect(await ledger()).toEqual([]);
+
+      // A refusal leaves the caller's transaction usable: its own write before and after commits.
+      await conn.beginTransaction();
+      await insert(conn, 'own-1', 0n);
+      await expect(guard.guardedWriteIn(conn, 4n, (tx) => insert(tx, 'stale', 4n))).rejects.toMatchObject({ code: 'STALE_TOKEN', highest: 5n });
+      await guard.guardedWriteIn(conn, 6n, (tx) => insert(tx, 'b', 6n), { fireId: `${resource}@f1` });
+      await conn.commit();
+      expect(await guard.highest()).toBe(6n);
+      expect(await ledger()).toEqual([`${resource}:own-1`, `${resource}:b`]);
+
+      // Autocommit, no transaction open: refused before the check could commit on its own.
+      const noTx = await guard.guardedWriteIn(conn, 7n, (tx) => insert(tx, 'autocommit', 7n)).catch((e: unknown) => e);
+      expect(noTx).toBeInstanceOf(TypeError);
+      expect(String(noTx)).toMatch(/not in a transaction/);
+    } finally {
+      conn.release();
+    }
+    expect(await guard.highest()).toBe(6n);
+    expect(await ledger()).toEqual([`${resource}:own-1`, `${resource}:b`]);
+
+    // A pool is not a transaction.
+    const pooled = await guard.guardedWriteIn(db.pool as never, 7n, async () => undefined).catch((e: unknown) => e);
+    expect(String(pooled)).toMatch(/TypeError: guardedWriteIn: tx is a pool/);
+
+    // A Kysely transaction over MysqlDialect; the guard's own refusal inside it, the same.
+    const { kysely, pool } = kyselyOverMysql();
+    const viaKysely = createMysqlGuard({ db: kysely, pool, resource });
+    await kysely.transaction().execute(async (trx) => {
+      await viaKysely.guardedWriteIn(trx, 7n, (tx) => tx.insertInto('ledger').values({ fire_id: `${resource}:k`, token: '7', amount: 1 }).execute());
+      await expect(viaKysely.guardedWriteIn(trx, 7n, async () => undefined, { fireId: `${resource}@f2` })).resolves.toBeUndefined();
+      await expect(viaKysely.guardedWriteIn(trx, 7n, async () => undefined, { fireId: `${resource}@f2` })).rejects.toMatchObject({ code: 'DUPLICATE_FIRE' });
+    });
+    await expect(viaKysely.guardedWriteIn(kysely as never, 8n, async () => undefined)).rejects.toThrow(/Kysely instance, not a transaction/);
+    await kysely.destroy();
+    expect(await guard.highest()).toBe(7n);
+    expect(await ledger()).toEqual([`${resource}:own-1`, `${resource}:b`, `${resource}:k`]);
   });
 
   it("records a refusal the MySQL store made, behind the Redis fast path, as the MySQL store's (a regression: recorded via 'postgres')", async () => {

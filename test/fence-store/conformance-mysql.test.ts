@@ -1,4 +1,5 @@
-import { createMysqlGuard } from '@fenced/consumer-guard/mysql';
+import { createGuard } from '@fenced/consumer-guard';
+import { createMysqlGuard, mysqlFences } from '@fenced/consumer-guard/mysql';
 import { createTestMysqlDatabase, waitFor } from '#test-support';
 import type { PoolConnection } from 'mysql2/promise';
 import { describeFenceStoreConformance } from './conformance.js';
@@ -47,5 +48,25 @@ describeFenceStoreConformance({
     await db.pool.query('INSERT INTO fenced_fences_migrations (id) VALUES (999999)');
     return { undo: async () => void (await db.pool.query('DELETE FROM fenced_fences_migrations WHERE id = 999999')) };
   },
-  writeIn: { without: 'the MySQL/MariaDB store writes in transactions of its own only (guardedWriteIn is refused with a ConfigError)' },
+  writeIn: {
+    guard: (resource) => createGuard({ store: mysqlFences({ db: db.pool }), resource }),
+    async begin() {
+      const connection = await db.pool.getConnection();
+      await connection.beginTransaction();
+      const end = async (statement: () => Promise<void>) => {
+        try {
+          await statement();
+        } finally {
+          connection.release();
+        }
+      };
+      // An executor, as a queue hands its worker one (the guard also takes the connection itself:
+      // mysql-guard.test.ts).
+      const tx = { executeSql: async (text: string, values?: unknown[]) => ({ rows: (await connection.query(text, values))[0] as unknown[] }) };
+      return { tx, commit: () => end(() => connection.commit()), rollback: () => end(() => connection.rollback()) };
+    },
+    async insertEffectIn(tx, resource, token) {
+      await tx.executeSql('INSERT INTO effects (resource, token) VALUES (?, ?)', [resource, token.toString()]);
+    },
+  },
 });

@@ -491,6 +491,24 @@ export function describeFenceStoreConformance(harness: FenceStoreHarness): void 
         expect(ran).toBe(false);
       });
 
+      it.skipIf(writeIn === null)("a refusal takes back all of the guard's part and only it: a raise before a refused claim is undone, the caller's own work around it commits", async () => {
+        const role = writeIn!;
+        const resource = name();
+        const guard = role.guard(resource);
+        await guard.advance(5n);
+        let caller = await role.begin();
+        await guard.guardedWriteIn(caller.tx, 5n, (tx) => role.insertEffectIn(tx, resource, 5n), { fireId: 'f-1' });
+        await caller.commit();
+        caller = await role.begin();
+        await role.insertEffectIn(caller.tx, resource, 1n);
+        // Token 7 would raise the fence, then its claim meets f-1's: refused, the raise with it.
+        await expect(guard.guardedWriteIn(caller.tx, 7n, (tx) => role.insertEffectIn(tx, resource, 7n), { fireId: 'f-1' })).rejects.toMatchObject({ code: 'DUPLICATE_FIRE' });
+        await role.insertEffectIn(caller.tx, resource, 2n);
+        await caller.commit();
+        expect(await guard.highest()).toBe(5n);
+        expect(await harness.effects(resource)).toEqual([5n, 1n, 2n]);
+      });
+
       it.skipIf(writeIn === null)("a batch in the caller's transaction is judged in order as one write after another: stale below the fence the fires before it left, a fire twice a duplicate, the rest applied, alike on both paths", async () => {
         const role = writeIn!;
         let at = 0;

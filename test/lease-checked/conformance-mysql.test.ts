@@ -21,6 +21,22 @@ describeLeaseCheckedConformance({
   rows: async (token) => Number(((await db.pool.query('SELECT COUNT(*) AS n FROM effects WHERE token = ?', [token.toString()]))[0] as Array<{ n: number }>)[0]!.n),
   expired: async (lease) =>
     ((await db.pool.query(`SELECT 1 FROM fenced_fences_leases WHERE name = ? AND (holder IS NULL OR expires_us <= TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', UTC_TIMESTAMP(6)))`, [lease]))[0] as unknown[]).length === 1,
+  async beginReading(lease) {
+    const connection = await db.pool.getConnection();
+    await connection.query('SET TRANSACTION ISOLATION LEVEL REPEATABLE READ');
+    await connection.beginTransaction();
+    await connection.query('SELECT expires_us FROM fenced_fences_leases WHERE name = ?', [lease]);
+    return {
+      tx: connection as never,
+      async end() {
+        try {
+          await connection.rollback();
+        } finally {
+          connection.release();
+        }
+      },
+    };
+  },
   // MariaDB's process list shows the statement inside the procedure that waits.
   grantWaiting: async () =>
     Number(((await db.pool.query(`SELECT COUNT(*) AS n FROM information_schema.PROCESSLIST WHERE DB = ? AND COMMAND = 'Query' AND INFO LIKE '%lease_terms%FOR UPDATE%' AND TIME_MS > 50`, [db.name]))[0] as Array<{ n: number }>)[0]!.n) > 0,

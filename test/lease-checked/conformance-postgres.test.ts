@@ -21,5 +21,21 @@ describeLeaseCheckedConformance({
   rows: async (token) => Number(((await schema.pool.query(`SELECT count(*)::int AS n FROM "${schema.name}".effects WHERE token = $1`, [token.toString()])).rows[0] as { n: number }).n),
   expired: async (lease) =>
     ((await schema.pool.query(`SELECT holder IS NULL OR expires_at <= clock_timestamp() AS over FROM "${schema.name}"."fenced_fences_leases" WHERE name = $1`, [lease])).rows[0] as { over: boolean } | undefined)?.over ?? true,
+  async beginReading(lease) {
+    const client = await schema.pool.connect();
+    client.on('error', () => {});
+    await client.query('BEGIN ISOLATION LEVEL REPEATABLE READ');
+    await client.query(`SELECT expires_at FROM "${schema.name}"."fenced_fences_leases" WHERE name = $1`, [lease]);
+    return {
+      tx: client as never,
+      async end() {
+        try {
+          await client.query('ROLLBACK');
+        } finally {
+          client.release();
+        }
+      },
+    };
+  },
   grantWaiting: async () => ((await schema.pool.query(`SELECT count(*)::int AS n FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE '%lease_acquire%'`)).rows[0] as { n: number }).n > 0,
 });

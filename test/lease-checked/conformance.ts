@@ -13,6 +13,15 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 /** A guard whose writes are lease-checked: the part of every store's guard the suite drives. */
 export interface LeaseCheckedGuard {
   guardedWrite(token: Token, fn: (connection: never) => Promise<unknown>, options?: { issuer?: string }): Promise<unknown>;
+  guardedWriteIn(tx: never, token: Token, fn: (connection: never) => Promise<unknown>, options?: { issuer?: string }): Promise<unknown>;
+}
+
+/** A transaction the caller opened on a connection of its own (the driver's, as a user has it). */
+export interface CallerTransaction {
+  /** What `guardedWriteIn` joins: the connection, its transaction open. */
+  readonly tx: never;
+  /** Ends the transaction (rolled back) and gives the connection back. */
+  end(): Promise<void>;
 }
 
 export interface LeaseCheckedHarness {
@@ -32,6 +41,11 @@ export interface LeaseCheckedHarness {
   expired(lease: string): Promise<boolean>;
   /** Whether a grant is waiting on a row lock now. */
   grantWaiting(): Promise<boolean>;
+  /**
+   * Opens a REPEATABLE READ transaction on a connection of its own and reads `lease`'s row in it, so
+   * its snapshot (and, where the database has one, its transaction clock) is of this moment.
+   */
+  beginReading(lease: string): Promise<CallerTransaction>;
 }
 
 let n = 0;
@@ -79,6 +93,24 @@ export function describeLeaseCheckedConformance(harness: LeaseCheckedHarness): v
       expect(isFencedError(error, 'NOT_LEADER')).toBe(true);
       expect(await rows(won.token)).toBe(1);
       expect(events).toContainEqual(expect.objectContaining({ type: 'guard.lease-refused', lease, token: won.token }));
+    });
+
+    it("judge expiry when the check runs, also inside a transaction the caller opened while the lease still lived (guardedWriteIn)", async () => {
+      const { lease, a, guard } = setup();
+      const won = await a.acquire(400, 5000);
+      if (!won.won) throw new Error('not granted');
+      const caller = await harness.beginReading(lease);
+      try {
+        // Held now: the write in the caller's transaction commits with it (checked, not yet ended).
+        await guard.guardedWriteIn(caller.tx, won.token, insert(won.token));
+        // The snapshot still shows the lease live; the server's clock says it is over.
+        await waitFor(() => harness.expired(lease), 5000, 20);
+        const error = await guard.guardedWriteIn(caller.tx, won.token, insert(won.token)).catch((err: unknown) => err);
+        expect(isFencedError(error, 'NOT_LEADER')).toBe(true);
+      } finally {
+        await caller.end();
+      }
+      expect(await rows(won.token)).toBe(0);
     });
 
     it('refuse a token that never held the lease, a write that names another node as its issuer, and a term that was released', async () => {

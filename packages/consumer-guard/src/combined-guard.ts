@@ -5,7 +5,7 @@ import type { GuardOptions } from './guard-options.js';
 import type { GuardPort } from './guard-port.js';
 import type { GuardMetrics } from './metrics/guard-metrics.js';
 import { parseLowerFenceRequest, type AppliedFire, type AppliedOutcome, type AuditEntry, type GuardInspection, type LowerFenceRequest } from './fence-records.js';
-import { fenceGuardOver, type FenceGuard } from './fence-guard.js';
+import { fenceGuardOver, type FenceGuard, type FenceGuardIn } from './fence-guard.js';
 import type { BatchFire, FenceStore } from './fence-store.js';
 import type { FastPath } from './fast-path.js';
 import { parseWriteArguments, type WriteArguments } from './write-arguments.js';
@@ -40,10 +40,11 @@ export interface CombinedGuard<Trx> extends Fence {
    */
   guardedWrite<T>(token: TokenInput, fn: (trx: Trx, ctx: GuardedWriteContext) => Promise<T>, options?: GuardedWriteOptions<T>): Promise<T>;
   /**
-   * The same check inside a transaction the caller holds (PostgreSQL: see `PostgresGuard.guardedWriteIn`).
-   * @throws {ConfigError} on a store without caller-held transactions (MySQL).
+   * The same check inside a transaction the caller holds (see {@link FenceGuardIn.guardedWriteIn}):
+   * a transaction of the store's driver, a Kysely transaction, or an `executeSql` executor.
+   * @throws {ConfigError} on a store without caller-held transactions (the in-memory one).
    */
-  guardedWriteIn<T>(tx: TransactionExecutor, token: TokenInput, fn: (tx: TransactionExecutor, ctx: GuardedWriteContext) => Promise<T>, options?: GuardedWriteOptions<T>): Promise<T>;
+  guardedWriteIn<T, Tx extends Trx | TransactionExecutor = TransactionExecutor>(tx: Tx, token: TokenInput, fn: (tx: Tx, ctx: GuardedWriteContext) => Promise<T>, options?: GuardedWriteOptions<T>): Promise<T>;
   /** The highest committed token of the default resource (the store's), or `null`. */
   highest(): Promise<Token | null>;
   /** Strictly raises the default resource's fence to `token`, then the mark. */
@@ -206,8 +207,8 @@ export function combinedGuard(options: GuardOptions, store: FenceStore, fastPath
     migrate: () => store.migrate(),
     precheck: async (token: TokenInput) => precheck(options.resource, parseToken(token)),
     guardedWrite,
-    guardedWriteIn: async <T>(tx: TransactionExecutor, token: TokenInput, fn: (tx: TransactionExecutor, ctx: GuardedWriteContext) => Promise<T>, writeOptions?: GuardedWriteOptions<T>) =>
-      writeInTransaction(tx, parseWriteArguments('guardedWriteIn', token, fn, writeOptions, options.resource), fn),
+    guardedWriteIn: async <T, Tx>(tx: Tx, token: TokenInput, fn: (tx: Tx, ctx: GuardedWriteContext) => Promise<T>, writeOptions?: GuardedWriteOptions<T>) =>
+      writeInTransaction(tx as TransactionExecutor, parseWriteArguments('guardedWriteIn', token, fn, writeOptions, options.resource), fn as unknown as (tx: TransactionExecutor, ctx: GuardedWriteContext) => Promise<T>),
     highest: () => store.highest(options.resource),
     async advance(tokenInput: TokenInput) {
       const token = parseToken(tokenInput);

@@ -2,13 +2,13 @@ import { parseFireIdText, parseResource, parseToken, type Fence, type Token, typ
 import { parseLowerFenceRequest, type AppliedFire, type AppliedOutcome, type AuditEntry, type GuardInspection, type LowerFenceRequest } from './fence-records.js';
 import type { FenceStore } from './fence-store.js';
 import { parseFireIds, parseWriteArguments } from './write-arguments.js';
-import type { GuardedWriteContext, GuardedWriteOptions } from './write-context.js';
+import type { GuardedWriteContext, GuardedWriteOptions, TransactionExecutor } from './write-context.js';
 
 /**
  * A guard over one fence store, without the fast path: refuses every mutation whose token is below
  * the highest committed for its resource, checked and raised in the mutation's own transaction.
- * `createPostgresGuard` and `createMysqlGuard` return one (the PostgreSQL guard adds
- * `guardedWriteIn`); the combined guard exposes its store's as `guard.store`.
+ * `createPostgresGuard` and `createMysqlGuard` return one with `guardedWriteIn` ({@link FenceGuardIn});
+ * the combined guard exposes its store's as `guard.store`.
  */
 export interface FenceGuard<Trx> extends Fence {
   /** The default resource. */
@@ -94,5 +94,38 @@ export function fenceGuardOver(store: FenceStore): FenceGuard<unknown> {
     lastAppliedFires: (since: Date) => store.lastAppliedFires(resource, since),
     appliedFireIds: async (fireIds: readonly string[]) => store.appliedFireIds(resource, parseFireIds(fireIds)),
     appliedOutcome: async (fireId: string, name?: string) => store.appliedOutcome(name === undefined ? resource : parseResource(name), parseFireIdText(fireId)),
+  });
+}
+
+/** A guard whose store also writes inside a transaction the caller holds. */
+export interface FenceGuardIn<Trx> extends FenceGuard<Trx> {
+  /**
+   * The same check (and fire claim) inside a transaction the caller holds and commits, such as a
+   * queue's: the job's completion and the write then commit together or not at all. `tx` is that
+   * transaction as the caller has it: a client or connection of the guard's driver with a transaction
+   * open on it, a Kysely transaction, or anything with `executeSql(text, values)` (pg-boss's `tx`);
+   * `fn` gets it back. A pool, or a connection with no transaction open, is refused (`TypeError`)
+   * before anything is written. The check runs under a savepoint, so a refusal (`StaleTokenError`,
+   * `DuplicateFireError`, `NotLeaderError`) rolls back only the guard's part and leaves `tx` usable
+   * (the caller can still commit the job as settled). The fence row stays locked until the caller's
+   * transaction ends. No retry here: an aborted transaction is the caller's to run again.
+   * @example
+   * ```ts
+   * const conn = await pool.getConnection(); // mysql2/promise
+   * await conn.beginTransaction();
+   * await guard.guardedWriteIn(conn, token, (conn) => conn.query('UPDATE jobs SET done = 1 WHERE id = ?', [id]));
+   * await conn.commit();
+   * conn.release();
+   * ```
+   */
+  guardedWriteIn<T, Tx extends Trx | TransactionExecutor = TransactionExecutor>(tx: Tx, token: TokenInput, fn: (tx: Tx, ctx: GuardedWriteContext) => Promise<T>, options?: GuardedWriteOptions<T>): Promise<T>;
+}
+
+/** The guard over a store that writes in a caller's transaction: the guard above, and `guardedWriteIn`. */
+export function fenceGuardInOver(store: FenceStore & Required<Pick<FenceStore, 'writeIn'>>): FenceGuardIn<unknown> {
+  return Object.freeze({
+    ...fenceGuardOver(store),
+    guardedWriteIn: async <T, Tx>(tx: Tx, token: TokenInput, fn: (tx: Tx, ctx: GuardedWriteContext) => Promise<T>, options?: GuardedWriteOptions<T>) =>
+      store.writeIn(tx as TransactionExecutor, parseWriteArguments('guardedWriteIn', token, fn, options, store.resource), fn as unknown as (tx: TransactionExecutor, ctx: GuardedWriteContext) => Promise<T>),
   });
 }

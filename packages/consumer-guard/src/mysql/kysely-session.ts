@@ -1,10 +1,7 @@
 import type { Kysely, Transaction } from 'kysely';
-import { asTransaction } from '../sql/kysely.js';
+import { asTransaction, loadKysely } from '../sql/kysely.js';
 import type { MysqlSession, Row } from './session.js';
 
-// kysely is an optional peer dependency: load it only when the caller handed us a Kysely instance.
-let kyselyModule: Promise<typeof import('kysely')> | undefined;
-const loadKysely = () => (kyselyModule ??= import('kysely'));
 
 /** A mysql2 pool as an EventEmitter of its new connections (the callback pool MysqlDialect takes). */
 interface Mysql2PoolEvents {

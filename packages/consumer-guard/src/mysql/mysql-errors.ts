@@ -18,6 +18,8 @@ export const DUPLICATE_ENTRY = 1062;
 /** ER_NO_SUCH_TABLE / ER_SP_DOES_NOT_EXIST: the store was not migrated. */
 export const NO_SUCH_TABLE = 1146;
 export const NO_SUCH_PROCEDURE = 1305;
+/** An unknown savepoint has the same number (ER_SP_DOES_NOT_EXIST, 'SAVEPOINT … does not exist'). */
+export const SAVEPOINT_DOES_NOT_EXIST = NO_SUCH_PROCEDURE;
 /** ER_QUERY_INTERRUPTED (MySQL 3024 ER_QUERY_TIMEOUT, MariaDB 1969 ER_STATEMENT_TIMEOUT). */
 export const STATEMENT_TIMEOUTS = new Set([3024, 1969, 1317]);
 /** ER_CON_COUNT_ERROR, ER_SERVER_SHUTDOWN, ER_CONNECTION_KILLED and their kin: the session is gone. */

@@ -1,7 +1,7 @@
 import type { FencedLogger } from '@fenced/shared';
 import { parseOptions } from '@fenced/shared/internal';
 import type { MeterProvider } from '@opentelemetry/api';
-import { fenceGuardOver, type FenceGuard } from '../fence-guard.js';
+import { fenceGuardInOver, type FenceGuardIn } from '../fence-guard.js';
 import type { FenceStoreContext, FenceStoreFactory } from '../fence-store.js';
 import { GuardMetrics } from '../metrics/guard-metrics.js';
 import type { KyselyLike, KyselyTransactionOf } from '../sql/kysely-like.js';
@@ -32,6 +32,12 @@ export function mysqlFences(input: MysqlFencesOptions<object>): FenceStoreFactor
   return Object.freeze({ kind: 'mysql' as const, open: (context: FenceStoreContext) => mysqlFenceStore(options, context) });
 }
 
+/**
+ * The MySQL/MariaDB guard: the same promise as the PostgreSQL guard; `guardedWriteIn` joins a
+ * transaction the caller holds (a mysql2 connection after `beginTransaction()`, a Kysely transaction).
+ */
+export type MysqlGuard<Trx> = FenceGuardIn<Trx>;
+
 type MysqlGuardOptions<Db> = Omit<MysqlGuardOptionsInput, 'db' | 'pool' | 'logger' | 'meterProvider'> & { db: Db; pool?: object; logger?: FencedLogger; meterProvider?: MeterProvider };
 
 /**
@@ -44,10 +50,10 @@ type MysqlGuardOptions<Db> = Omit<MysqlGuardOptionsInput, 'db' | 'pool' | 'logge
  * await guard.guardedWrite(token, (conn) => conn.query('UPDATE accounts SET balance = balance - ? WHERE id = ?', [amount, id]));
  * ```
  */
-export function createMysqlGuard<Db extends KyselyLike>(options: MysqlGuardOptions<Db> & { pool: object }): FenceGuard<KyselyTransactionOf<Db>>;
-export function createMysqlGuard<Pool extends Mysql2PoolLike>(options: MysqlGuardOptions<Pool>): FenceGuard<Mysql2ConnectionOf<Pool>>;
-export function createMysqlGuard(input: MysqlGuardOptions<object>): FenceGuard<unknown> {
+export function createMysqlGuard<Db extends KyselyLike>(options: MysqlGuardOptions<Db> & { pool: object }): MysqlGuard<KyselyTransactionOf<Db>>;
+export function createMysqlGuard<Pool extends Mysql2PoolLike>(options: MysqlGuardOptions<Pool>): MysqlGuard<Mysql2ConnectionOf<Pool>>;
+export function createMysqlGuard(input: MysqlGuardOptions<object>): MysqlGuard<unknown> {
   const options = parseOptions('mysql guard', mysqlGuardOptionsSchema, input);
   const metrics = new GuardMetrics({ meterProvider: options.meterProvider as MeterProvider | undefined, resourceAttribute: options.metricResourceAttribute, resource: options.resource, authority: 'mysql' });
-  return fenceGuardOver(mysqlFenceStore(options, { resource: options.resource, logger: options.logger as FencedLogger | undefined, metrics }));
+  return fenceGuardInOver(mysqlFenceStore(options, { resource: options.resource, logger: options.logger as FencedLogger | undefined, metrics }));
 }

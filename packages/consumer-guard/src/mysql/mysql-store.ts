@@ -4,17 +4,19 @@ import type { FenceStore, FenceStoreContext } from '../fence-store.js';
 import { advanceWithTakeover } from '../takeover/advance-with-takeover.js';
 import type { WriteArguments } from '../write-arguments.js';
 import type { AppliedOutcome } from '../fence-records.js';
-import type { GuardedWriteContext } from '../write-context.js';
+import type { GuardedWriteContext, TransactionExecutor } from '../write-context.js';
+import { callerExecutor } from '../sql/caller-transaction.js';
+import { writeUnderSavepoint } from '../sql/savepoint-write.js';
 import { FenceHints } from '../sql/fence-hints.js';
 import { retryBackoff as backoff } from '../internal/retry-backoff.js';
 import { isKyselyLike } from '../sql/kysely.js';
 import { kyselyMysqlSession } from './kysely-session.js';
 import { mysqlAdminOperations } from './mysql-admin.js';
-import { CheckRefusal, DUPLICATE_ENTRY, DUPLICATE_FIRE, errnoOf, FENCE_AHEAD, fenceInRefusal, isNotMigrated, isRetryable, LEASE_NOT_HELD, STALE_TOKEN } from './mysql-errors.js';
+import { CheckRefusal, DUPLICATE_ENTRY, DUPLICATE_FIRE, errnoOf, FENCE_AHEAD, fenceInRefusal, isNotMigrated, isRetryable, LEASE_NOT_HELD, SAVEPOINT_DOES_NOT_EXIST, STALE_TOKEN } from './mysql-errors.js';
 import { leaseResolver } from '../sql/check-lease.js';
 import type { MysqlStoreOptions } from './mysql-store-options.js';
 import { mysqlTakeoverStore } from './mysql-takeover.js';
-import { isMysql2PoolLike, mysql2Session } from './mysql2-session.js';
+import { isMysql2PoolLike, mysql2ConnectionExecutor, mysql2Session } from './mysql2-session.js';
 import { migrateMysql } from './migrator.js';
 import { mysqlObjectNames } from './names.js';
 import { runGuardedTransaction, type MysqlConnection, type MysqlSession } from './session.js';
@@ -28,7 +30,9 @@ import { mysqlStatements } from './statements.js';
  * of the write's own InnoDB transaction, under the row's exclusive lock, which the write holds until
  * it commits; the fire claim in the same call. Refusals and retries are told apart by error number.
  */
-export function mysqlFenceStore(options: MysqlStoreOptions, context: FenceStoreContext): FenceStore {
+export type MysqlFenceStore = FenceStore & Required<Pick<FenceStore, 'writeIn'>>;
+
+export function mysqlFenceStore(options: MysqlStoreOptions, context: FenceStoreContext): MysqlFenceStore {
   const { metrics } = context;
   const logger = metrics.observing(context.logger);
   const names = mysqlObjectNames(options.database ?? null, options.table);
@@ -124,6 +128,42 @@ export function mysqlFenceStore(options: MysqlStoreOptions, context: FenceStoreC
     await connection.run(checkSql, [resource, token.toString(), true, fireId]);
   }
 
+  function writeIn<T>(callerTx: TransactionExecutor, args: WriteArguments, fn: (tx: TransactionExecutor, ctx: GuardedWriteContext) => Promise<T>): Promise<T> {
+    const tx = callerExecutor(callerTx, 'MySQL', mysql2ConnectionExecutor, isMysql2PoolLike);
+    const { token, resource, fireId, issuer, recordOutcome } = args;
+    return metrics.timeWrite(resource, async () => {
+      // fn gets the transaction as the caller handed it (their mysql2 connection, their Kysely trx).
+      // The savepoint also matters for the check itself: the procedure's statements are not one
+      // statement to InnoDB, so a claim refused after a raise would otherwise leave the raise behind.
+      const result = await writeUnderSavepoint(
+        tx,
+        {
+          async opened(tx, savepoint) {
+            // Outside a transaction MySQL accepts a savepoint and forgets it at once (autocommit): going
+            // back to it proves the caller's transaction is open before anything of ours is written.
+            await tx.executeSql(`ROLLBACK TO SAVEPOINT ${savepoint}`).catch((err: unknown) => {
+              if (errnoOf(err) !== SAVEPOINT_DOES_NOT_EXIST) throw err;
+              throw new TypeError("guardedWriteIn: tx is not in a transaction (start one first: START TRANSACTION, or conn.beginTransaction()); the guard never opens or commits the caller's");
+            });
+          },
+          async check(tx) {
+            await tx.executeSql(checkSql, [resource, token.toString(), hints.raises(token, resource), fireId]);
+            if (leaseOf !== undefined) await tx.executeSql(leaseCheckSql, [leaseOf(resource), token.toString(), issuer ?? null]);
+          },
+          ...(fireId === null || recordOutcome === undefined
+            ? {}
+            : { recordOutcome: async (tx: TransactionExecutor, result: T) => void (await tx.executeSql(statements.recordOutcome, [recordOutcome(result), resource, fireId])) }),
+          refusalOf: (cause) => refusalOf(cause, resource, token, fireId),
+          unavailable: (phase, cause) => unavailable(resource, phase, cause),
+        },
+        () => fn(callerTx, { token, resource, attempt: 1 }),
+      );
+      hints.saw(resource, token);
+      emit(logger, { type: 'token.accepted', resource, token });
+      return result;
+    });
+  }
+
   async function highest(resource: string): Promise<Token | null> {
     try {
       const rows = await session.query(`SELECT CAST(token AS CHAR) AS token FROM ${names.fences} WHERE resource = ?`, [resource]);
@@ -192,6 +232,7 @@ export function mysqlFenceStore(options: MysqlStoreOptions, context: FenceStoreC
     resource: context.resource,
     migrate: () => migrateMysql(session as MysqlSession<unknown>, names, logger),
     write,
+    writeIn,
     highest,
     advance,
     fence,

@@ -1,5 +1,6 @@
 import { mysqlRowsOf, withMysqlConnection, type MysqlPooledConnection } from '@fenced/shared/internal';
 import type { MysqlSession } from './session.js';
+import type { TransactionExecutor } from '../write-context.js';
 
 /**
  * The parts of a mysql2 promise pool the store uses (typed structurally: mysql2 is an optional peer,
@@ -36,6 +37,22 @@ export function mysql2Session<Pool extends Mysql2PoolLike>(pool: Pool, onConnect
     async update(sql, values) {
       const [header] = await pool.query(sql, values);
       return Number((header as { affectedRows?: unknown }).affectedRows ?? 0);
+    },
+  };
+}
+
+/**
+ * A mysql2 promise connection a caller opened a transaction on, as an executor: its `query` answers
+ * `[rows, fields]` (a statement that returns no rows answers a header in place of rows).
+ */
+export function mysql2ConnectionExecutor(tx: object): TransactionExecutor | undefined {
+  const connection = tx as { query?: (sql: string, values?: unknown) => unknown };
+  if (typeof connection.query !== 'function') return undefined;
+  return {
+    async executeSql(text, values) {
+      const answer = await connection.query!(text, values);
+      if (!Array.isArray(answer)) throw new TypeError('guardedWriteIn: tx must be a mysql2 promise connection (mysql2/promise), not a callback one');
+      return { rows: Array.isArray(answer[0]) ? (answer[0] as unknown[]) : [] };
     },
   };
 }

@@ -1,12 +1,8 @@
 import type { Kysely, Transaction } from 'kysely';
-import { asTransaction } from '../sql/kysely.js';
+import { asTransaction, loadKysely } from '../sql/kysely.js';
 import { watchPool } from './connection-errors.js';
 import { PhaseError } from '../sql/phase-error.js';
 import { runGuardedTransaction, toParams, type GuardSession } from './session.js';
-
-// kysely is an optional peer dependency: load it only when the caller handed us a Kysely instance.
-let kyselyModule: Promise<typeof import('kysely')> | undefined;
-const loadKysely = () => (kyselyModule ??= import('kysely'));
 
 /**
  * The guard over a Kysely instance. Kysely checks its clients out of the `pg.Pool` behind its dialect

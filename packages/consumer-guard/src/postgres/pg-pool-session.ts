@@ -2,6 +2,7 @@ import { watchCheckout, watchPool, type CheckoutWatch } from './connection-error
 import { isConnectionFailure } from './postgres-errors.js';
 import { PhaseError } from '../sql/phase-error.js';
 import { runGuardedTransaction, toParams, type GuardSession } from './session.js';
+import type { TransactionExecutor } from '../write-context.js';
 
 /**
  * The parts of `pg.PoolClient` the guard uses. Our own structural type, so that the guard does not
@@ -39,6 +40,18 @@ export type PoolClientOf<P> = P extends { connect(callback: (err: never, client:
 
 export function isPgPoolLike(db: object): db is PgPoolLike {
   return typeof (db as { connect?: unknown }).connect === 'function' && typeof (db as { query?: unknown }).query === 'function';
+}
+
+/** A `pg.Pool` (not a client: a pool keeps counts of its clients). */
+export function isPgPool(db: object): boolean {
+  return isPgPoolLike(db) && typeof (db as { totalCount?: unknown }).totalCount === 'number';
+}
+
+/** A pg client (pooled or not) a caller opened a transaction on, as an executor: its `query` answers `{ rows }`. */
+export function pgClientExecutor(tx: object): TransactionExecutor | undefined {
+  const client = tx as Partial<PgClientLike>;
+  if (typeof client.query !== 'function') return undefined;
+  return { executeSql: (text, values) => client.query!(text, values) };
 }
 
 export function pgPoolSession<Client extends PgClientLike>(pool: PgPoolLike<Client>, onConnectionError: (err: Error) => void): GuardSession<Client> {

@@ -68,6 +68,46 @@ describe.each(['kysely', 'pg.Pool'] as const)('createPostgresGuard over %s', (ki
     await makeGuard('setup').migrate();
   });
 
+  it("guardedWriteIn joins the caller's own transaction as the driver gives it (a Kysely transaction, a pg client after BEGIN), fn gets it back, and a pool or a Kysely instance is refused before anything is written", async () => {
+    await makeGuard(resource).advance(5n);
+    if (kind === 'kysely') {
+      const guard = createPostgresGuard({ db, pool: schema.pool, resource, schema: schema.name });
+      await expect(
+        db.transaction().execute(async (trx) => {
+          const seen = await guard.guardedWriteIn(trx, 6n, async (tx, ctx) => {
+            await insert('in-kysely')(tx, ctx);
+            return tx;
+          });
+          expect(seen).toBe(trx);
+          await expectCode(guard.guardedWriteIn(trx, 4n, insert('stale')), 'STALE_TOKEN');
+          throw new Error('the caller rolls back');
+        }),
+      ).rejects.toThrow('the caller rolls back');
+      expect(await guard.highest()).toBe(5n);
+      await db.transaction().execute((trx) => guard.guardedWriteIn(trx, 6n, insert('in-kysely')));
+      await expect(guard.guardedWriteIn(db as never, 7n, insert('no'))).rejects.toThrow(/Kysely instance, not a transaction/);
+    } else {
+      const guard = createPostgresGuard({ db: schema.pool, resource, schema: schema.name });
+      const client = await schema.pool.connect();
+      try {
+        await client.query('BEGIN');
+        await expectCode(guard.guardedWriteIn(client, 4n, insert('stale')), 'STALE_TOKEN');
+        const seen = await guard.guardedWriteIn(client, 6n, async (tx, ctx) => {
+          await insert('in-client')(tx, ctx);
+          return tx;
+        });
+        expect(seen).toBe(client);
+        await client.query('COMMIT');
+      } finally {
+        client.release();
+      }
+      await expect(guard.guardedWriteIn(schema.pool as never, 7n, insert('no'))).rejects.toThrow(expect.objectContaining({ name: 'TypeError', message: expect.stringMatching(/^guardedWriteIn: tx is a pool/) }));
+    }
+    expect(await makeGuard(resource).highest()).toBe(6n);
+    const { rows } = await schema.pool.query('SELECT note FROM ledger WHERE resource = $1 ORDER BY id', [resource]);
+    expect(rows.map((r: { note: string }) => r.note)).toEqual([kind === 'kysely' ? 'in-kysely' : 'in-client']);
+  });
+
   it('migrate is idempotent and safe to run concurrently', async () => {
     const guard = makeGuard(resource);
     await Promise.all([guard.migrate(), guard.migrate(), guard.migrate()]);

@@ -1,36 +1,25 @@
-import type { FencedLogger, TokenInput } from '@fenced/shared';
+import type { FencedLogger } from '@fenced/shared';
 import { parseOptions } from '@fenced/shared/internal';
 import { postgresGuardOptionsSchema, type PostgresGuardOptionsInput } from './postgres-guard-options.js';
 import type { MeterProvider } from '@opentelemetry/api';
 import { GuardMetrics } from '../metrics/guard-metrics.js';
 import type { KyselyLike, KyselyTransactionOf } from '../sql/kysely-like.js';
-import { fenceGuardOver, type FenceGuard } from '../fence-guard.js';
+import { fenceGuardInOver, type FenceGuardIn } from '../fence-guard.js';
 import type { FenceStore } from '../fence-store.js';
 import type { PgPoolEvents, PgPoolLike, PoolClientOf } from './pg-pool-session.js';
 import { postgresFenceStore } from './postgres-store.js';
-import { parseWriteArguments } from '../write-arguments.js';
-import type { GuardedWriteContext, GuardedWriteOptions, TransactionExecutor } from '../write-context.js';
 
 export type { GuardedWriteContext, GuardedWriteOptions, TransactionExecutor } from '../write-context.js';
 export type { AppliedFire, LowerFenceRequest } from '../fence-records.js';
-export type { FenceGuard } from '../fence-guard.js';
+export type { FenceGuard, FenceGuardIn } from '../fence-guard.js';
 export type { TokenInput } from '@fenced/shared';
 
 /**
  * The PostgreSQL guard: refuses every mutation whose token is below the highest committed for its
- * resource, checked and raised in the mutation's own transaction.
+ * resource, checked and raised in the mutation's own transaction; `guardedWriteIn` joins a
+ * transaction the caller holds (a pg client after BEGIN, a Kysely transaction, pg-boss's `tx`).
  */
-export interface PostgresGuard<Trx> extends FenceGuard<Trx> {
-  /**
-   * The same check (and fire claim) inside a transaction the caller holds and commits, such as a
-   * queue's: the job's completion and the write then commit together or not at all. The check runs
-   * under a savepoint, so a refusal (`StaleTokenError`, `DuplicateFireError`) rolls back only the
-   * guard's part and leaves `tx` usable (the caller can still commit the job as settled). The fence
-   * row stays locked until the caller's transaction ends. No retry here: an aborted transaction is
-   * the caller's to run again. `tx` must be a transaction on the guard's database.
-   */
-  guardedWriteIn<T>(tx: TransactionExecutor, token: TokenInput, fn: (tx: TransactionExecutor, ctx: GuardedWriteContext) => Promise<T>, options?: GuardedWriteOptions<T>): Promise<T>;
-}
+export type PostgresGuard<Trx> = FenceGuardIn<Trx>;
 
 type GuardOptions<Db> = Omit<PostgresGuardOptionsInput, 'db' | 'pool' | 'logger' | 'meterProvider'> & { db: Db; pool?: PgPoolEvents; logger?: FencedLogger; meterProvider?: MeterProvider };
 
@@ -55,11 +44,4 @@ export function createPostgresGuard(input: GuardOptions<object>): PostgresGuard<
 }
 
 /** The public PostgreSQL guard over its store: the generic guard, and the write in a caller's transaction. */
-export function postgresGuardOver(store: FenceStore & Required<Pick<FenceStore, 'writeIn'>>): PostgresGuard<unknown> {
-  const guard = fenceGuardOver(store);
-  return Object.freeze({
-    ...guard,
-    guardedWriteIn: async <T>(tx: TransactionExecutor, token: TokenInput, fn: (tx: TransactionExecutor, ctx: GuardedWriteContext) => Promise<T>, options?: GuardedWriteOptions<T>) =>
-      store.writeIn(tx, parseWriteArguments('guardedWriteIn', token, fn, options, store.resource), fn),
-  });
-}
+export const postgresGuardOver = (store: FenceStore & Required<Pick<FenceStore, 'writeIn'>>): PostgresGuard<unknown> => fenceGuardInOver(store);

@@ -12,7 +12,9 @@ import { migrate } from './migrator.js';
 import { leaseResolver } from '../sql/check-lease.js';
 import { FenceHints } from '../sql/fence-hints.js';
 import { guardObjectNames } from './names.js';
-import { isPgPoolLike, pgPoolSession } from './pg-pool-session.js';
+import { isPgPoolLike, pgClientExecutor, isPgPool, pgPoolSession } from './pg-pool-session.js';
+import { callerExecutor } from '../sql/caller-transaction.js';
+import { writeUnderSavepoint } from '../sql/savepoint-write.js';
 import { checkCall, leaseCheckedCall } from './check-call.js';
 import { postgresTakeoverStore } from './postgres-takeover.js';
 import { advanceWithTakeover } from '../takeover/advance-with-takeover.js';
@@ -97,45 +99,33 @@ export function postgresFenceStore(options: PostgresStoreOptions, context: Fence
     },
   };
 
-  // The savepoint that lets a refusal inside someone else's transaction leave that transaction usable.
-  const SAVEPOINT = 'fenced_guarded_write';
-
-  function writeIn<T>(tx: TransactionExecutor, args: WriteArguments, fn: (tx: TransactionExecutor, ctx: GuardedWriteContext) => Promise<T>): Promise<T> {
-    if (typeof tx?.executeSql !== 'function') throw new TypeError('guardedWriteIn: tx must have executeSql(text, values)');
-    return metrics.timeWrite(args.resource, () => writeInTransaction(tx, args, fn));
-  }
-
-  async function writeInTransaction<T>(tx: TransactionExecutor, args: WriteArguments, fn: (tx: TransactionExecutor, ctx: GuardedWriteContext) => Promise<T>): Promise<T> {
+  function writeIn<T>(callerTx: TransactionExecutor, args: WriteArguments, fn: (tx: TransactionExecutor, ctx: GuardedWriteContext) => Promise<T>): Promise<T> {
+    const tx = callerExecutor(callerTx, 'PostgreSQL', pgClientExecutor, isPgPool);
     const { token, resource, fireId, issuer, recordOutcome } = args;
-    try {
-      await tx.executeSql(`SAVEPOINT ${SAVEPOINT}`);
-    } catch (err) {
-      throw unavailable(resource, 'open', err);
-    }
-    try {
-      const statement = check.statement(token, resource, hints.raises(token, resource), fireId, issuer);
-      await tx.executeSql(statement.text, toParams(statement.values));
-    } catch (err) {
-      // Only the check is undone; the caller's transaction goes on. If the caller has already ended
-      // it (a queue that gave up on a job past its expiry), the rollback fails: the refusal stands
-      // all the same, nothing of ours was applied, and the caller's commit is what fails.
-      await tx.executeSql(`ROLLBACK TO SAVEPOINT ${SAVEPOINT}`).catch(() => {});
-      const refused = refusalOf(err, resource, token, fireId);
-      if (refused !== undefined) throw refused;
-      throw unavailable(resource, 'open', err);
-    }
-    const result = await fn(tx, { token, resource, attempt: 1 });
-    if (fireId !== null && recordOutcome !== undefined) {
-      await tx.executeSql(`UPDATE ${names.applied} SET outcome = $3 WHERE resource = $1 AND fire_id = $2`, [resource, fireId, recordOutcome(result)]);
-    }
-    try {
-      await tx.executeSql(`RELEASE SAVEPOINT ${SAVEPOINT}`);
-    } catch (err) {
-      throw unavailable(resource, 'body', err);
-    }
-    hints.saw(resource, token);
-    emit(logger, { type: 'token.accepted', resource, token });
-    return result;
+    return metrics.timeWrite(resource, async () => {
+      // fn gets the transaction as the caller handed it (their Kysely trx, their client).
+      const result = await writeUnderSavepoint(
+        tx,
+        {
+          async check(tx) {
+            const statement = check.statement(token, resource, hints.raises(token, resource), fireId, issuer);
+            await tx.executeSql(statement.text, toParams(statement.values));
+          },
+          ...(fireId === null || recordOutcome === undefined
+            ? {}
+            : {
+                recordOutcome: async (tx: TransactionExecutor, result: T) =>
+                  void (await tx.executeSql(`UPDATE ${names.applied} SET outcome = $3 WHERE resource = $1 AND fire_id = $2`, [resource, fireId, recordOutcome(result)])),
+              }),
+          refusalOf: (cause) => refusalOf(cause, resource, token, fireId),
+          unavailable: (phase, cause) => unavailable(resource, phase, cause),
+        },
+        () => fn(callerTx, { token, resource, attempt: 1 }),
+      );
+      hints.saw(resource, token);
+      emit(logger, { type: 'token.accepted', resource, token });
+      return result;
+    });
   }
 
   const checkBatchText = `SELECT verdict, fence::text AS fence FROM ${names.checkBatchFn}($1::text, $2::bigint[], $3::text[]) ORDER BY ord`;

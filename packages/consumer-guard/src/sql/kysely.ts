@@ -2,6 +2,10 @@
 // pool, and handing fn the guard's own transaction dressed as Kysely's.
 import type { Kysely, Transaction } from 'kysely';
 
+// kysely is an optional peer dependency: loaded only when the caller handed the guard a Kysely instance.
+let kyselyModule: Promise<typeof import('kysely')> | undefined;
+export const loadKysely = () => (kyselyModule ??= import('kysely'));
+
 /** True for a Kysely instance (checked structurally: two copies of kysely must both work). */
 export function isKyselyLike(db: object): db is Kysely<unknown> {
   const k = db as { transaction?: unknown; selectFrom?: unknown; executeQuery?: unknown; connection?: unknown };
