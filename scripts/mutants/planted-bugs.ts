@@ -1044,9 +1044,9 @@ export const PLANTED_BUGS: readonly PlantedBug[] = [
     layer: 'lease',
     bug: 'release polling reports a free lease at every look, not once per release: every standby of a free lease is woken again and again',
     file: 'packages/coordinator/src/store/release-polling.ts',
-    find: "      else if (!this.#free.has(lease) && this.#subscribers.has(lease)) {",
-    replace: "      else if (this.#subscribers.has(lease)) {",
-    tests: MYSQL_LEASE_TESTS,
+    find: '        if (heard === term || !subscribers.has(handlers)) continue;',
+    replace: '        if (!subscribers.has(handlers)) continue;',
+    tests: [...MYSQL_LEASE_TESTS, 'packages/coordinator/src/store/release-polling.test.ts'],
   },
   {
     id: 'lease-check-transaction-clock',
@@ -1128,5 +1128,14 @@ export const PLANTED_BUGS: readonly PlantedBug[] = [
     find: '            if (leaseOf !== undefined) await tx.executeSql(leaseCheckSql, [leaseOf(resource), token.toString(), issuer ?? null]);\n',
     replace: '',
     tests: MYSQL_LEASE_CHECK_TESTS,
+  },
+  {
+    id: 'polled-release-once-ever',
+    layer: 'lease',
+    bug: 'release polling hears a lease once for good, not once per term: a lease taken and released again between two looks, still free, is never heard again, and its standby waits for its next acquire retry',
+    file: 'packages/coordinator/src/store/release-polling.ts',
+    find: '        if (heard === term || !subscribers.has(handlers)) continue;',
+    replace: '        if (heard !== undefined || !subscribers.has(handlers)) continue;',
+    tests: ['packages/coordinator/src/store/release-polling.test.ts'],
   },
 ];

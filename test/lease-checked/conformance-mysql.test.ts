@@ -1,3 +1,4 @@
+import { MYSQL_NOW_US_SQL } from '@fenced/shared/internal';
 import { createMysqlGuard } from '@fenced/consumer-guard/mysql';
 import { mysqlLeases } from '@fenced/coordinator/mysql';
 import { createTestMysqlDatabase } from '#test-support';
@@ -20,7 +21,7 @@ describeLeaseCheckedConformance({
   insert: (token) => (connection: never) => (connection as PoolConnection).query('INSERT INTO effects (token) VALUES (?)', [token.toString()]),
   rows: async (token) => Number(((await db.pool.query('SELECT COUNT(*) AS n FROM effects WHERE token = ?', [token.toString()]))[0] as Array<{ n: number }>)[0]!.n),
   expired: async (lease) =>
-    ((await db.pool.query(`SELECT 1 FROM fenced_fences_leases WHERE name = ? AND (holder IS NULL OR expires_us <= TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', UTC_TIMESTAMP(6)))`, [lease]))[0] as unknown[]).length === 1,
+    ((await db.pool.query(`SELECT 1 FROM fenced_fences_leases WHERE name = ? AND (holder IS NULL OR expires_us <= ${MYSQL_NOW_US_SQL})`, [lease]))[0] as unknown[]).length === 1,
   async beginReading(lease) {
     const connection = await db.pool.getConnection();
     await connection.query('SET TRANSACTION ISOLATION LEVEL REPEATABLE READ');

@@ -1,3 +1,4 @@
+import { MYSQL_NOW_US_SQL } from '@fenced/shared/internal';
 import { createMysqlGuard } from '@fenced/consumer-guard/mysql';
 import { mysqlLeases, type MysqlLeases } from '@fenced/coordinator/mysql';
 import { createMysqlPool, createTestMysqlDatabase } from '#test-support';
@@ -35,7 +36,7 @@ describeLeaseStoreConformance({
     await ended;
   },
   isFree: async (lease) => {
-    const [rows] = await db.pool.query(`SELECT holder IS NULL OR expires_us <= TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', UTC_TIMESTAMP(6)) AS free FROM fenced_fences_leases WHERE name = ?`, [lease]);
+    const [rows] = await db.pool.query(`SELECT holder IS NULL OR expires_us <= ${MYSQL_NOW_US_SQL} AS free FROM fenced_fences_leases WHERE name = ?`, [lease]);
     const row = (rows as Array<{ free: number }>)[0];
     return row === undefined || Number(row.free) === 1;
   },

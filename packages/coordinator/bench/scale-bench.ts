@@ -1,15 +1,17 @@
 /**
  * pnpm bench:scale — many leases per process, balanced over processes, on a single Redis, on a
  * 6-node Redis Cluster (both private servers on loopback, so counts are ours alone), on the
- * PostgreSQL lease store (a schema of its own on DATABASE_URL, default the local server) and on etcd
- * (a private three-member cluster on loopback) side by side.
+ * PostgreSQL lease store (a schema of its own on DATABASE_URL, default the local server), on the
+ * MySQL/MariaDB lease store (a database of its own on MYSQL_URL, default the local server) and on
+ * etcd (a private three-member cluster on loopback) side by side.
  *
  * Each member is a real process (scale-member.ts) with one lease group of N leases, for each N of
  * --leases (columns side by side). Phases: a cold start of P members at the same moment, a member
  * joining, a member killed with SIGKILL, then --cycles more join-and-kill cycles. Measured:
  * connections per process per server, memory per process (RSS, beside the floor: the same process
  * with its modules loaded and no group yet), requests/s and CPU per server in steady state (Redis:
- * INFO; PostgreSQL: the transactions of the database and /proc of the members' backends; etcd: the
+ * INFO; PostgreSQL: the transactions of the database and /proc of the members' backends; MySQL: the
+ * statements the server ran (Questions) and /proc of its one process, everything it served; etcd: the
  * gRPC messages each member received, from its /metrics, and /proc of its process), time until every lease is led after the cold start, balance (most and fewest leases led by
  * one process) 2 × TTL after the start, the join and the crash, time until balanced within ±10 % of
  * N/P, how long each lease handed over at the join was leaderless (p50 / p99 / max) and how many were
@@ -22,8 +24,8 @@
  *
  * Flags: --leases N[,N…] (default 1000,10000), --processes P (default 3), --ttl MS (default 15000),
  * --renew MS (default 5000), --cycles C (default 3), --jobs J (default 10000), --job-every MS
- * (default 10000), --topology single|cluster|postgres|etcd|both|all (default all: both Redis ones,
- * PostgreSQL and etcd), --json.
+ * (default 10000), --topology single|cluster|postgres|mysql|etcd|both|all, or several joined by
+ * commas (default all: both Redis ones, PostgreSQL, MySQL and etcd), --json.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { createInterface } from 'node:readline';
@@ -33,6 +35,9 @@ import { cpuSecondsOf } from './process-cpu.js';
 import pg from 'pg';
 import { connectionsTo, redisCommand, startEtcdCluster, startRedisCluster, startRedisServer, type EtcdCluster } from '@fenced/chaos';
 import { postgresLeases } from '@fenced/coordinator/postgres';
+import { mysqlLeases } from '@fenced/coordinator/mysql';
+import mysql from 'mysql2/promise';
+import { readFileSync } from 'node:fs';
 
 const { values: args } = parseArgs({
   options: {
@@ -54,9 +59,10 @@ const TTL = Number(args.ttl);
 const RENEW = Number(args.renew);
 const JOBS = Number(args.jobs);
 const JOB_EVERY = Number(args['job-every']);
-const topologies: readonly string[] = args.topology === 'all' ? ['single', 'cluster', 'postgres', 'etcd'] : args.topology === 'both' ? ['single', 'cluster'] : [args.topology!];
-if (!SIZES.every((n) => Number.isInteger(n) && n >= 1) || !(P >= 2) || !(Number.isInteger(CYCLES) && CYCLES >= 0) || !(TTL > RENEW) || !(RENEW >= 10) || !(JOBS >= 0) || !(JOB_EVERY >= 100) || !topologies.every((t) => t === 'single' || t === 'cluster' || t === 'postgres' || t === 'etcd')) {
-  process.stderr.write('usage: bench:scale [--leases N[,N…]] [--processes P>=2] [--ttl MS] [--renew MS<TTL] [--cycles C] [--jobs J] [--job-every MS] [--topology single|cluster|postgres|etcd|both|all] [--json]\n');
+const TOPOLOGIES = ['single', 'cluster', 'postgres', 'mysql', 'etcd'] as const;
+const topologies: readonly string[] = args.topology === 'all' ? TOPOLOGIES : args.topology === 'both' ? ['single', 'cluster'] : args.topology!.split(',');
+if (!SIZES.every((n) => Number.isInteger(n) && n >= 1) || !(P >= 2) || !(Number.isInteger(CYCLES) && CYCLES >= 0) || !(TTL > RENEW) || !(RENEW >= 10) || !(JOBS >= 0) || !(JOB_EVERY >= 100) || !topologies.every((t) => (TOPOLOGIES as readonly string[]).includes(t))) {
+  process.stderr.write('usage: bench:scale [--leases N[,N…]] [--processes P>=2] [--ttl MS] [--renew MS<TTL] [--cycles C] [--jobs J] [--job-every MS] [--topology single|cluster|postgres|mysql|etcd|both|all[,…]] [--json]\n');
   process.exit(2);
 }
 const DRIFT = Math.ceil(TTL * 0.01) + 5;
@@ -170,7 +176,7 @@ interface Balance {
 
 const quantile = (sorted: readonly number[], q: number): number | null => (sorted.length === 0 ? null : sorted[Math.min(sorted.length - 1, Math.ceil(q * sorted.length) - 1)]!);
 
-type Topology = 'single' | 'cluster' | 'postgres' | 'etcd';
+type Topology = (typeof TOPOLOGIES)[number];
 
 /** What the steady state costs the servers, read twice around a window: Redis's INFO, or PostgreSQL's counters. */
 interface ServerLoad {
@@ -215,6 +221,27 @@ function postgresLoad(admin: pg.Pool): ServerLoad {
 }
 
 /**
+ * The server's statements (Questions: every statement any client sent, the bench's own few samples
+ * included) and its one process's CPU from /proc (all it served; run the bench on a quiet server);
+ * connections counted on the member processes' side, to the server's port.
+ */
+async function mysqlLoad(admin: mysql.Pool, port: number): Promise<ServerLoad> {
+  const pidFile = String(((await admin.query('SELECT @@pid_file AS f'))[0] as Array<{ f: string }>)[0]!.f);
+  const serverPid = Number(readFileSync(pidFile, 'utf8').trim());
+  return {
+    async sample() {
+      const [rows] = await admin.query("SHOW GLOBAL STATUS LIKE 'Questions'");
+      return [{ requests: Number((rows as Array<{ Value: string }>)[0]!.Value), cpuSeconds: cpuSecondsOf(serverPid) }];
+    },
+    async connectionsPerProcess(members) {
+      let most = 0;
+      for (const m of members) if (m.alive && m.child.pid !== undefined) for (const n of (await connectionsTo(m.child.pid, [port])).values()) most = Math.max(most, n);
+      return most;
+    },
+  };
+}
+
+/**
  * Each member's gRPC messages received (every unary request and every message on a stream, a
  * keep-alive included), from its Prometheus /metrics, and its process's CPU from /proc; connections
  * are counted on the member processes' side (etcd cannot name its clients), to each member's proxy.
@@ -240,7 +267,7 @@ function etcdLoad(cluster: EtcdCluster): ServerLoad {
 }
 
 async function runTopology(topology: Topology, N: number) {
-  progress(`${topology}, ${N} leases: starting ${topology === 'postgres' ? 'a schema on DATABASE_URL' : 'Redis'}`);
+  progress(`${topology}, ${N} leases: starting ${topology === 'postgres' ? 'a schema on DATABASE_URL' : topology === 'mysql' ? 'a database on MYSQL_URL' : topology === 'etcd' ? 'etcd' : 'Redis'}`);
   const single = topology === 'single' ? await startRedisServer() : undefined;
   const etcd = topology === 'etcd' ? await startEtcdCluster() : undefined;
   const cluster = topology === 'cluster' ? await startRedisCluster() : undefined;
@@ -254,7 +281,15 @@ async function runTopology(topology: Topology, N: number) {
     await admin.query(`DROP SCHEMA IF EXISTS ${schema} CASCADE; CREATE SCHEMA ${schema}`);
     await postgresLeases({ pool: admin, schema }).migrate();
   }
-  const load = admin !== undefined ? postgresLoad(admin) : etcd !== undefined ? etcdLoad(etcd) : redisLoad(ports);
+  const mysqlUrl = new URL(process.env['MYSQL_URL'] ?? 'mysql://root@127.0.0.1:3306/test');
+  const mysqlAdmin = topology === 'mysql' ? mysql.createPool({ uri: mysqlUrl.toString(), connectionLimit: 2 }) : undefined;
+  if (mysqlAdmin !== undefined) {
+    await mysqlAdmin.query(`DROP DATABASE IF EXISTS ${schema}`);
+    await mysqlAdmin.query(`CREATE DATABASE ${schema}`);
+    await mysqlLeases({ pool: mysqlAdmin, database: schema }).migrate();
+  }
+  const load =
+    admin !== undefined ? postgresLoad(admin) : mysqlAdmin !== undefined ? await mysqlLoad(mysqlAdmin, Number(mysqlUrl.port || 3306)) : etcd !== undefined ? etcdLoad(etcd) : redisLoad(ports);
   const keyPrefix = `scale-${Date.now()}`;
   const beliefs = new Beliefs(N);
   const members: Member[] = [];
@@ -268,6 +303,7 @@ async function runTopology(topology: Topology, N: number) {
         ETCD_ENDPOINTS: etcd?.endpoints.join(',') ?? '',
         TOPOLOGY: topology,
         DATABASE_URL: databaseUrl,
+        MYSQL_URL: Object.assign(new URL(mysqlUrl), { pathname: `/${schema}` }).toString(),
         SCHEMA: schema,
         LEASES: String(N),
         TTL_MS: String(TTL),
@@ -428,7 +464,7 @@ async function runTopology(topology: Topology, N: number) {
     return {
       topology,
       leases: N,
-      servers: topology === 'postgres' ? 1 : topology === 'etcd' ? etcd!.members.length : ports.length,
+      servers: topology === 'postgres' || topology === 'mysql' ? 1 : topology === 'etcd' ? etcd!.members.length : ports.length,
       connectionsPerProcessPerNode: connections,
       rssMbPerProcess: Math.round(Math.max(rssMb, leasesOnlyRssMb)),
       rssMbWithJobs: Math.round(Math.max(...members.map((m) => m.rss / 1024 / 1024))),
@@ -457,6 +493,10 @@ async function runTopology(topology: Topology, N: number) {
     await single?.stop();
     await cluster?.stop();
     await etcd?.stop();
+    if (mysqlAdmin !== undefined) {
+      await mysqlAdmin.query(`DROP DATABASE IF EXISTS ${schema}`).catch(() => undefined);
+      await mysqlAdmin.end();
+    }
     if (admin !== undefined) {
       await admin.query(`DROP SCHEMA IF EXISTS ${schema} CASCADE`).catch(() => undefined);
       await admin.end();
@@ -474,11 +514,11 @@ if (args.json) {
   const bal = (b: Balance) => `${b.most} / ${b.fewest}`;
   const rows: Array<[string, (r: (typeof results)[number]) => string, string]> = [
     ['servers', (r) => String(r.servers), ''],
-    ['connections per process per server (max)', (r) => String(r.connectionsPerProcessPerNode), '<= 3 (Redis), <= 4 (PostgreSQL: its pool), 1 (etcd)'],
+    ['connections per process per server (max)', (r) => String(r.connectionsPerProcessPerNode), '<= 3 (Redis), <= 4 (PostgreSQL, MySQL: their pools), 1 (etcd)'],
     ['memory per process, RSS (max, the lease group alone)', (r) => `${r.rssMbPerProcess} MB`, '<= 250 MB'],
     [`  with the sharded schedule of ${JOBS} jobs too`, (r) => `${r.rssMbWithJobs} MB`, ''],
     ['  floor: the same process, modules loaded, no group yet', (r) => `${r.loadedRssMbPerProcess} MB`, ''],
-    ['requests/s, all servers, steady (Redis: commands; PostgreSQL: transactions; etcd: gRPC messages)', (r) => String(r.commandsPerS), ''],
+    ['requests/s, all servers, steady (Redis: commands; PostgreSQL: transactions; MySQL: statements; etcd: gRPC messages)', (r) => String(r.commandsPerS), ''],
     ['server CPU, busiest server, steady (PostgreSQL: the members\' backends)', (r) => `${r.maxCpuPctPerServer.toFixed(1)} % of a core`, '<= 5 %'],
     ['every lease led after a cold start of all', (r) => ms(r.allLedAfterColdStartMs), `<= TTL + 1 s = ${TTL + 1000} ms`],
     ['balanced (±10 %) after the cold start', (r) => ms(r.balancedAfterColdStartMs), ''],

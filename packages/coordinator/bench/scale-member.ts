@@ -11,6 +11,8 @@ import pg from 'pg';
 import { createLeaseGroup, createShardedScheduler, redisLeases, type LeaseBackend, type LeaseGroup, type ShardedScheduler } from '@fenced/coordinator';
 import { postgresLeases } from '@fenced/coordinator/postgres';
 import { etcdLeases } from '@fenced/coordinator/etcd';
+import { mysqlLeases } from '@fenced/coordinator/mysql';
+import mysql from 'mysql2/promise';
 import { Etcd3 } from 'etcd3';
 
 const env = (name: string): string => {
@@ -22,11 +24,15 @@ const name = env('MEMBER');
 const connectionName = `scale-${name}`;
 const topology = env('TOPOLOGY');
 
-/** The lease store: Redis (a server or a Cluster), PostgreSQL (a pool named after this member), or etcd. */
+/** The lease store: Redis (a server or a Cluster), PostgreSQL (a pool named after this member), MySQL, or etcd. */
 function store(): LeaseBackend {
   if (topology === 'etcd') {
     const client = new Etcd3({ hosts: env('ETCD_ENDPOINTS').split(','), dialTimeout: 2000 });
     return etcdLeases({ client, prefix: `${env('KEY_PREFIX')}/` });
+  }
+  if (topology === 'mysql') {
+    // The MySQL store's pool, as its README has it: the guard's, four connections.
+    return mysqlLeases({ pool: mysql.createPool({ uri: env('MYSQL_URL'), connectionLimit: 4 }) });
   }
   if (topology === 'postgres') {
     const pool = new pg.Pool({ connectionString: env('DATABASE_URL'), max: 4, application_name: connectionName });

@@ -1,10 +1,7 @@
 import type { Mysql2PoolLike } from '@fenced/consumer-guard/mysql';
 import { mysqlLeaseObjectNames } from '@fenced/coordinator/mysql';
-import { withMysqlConnection } from '@fenced/shared/internal';
+import { MYSQL_NOW_US_SQL, withMysqlConnection } from '@fenced/shared/internal';
 import { jobsOfRecord, type ElectionRecord, type LeaseStatus } from './status-types.js';
-
-/** The server's clock, microseconds since the epoch, as the MySQL lease store reads it. */
-const NOW_US = `TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', UTC_TIMESTAMP(6))`;
 
 /**
  * The leases of a MySQL/MariaDB lease store (`mysqlLeases`, beside the guard's table, in the pool's
@@ -18,7 +15,7 @@ export async function readMysqlLeases(pool: Mysql2PoolLike, table: string, only:
     const rows = (sql: string, values: unknown[] = []) => connection.run(sql, values);
     try {
       await connection.run('START TRANSACTION WITH CONSISTENT SNAPSHOT, READ ONLY');
-      const now = Number((await rows(`SELECT CAST(FLOOR(${NOW_US} / 1000) AS CHAR) AS ms`))[0]!['ms']);
+      const now = Number((await rows(`SELECT CAST(FLOOR(${MYSQL_NOW_US_SQL} / 1000) AS CHAR) AS ms`))[0]!['ms']);
       // Never migrated here: no lease yet (`fenced doctor` says what to run).
       const migrated = await rows('SELECT 1 FROM information_schema.TABLES WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = ?', [`${table}_elections`]);
       if (migrated.length === 0) {
@@ -27,7 +24,7 @@ export async function readMysqlLeases(pool: Mysql2PoolLike, table: string, only:
       }
       const leases = await rows(
         `SELECT CAST(name AS CHAR CHARACTER SET utf8mb4) AS name, CAST(token AS CHAR) AS token, CAST(holder AS CHAR CHARACTER SET utf8mb4) AS holder,
-                CASE WHEN holder IS NOT NULL AND expires_us > ${NOW_US} THEN CAST(CEILING((expires_us - ${NOW_US}) / 1000) AS CHAR) END AS left_ms
+                CASE WHEN holder IS NOT NULL AND expires_us > ${MYSQL_NOW_US_SQL} THEN CAST(CEILING((expires_us - ${MYSQL_NOW_US_SQL}) / 1000) AS CHAR) END AS left_ms
            FROM ${names.leases} ${only === undefined ? '' : 'WHERE name IN (?)'} ORDER BY name`,
         only === undefined ? [] : [[...only]],
       );

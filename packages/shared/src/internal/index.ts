@@ -14,7 +14,7 @@ export { isFunction, isObject } from './type-guards.js';
 export { storedToken } from '../token.js';
 export { keyPrefixSchema } from './key-prefix.js';
 export { MYSQL_LOCK_TABLES_IDLE_MS, mysqlSessionsBlocking } from './mysql-lock-waits.js';
-export { mysqlRowsOf, withMysqlConnection, type MysqlCheckedOut, type MysqlPooledConnection } from './mysql-connection.js';
+export { MYSQL_NOW_US_SQL, mysqlRowsOf, withMysqlConnection, type MysqlCheckedOut, type MysqlPooledConnection } from './mysql-connection.js';
 export { applyMysqlMigrations, mysqlScriptStatements, type MysqlMigrationConnection, type MysqlMigrationPlan } from './mysql-migrations.js';
 export { applyMigrations, fillPlaceholders, numberedMigrations, type MigrationPlan, type MigrationStatement, type RunMigrationStatement } from './numbered-migrations.js';
 export { quoteIdent, quoteLiteral } from './sql-text.js';

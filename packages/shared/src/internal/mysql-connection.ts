@@ -70,3 +70,9 @@ export async function withMysqlConnection<C extends MysqlPooledConnection, T>(
     }
   }
 }
+
+/**
+ * The MySQL/MariaDB server's clock now, in microseconds since the epoch, whatever the session's time
+ * zone: how every MySQL part of fenced reads the server's time (the lease store, its CLI reader).
+ */
+export const MYSQL_NOW_US_SQL = `TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', UTC_TIMESTAMP(6))`;

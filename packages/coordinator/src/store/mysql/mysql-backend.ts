@@ -1,5 +1,5 @@
 import type { FencedLogger } from '@fenced/shared';
-import { parseOptions } from '@fenced/shared/internal';
+import { MYSQL_NOW_US_SQL, parseOptions } from '@fenced/shared/internal';
 import type { LeaseBackend, ReleaseHub } from '../lease-backend.js';
 import { releaseHubOver } from '../release-hub.js';
 import { ReleasePolling } from '../release-polling.js';
@@ -11,7 +11,7 @@ import { migrateMysqlLeases } from './mysql-lease-migrator.js';
 import { mysqlLeaseStore, type MysqlRenewAnswer } from './mysql-lease-store.js';
 import { mysqlLeasesOptionsSchema, type MysqlLeasesOptionsInput } from './mysql-leases-options.js';
 import { mysqlMembership } from './mysql-membership.js';
-import { NOW_US_SQL, queryRows, type MysqlLeasePool } from './mysql-pool.js';
+import { queryRows, type MysqlLeasePool } from './mysql-pool.js';
 
 /** Leases in MySQL/MariaDB: a `LeaseBackend`, and the migration that creates its objects. */
 export interface MysqlLeases extends LeaseBackend {
@@ -66,12 +66,12 @@ export function mysqlLeases(input: MysqlLeasesOptions): MysqlLeases {
       const rows = await queryRows(
         pool,
         names.installation,
-        `SELECT CAST(name AS CHAR CHARACTER SET utf8mb4) AS name FROM ${names.leases} WHERE name IN (?) AND (holder IS NULL OR expires_us <= ${NOW_US_SQL})`,
+        `SELECT CAST(name AS CHAR CHARACTER SET utf8mb4) AS name, CAST(token AS CHAR) AS term FROM ${names.leases} WHERE name IN (?) AND (holder IS NULL OR expires_us <= ${MYSQL_NOW_US_SQL})`,
         [leases],
         ADMIN_TIMEOUT_MS,
         'poll releases',
       );
-      return rows.map((r) => String(r['name']));
+      return rows.map((r) => ({ lease: String(r['name']), term: String(r['term']) }));
     },
   });
 

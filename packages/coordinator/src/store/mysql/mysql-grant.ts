@@ -1,12 +1,8 @@
-import { MYSQL_LOCK_TABLES_IDLE_MS, mysqlSessionsBlocking, withMysqlConnection } from '@fenced/shared/internal';
+import { MYSQL_NOW_US_SQL, MYSQL_LOCK_TABLES_IDLE_MS, mysqlSessionsBlocking, withMysqlConnection } from '@fenced/shared/internal';
 import type { MysqlLeaseObjectNames } from './mysql-lease-names.js';
-import { errnoOf, NOW_US_SQL, runAgain, type MysqlLeasePool, type MysqlRow } from './mysql-pool.js';
+import type { LeaseTakeover } from '../lease-takeover.js';
+import { errnoOf, runAgain, type MysqlLeasePool, type MysqlRow } from './mysql-pool.js';
 
-/** How a grant waits for, then ends, what the expired term holds open on its term row. */
-export interface MysqlTakeover {
-  readonly graceMs: number;
-  readonly timeoutMs: number;
-}
 
 /** ER_LOCK_WAIT_TIMEOUT: the grant waited on the term row as long as it may (only its statement rolled back). */
 const LOCK_WAIT_TIMEOUT = 1205;
@@ -27,7 +23,7 @@ export interface GrantAttempt {
  * budget, rounded up, and puts it back; past it the grant answers not granted (the caller tries
  * again at once).
  */
-export async function grantWithTakeover(pool: MysqlLeasePool, names: MysqlLeaseObjectNames, args: readonly unknown[], takeover: MysqlTakeover): Promise<GrantAttempt> {
+export async function grantWithTakeover(pool: MysqlLeasePool, names: MysqlLeaseObjectNames, args: readonly unknown[], takeover: LeaseTakeover): Promise<GrantAttempt> {
   return withMysqlConnection(pool, async (connection, raw) => {
     // mysql2 knows its session's id; asked of the server only where a driver does not say.
     const known = (raw as { connection?: { threadId?: unknown } }).connection?.threadId;
@@ -52,7 +48,7 @@ export async function grantWithTakeover(pool: MysqlLeasePool, names: MysqlLeaseO
     );
     const lease = args[0];
     const liveHolder = async () => {
-      const [rows] = await pool.query(`SELECT 1 FROM ${names.leases} WHERE name = ? AND holder IS NOT NULL AND expires_us > ${NOW_US_SQL}`, [lease]);
+      const [rows] = await pool.query(`SELECT 1 FROM ${names.leases} WHERE name = ? AND holder IS NOT NULL AND expires_us > ${MYSQL_NOW_US_SQL}`, [lease]);
       return (rows as unknown[]).length > 0;
     };
     const ending = endWhileWaiting(pool, thread, takeover.graceMs, () => settled, callSettled, liveHolder);

@@ -1,13 +1,14 @@
 import type { Token } from '@fenced/shared';
-import { storedToken, withTimeout } from '@fenced/shared/internal';
+import { MYSQL_NOW_US_SQL, storedToken, withTimeout } from '@fenced/shared/internal';
 import { replyOf } from '../in-flight.js';
 import { storeTimeOfMicros, type AcquireReply, type LeaseStore, type StoreTime } from '../lease-store.js';
 import { parseLeaseValue } from '../lease-value.js';
 import type { ReleasePolling } from '../release-polling.js';
 import type { RenewBatcher } from '../renew-batcher.js';
 import type { MysqlLeaseObjectNames } from './mysql-lease-names.js';
-import { grantWithTakeover, type MysqlTakeover } from './mysql-grant.js';
-import { NOW_US_SQL, queryRows, type MysqlLeasePool } from './mysql-pool.js';
+import { grantWithTakeover } from './mysql-grant.js';
+import type { LeaseTakeover } from '../lease-takeover.js';
+import { queryRows, type MysqlLeasePool } from './mysql-pool.js';
 
 /** How many elections each lease keeps in its record, for `fenced status` and `fenced doctor`. */
 const ELECTIONS_KEPT = 32;
@@ -30,7 +31,7 @@ export function mysqlLeaseStore(
   names: MysqlLeaseObjectNames,
   lease: string,
   nodeId: string,
-  shared: { readonly releases: ReleasePolling; readonly renews: RenewBatcher<MysqlRenewAnswer>; readonly takeover: MysqlTakeover },
+  shared: { readonly releases: ReleasePolling; readonly renews: RenewBatcher<MysqlRenewAnswer>; readonly takeover: LeaseTakeover },
 ): LeaseStore {
   const { releases, renews, takeover } = shared;
   const query = (sql: string, values: readonly unknown[], timeoutMs: number, operation: string) => queryRows(pool, names.installation, sql, values, timeoutMs, operation);
@@ -92,7 +93,7 @@ export function mysqlLeaseStore(
   };
 
   async function serverTime(timeoutMs: number): Promise<StoreTime> {
-    const [row] = await query(`SELECT CAST(${NOW_US_SQL} AS CHAR) AS now_us`, [], timeoutMs, 'time');
+    const [row] = await query(`SELECT CAST(${MYSQL_NOW_US_SQL} AS CHAR) AS now_us`, [], timeoutMs, 'time');
     return storeTimeOfMicros(String(row!['now_us']));
   }
 }

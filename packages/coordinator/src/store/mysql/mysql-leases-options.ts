@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { leaseTakeoverSchema } from '../lease-takeover.js';
 import { isFunction, sqlIdentifierSchema } from '@fenced/shared/internal';
 import { isMysqlLeasePool } from './mysql-pool.js';
 
@@ -39,7 +40,7 @@ export const mysqlLeasesOptionsSchema = z.object({
    * TTL). The user needs the right to end them: the same user, or `CONNECTION ADMIN` / `SUPER`.
    * @defaultValue `{ graceMs: 250, timeoutMs: 10000 }`
    */
-  takeover: z.object({ graceMs: z.number().int().min(1).max(60_000), timeoutMs: z.number().int().min(0).max(600_000) }).default({ graceMs: 250, timeoutMs: 10_000 }),
+  takeover: leaseTakeoverSchema,
   /** Receives `migration.applied` events. */
   logger: z.custom<(event: never) => void>(isFunction, { message: 'must be a function' }).optional(),
 });

@@ -20,9 +20,6 @@ export function isMysqlLeasePool(value: unknown): value is MysqlLeasePool {
 
 export type MysqlRow = Record<string, unknown>;
 
-/** The server's clock now, microseconds since the epoch, whatever the session's time zone. */
-export const NOW_US_SQL = `TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', UTC_TIMESTAMP(6))`;
-
 /** ER_NO_SUCH_TABLE, ER_SP_DOES_NOT_EXIST, ER_BAD_DB_ERROR: not migrated here. */
 const MISSING = new Set([1146, 1305, 1049]);
 /** ER_LOCK_DEADLOCK: InnoDB rolled the whole transaction back, so running it again is safe. */

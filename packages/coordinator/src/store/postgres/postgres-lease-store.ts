@@ -9,6 +9,7 @@ import type { ReleaseNotifications } from './release-notifications.js';
 import type { RenewBatcher } from '../renew-batcher.js';
 import { withTimeout } from '@fenced/shared/internal';
 import { TIMELINE_SQL, type PrimaryConfirmation } from './primary-confirmation.js';
+import type { LeaseTakeover } from '../lease-takeover.js';
 
 /** How many elections each lease keeps in its record, for `fenced status` and `fenced doctor`. */
 const ELECTIONS_KEPT = 32;
@@ -30,12 +31,6 @@ export interface PostgresRenewAnswer {
   readonly nowMicros: string;
   /** The timeline of the server that answered; null on a server in recovery (see primary-confirmation.ts). */
   readonly timeline: bigint | null;
-}
-
-/** How an election waits for, then ends, the lease-checked writes of an expired term (see the acquire's SQL). */
-export interface LeaseTakeover {
-  readonly graceMs: number;
-  readonly timeoutMs: number;
 }
 
 /**

@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { leaseTakeoverSchema } from '../lease-takeover.js';
 import { isFunction, sqlIdentifierSchema } from '@fenced/shared/internal';
 import { isPgLeasePool } from './pg-pool.js';
 
@@ -42,7 +43,7 @@ export const postgresLeasesOptionsSchema = z.object({
    * same role, or `pg_signal_backend`.
    * @defaultValue `{ graceMs: 250, timeoutMs: 10000 }`
    */
-  takeover: z.object({ graceMs: z.number().int().min(1).max(60_000), timeoutMs: z.number().int().min(0).max(600_000) }).default({ graceMs: 250, timeoutMs: 10_000 }),
+  takeover: leaseTakeoverSchema,
   /**
    * How long a renew waits for others to share its statement: every lease this process renews within
    * the window goes in one statement (a lease group's renews align by themselves after one round).
