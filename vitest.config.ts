@@ -9,7 +9,7 @@ const conditions = ['@fenced/source', ...defaultServerConditions];
 // The SDK supports ioredis 5 and 6: the `ioredis6` project runs every test that talks to Redis again
 // with ioredis 6.0.0 in place of the workspace's ioredis 5 (installed as the `ioredis6` alias).
 const ioredis6 = fileURLToPath(new URL('./node_modules/ioredis6/built/index.js', import.meta.url));
-const redisTests = ['test/ioredis-major.test.ts', 'test/lease-store/conformance-redis.test.ts', 'packages/*/src/**/*.redis.test.ts', 'test/redis-cluster.test.ts', 'test/redis-sentinel.test.ts', 'test/coordinator-*.test.ts', 'test/scheduler-*.test.ts'];
+const redisTests = ['test/redis/ioredis-major.test.ts', 'test/lease-store/conformance-redis.test.ts', 'packages/*/src/**/*.redis.test.ts', 'test/redis/redis-cluster.test.ts', 'test/redis/redis-sentinel.test.ts', 'test/coordinator/coordinator-*.test.ts', 'test/coordinator/scheduler-*.test.ts'];
 
 export default defineConfig({
   resolve: {

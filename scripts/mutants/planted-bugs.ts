@@ -28,7 +28,7 @@ const MIGRATIONS = 'packages/consumer-guard/src/postgres/migrations';
 const LEASE_SQL = 'packages/coordinator/src/store/postgres/migrations/000001.sql';
 const PG_LEASE_TESTS = ['test/lease-store/conformance-postgres.test.ts'];
 const MYSQL_FENCE_TESTS = ['test/fence-store/conformance-mysql.test.ts'];
-const HTTP_TESTS = ['test/http-fences.test.ts'];
+const HTTP_TESTS = ['test/http/http-fences.test.ts'];
 const MEMORY_LEASE_TESTS = ['test/lease-store/conformance-memory.test.ts'];
 const MEMORY_SERVER = 'packages/coordinator/src/store/memory/memory-server.ts';
 const MEMORY_FENCES = 'packages/consumer-guard/src/memory/memory-store.ts';
@@ -37,7 +37,7 @@ const MYSQL_LEASE_SQL = 'packages/coordinator/src/store/mysql/migrations/000001.
 const MYSQL_LEASE_TESTS = ['test/lease-store/conformance-mysql.test.ts'];
 const MYSQL_GUARD_LEASE_SQL = 'packages/consumer-guard/src/mysql/migrations/000003.sql';
 const MYSQL_LEASE_CHECK_TESTS = ['test/lease-checked/conformance-mysql.test.ts'];
-const ETCD_LEASE_TESTS = ['test/lease-store/conformance-etcd.test.ts', 'test/etcd-leases.test.ts', 'packages/coordinator/src/store/etcd/etcd-sessions.etcd.test.ts'];
+const ETCD_LEASE_TESTS = ['test/lease-store/conformance-etcd.test.ts', 'test/etcd/etcd-leases.test.ts', 'packages/coordinator/src/store/etcd/etcd-sessions.etcd.test.ts'];
 
 export const PLANTED_BUGS: readonly PlantedBug[] = [
   {
@@ -74,7 +74,7 @@ export const PLANTED_BUGS: readonly PlantedBug[] = [
     file: 'packages/coordinator/src/lease/coordinator.ts',
     find: "if (this.#state.kind !== 'standby' || this.#clock.now() >= deadline) {",
     replace: "if (this.#state.kind !== 'standby') {",
-    tests: ['test/failpoints.test.ts', 'packages/coordinator/src/lease/coordinator.redis.test.ts'],
+    tests: ['test/repo/failpoints.test.ts', 'packages/coordinator/src/lease/coordinator.redis.test.ts'],
   },
   {
     id: 'regression-misread',
@@ -83,7 +83,7 @@ export const PLANTED_BUGS: readonly PlantedBug[] = [
     file: 'packages/coordinator/src/lease/fence-verdict.ts',
     find: "isFencedError(answer.reason, 'FENCE_AHEAD')",
     replace: "isFencedError(answer.reason, 'STALE_TOKEN')",
-    tests: ['packages/coordinator/src/lease/fence-verdict.test.ts', 'test/coordinator-fences.test.ts'],
+    tests: ['packages/coordinator/src/lease/fence-verdict.test.ts', 'test/coordinator/coordinator-fences.test.ts'],
     sim: 'redis-failover',
   },
   {
@@ -93,7 +93,7 @@ export const PLANTED_BUGS: readonly PlantedBug[] = [
     file: 'packages/coordinator/src/scheduler/scheduler.ts',
     find: 'if (this.#coordinator.currentTerm() !== term) return;',
     replace: '',
-    tests: ['packages/coordinator/src/scheduler/scheduler.redis.test.ts', 'test/scheduler-recovery.test.ts', 'test/scheduler-clock.test.ts', 'test/coordinator-pause.test.ts'],
+    tests: ['packages/coordinator/src/scheduler/scheduler.redis.test.ts', 'test/coordinator/scheduler-recovery.test.ts', 'test/coordinator/scheduler-clock.test.ts', 'test/coordinator/coordinator-pause.test.ts'],
     sim: 'catch-up-failover',
   },
   {
@@ -103,7 +103,7 @@ export const PLANTED_BUGS: readonly PlantedBug[] = [
     file: 'packages/coordinator/src/store/redis/lua/record-fires-2.lua',
     find: "if redis.call('GET', KEYS[1]) ~= ARGV[1] then",
     replace: "if redis.call('EXISTS', KEYS[1]) == 0 then",
-    tests: ['packages/coordinator/src/store/redis/record-fires.redis.test.ts', 'packages/coordinator/src/scheduler/scheduler.redis.test.ts', 'test/scheduler-recovery.test.ts'],
+    tests: ['packages/coordinator/src/store/redis/record-fires.redis.test.ts', 'packages/coordinator/src/scheduler/scheduler.redis.test.ts', 'test/coordinator/scheduler-recovery.test.ts'],
   },
   {
     id: 'check-off-by-one',
@@ -131,7 +131,7 @@ export const PLANTED_BUGS: readonly PlantedBug[] = [
     file: `${MIGRATIONS}/000001.sql`,
     find: 'WHERE f.token < EXCLUDED.token;',
     replace: 'WHERE f.token <= EXCLUDED.token;',
-    tests: ['packages/consumer-guard/src/postgres/postgres-guard.pg.test.ts', 'test/coordinator-fences.test.ts'],
+    tests: ['packages/consumer-guard/src/postgres/postgres-guard.pg.test.ts', 'test/coordinator/coordinator-fences.test.ts'],
   },
   {
     id: 'mark-before-commit',
@@ -140,7 +140,7 @@ export const PLANTED_BUGS: readonly PlantedBug[] = [
     file: 'packages/consumer-guard/src/combined-guard.ts',
     find: "      const result = await store.write(args, fn);\n      if (failpoints.armed) await failpoints.hit('guard.committed-before-mark');\n      await raiseMark(args.resource, args.token);",
     replace: "      await raiseMark(args.resource, args.token);\n      const result = await store.write(args, fn);\n      if (failpoints.armed) await failpoints.hit('guard.committed-before-mark');",
-    tests: ['test/failpoints.test.ts'],
+    tests: ['test/repo/failpoints.test.ts'],
   },
   {
     id: 'mark-compared-as-text',
@@ -176,7 +176,7 @@ export const PLANTED_BUGS: readonly PlantedBug[] = [
     file: 'packages/coordinator/src/lease/fence-verdict.ts',
     find: "return { verdict: unreachable.length > 0 ? { kind: 'unavailable' } : { kind: 'ok' }, ahead, unreachable };",
     replace: "return { verdict: unreachable.length === fences.length ? { kind: 'unavailable' } : { kind: 'ok' }, ahead, unreachable };",
-    tests: ['packages/coordinator/src/lease/fence-verdict.test.ts', 'test/coordinator-fences.test.ts'],
+    tests: ['packages/coordinator/src/lease/fence-verdict.test.ts', 'test/coordinator/coordinator-fences.test.ts'],
   },
   {
     id: 'handler-without-precheck',
@@ -203,7 +203,7 @@ export const PLANTED_BUGS: readonly PlantedBug[] = [
     file: 'packages/coordinator/src/lease/coordinator.ts',
     find: 'return this.#confirmElection(reply, sentAt + this.ttlMs - this.driftMs, regressedBefore);',
     replace: 'return this.#confirmElection(reply, receivedAt + this.ttlMs - this.driftMs, regressedBefore);',
-    tests: ['test/failpoints.test.ts', 'packages/coordinator/src/lease/coordinator.redis.test.ts', 'test/lease-store/conformance-postgres.test.ts'],
+    tests: ['test/repo/failpoints.test.ts', 'packages/coordinator/src/lease/coordinator.redis.test.ts', 'test/lease-store/conformance-postgres.test.ts'],
   },
   {
     id: 'mint-after-grant',
@@ -221,7 +221,7 @@ export const PLANTED_BUGS: readonly PlantedBug[] = [
     file: 'packages/coordinator/src/lease-group/lease-group.ts',
     find: 'const delay = this.#nextExpiryMs >= 0 ? Math.min(this.renewIntervalMs, this.#nextExpiryMs + 5) : this.renewIntervalMs;',
     replace: 'const delay = this.renewIntervalMs;',
-    tests: ['test/lease-group.test.ts'],
+    tests: ['test/coordinator/lease-group.test.ts'],
   },
   {
     id: 'handover-burst',
@@ -230,7 +230,7 @@ export const PLANTED_BUGS: readonly PlantedBug[] = [
     file: 'packages/coordinator/src/lease-group/lease-group.ts',
     find: 'await Promise.all(due.slice(0, HANDOVER_BATCH).map((c) => c.handOver()));',
     replace: 'await Promise.all(due.map((c) => c.handOver()));',
-    tests: ['test/lease-group.test.ts'],
+    tests: ['test/coordinator/lease-group.test.ts'],
   },
   {
     id: 'renew-deadline-from-reply',
@@ -239,7 +239,7 @@ export const PLANTED_BUGS: readonly PlantedBug[] = [
     file: 'packages/coordinator/src/lease/coordinator.ts',
     find: 'state.deadline = Math.max(state.deadline, sentAt + this.ttlMs - this.driftMs);',
     replace: 'state.deadline = Math.max(state.deadline, receivedAt + this.ttlMs - this.driftMs);',
-    tests: ['test/failpoints.test.ts', 'packages/coordinator/src/lease/coordinator.redis.test.ts'],
+    tests: ['test/repo/failpoints.test.ts', 'packages/coordinator/src/lease/coordinator.redis.test.ts'],
   },
   {
     id: 'renew-refusal-ignored',
@@ -248,7 +248,7 @@ export const PLANTED_BUGS: readonly PlantedBug[] = [
     file: 'packages/coordinator/src/lease/coordinator.ts',
     find: "    if (!reply.renewed) {\n      this.#loseLeadership(state, 'stolen');\n      return;\n    }",
     replace: '    if (!reply.renewed) {\n      this.#scheduleRenew(this.renewIntervalMs);\n      return;\n    }',
-    tests: ['packages/coordinator/src/lease/coordinator.redis.test.ts', 'test/coordinator-pause.test.ts'],
+    tests: ['packages/coordinator/src/lease/coordinator.redis.test.ts', 'test/coordinator/coordinator-pause.test.ts'],
   },
   {
     id: 'sentinel-unconfirmed',
@@ -257,7 +257,7 @@ export const PLANTED_BUGS: readonly PlantedBug[] = [
     file: 'packages/coordinator/src/store/redis/redis-lease-store.ts',
     find: 'confirmServer: async () => (primary === undefined || (await primary.names(repliedFrom, repliedAt)) ? null : new NotOnPrimaryError(repliedFrom)),',
     replace: 'confirmServer: async () => (primary === undefined || (repliedFrom !== undefined && repliedAt >= 0) ? null : new NotOnPrimaryError(repliedFrom)),',
-    tests: ['test/redis-sentinel.test.ts'],
+    tests: ['test/redis/redis-sentinel.test.ts'],
   },
   {
     id: 'due-by-local-clock',
@@ -266,7 +266,7 @@ export const PLANTED_BUGS: readonly PlantedBug[] = [
     file: 'packages/coordinator/src/scheduler/scheduler.ts',
     find: 'if (this.#coordinator.currentTerm() !== term) return this.#standDown();\n    const now = this.#coordinator.serverNow();',
     replace: 'if (this.#coordinator.currentTerm() !== term) return this.#standDown();\n    const now = Date.now();',
-    tests: ['test/scheduler-clock.test.ts', 'packages/coordinator/src/scheduler/scheduler.redis.test.ts'],
+    tests: ['test/coordinator/scheduler-clock.test.ts', 'packages/coordinator/src/scheduler/scheduler.redis.test.ts'],
     sim: 'clock-skew',
   },
   {
@@ -276,7 +276,7 @@ export const PLANTED_BUGS: readonly PlantedBug[] = [
     file: 'packages/coordinator/src/scheduler/resume.ts',
     find: "typeof at === 'number' && Number.isFinite(at) && at <= now && ",
     replace: "typeof at === 'number' && Number.isFinite(at) && ",
-    tests: ['packages/coordinator/src/scheduler/resume.test.ts', 'test/scheduler-recovery.test.ts'],
+    tests: ['packages/coordinator/src/scheduler/resume.test.ts', 'test/coordinator/scheduler-recovery.test.ts'],
   },
   {
     id: 'queued-resume-from-record',
@@ -285,7 +285,7 @@ export const PLANTED_BUGS: readonly PlantedBug[] = [
     file: 'packages/coordinator/src/scheduler/resume.ts',
     find: 'if (last !== null && facts.queuedApplied !== undefined && facts.queuedApplied < last) last = facts.queuedApplied;',
     replace: '',
-    tests: ['packages/coordinator/src/scheduler/resume.test.ts', 'test/bullmq-processor.test.ts'],
+    tests: ['packages/coordinator/src/scheduler/resume.test.ts', 'test/queues/bullmq-processor.test.ts'],
   },
   {
     id: 'queue-key-fire-id-only',
@@ -294,7 +294,7 @@ export const PLANTED_BUGS: readonly PlantedBug[] = [
     file: 'packages/shared/src/dispatch-key.ts',
     find: 'return `${fire.fireId}#${fire.token.toString()}`;',
     replace: 'return fire.fireId;',
-    tests: ['packages/shared/src/dispatch-key.test.ts', 'test/bullmq-processor.test.ts', 'test/pg-boss.test.ts', 'test/graphile-worker.test.ts'],
+    tests: ['packages/shared/src/dispatch-key.test.ts', 'test/queues/bullmq-processor.test.ts', 'test/queues/pg-boss.test.ts', 'test/queues/graphile-worker.test.ts'],
   },
   {
     id: 'fire-id-per-second',
@@ -362,7 +362,7 @@ export const PLANTED_BUGS: readonly PlantedBug[] = [
     file: 'packages/consumer-guard/src/postgres/connection-errors.ts',
     find: '  if (!isPoolEvents(pool)) return false;',
     replace: '  return false;',
-    tests: ['packages/consumer-guard/src/postgres/connection-loss.pg.test.ts', 'test/postgres-restart.test.ts'],
+    tests: ['packages/consumer-guard/src/postgres/connection-loss.pg.test.ts', 'test/postgres/postgres-restart.test.ts'],
   },
   {
     id: 'body-connection-error-passthrough',
@@ -389,7 +389,7 @@ export const PLANTED_BUGS: readonly PlantedBug[] = [
     file: 'packages/consumer-guard/src/takeover/advance-with-takeover.ts',
     find: "  const { waiter, done } = store.startAdvance(resource, token, policy === false ? 0 : policy.timeoutMs);",
     replace: "  policy = false;\n  const { waiter, done } = store.startAdvance(resource, token, 0);",
-    tests: ['packages/consumer-guard/src/postgres/takeover.pg.test.ts', 'test/frozen-leader.test.ts'],
+    tests: ['packages/consumer-guard/src/postgres/takeover.pg.test.ts', 'test/coordinator/frozen-leader.test.ts'],
     sim: 'freeze-in-commit',
   },
   {
@@ -462,7 +462,7 @@ export const PLANTED_BUGS: readonly PlantedBug[] = [
     file: 'packages/cli/src/doctor/run-doctor.ts',
     find: "  if (inspection === null && options.postgresSkipped === true) {",
     replace: '  if (inspection === null) {',
-    tests: ['test/cli.test.ts'],
+    tests: ['test/cli/cli.test.ts'],
   },
   {
     id: 'crash-not-counted',
@@ -570,7 +570,7 @@ export const PLANTED_BUGS: readonly PlantedBug[] = [
     file: 'packages/consumer-guard/src/postgres/migrations/000005.sql',
     find: '  SELECT l.token, l.holder, l.expires_at INTO cur FROM :LEASES l WHERE l.name = p_lease FOR KEY SHARE;',
     replace: '  SELECT l.token, l.holder, l.expires_at INTO cur FROM :LEASES l WHERE l.name = p_lease;',
-    tests: ['test/lease-checked-writes.test.ts', 'test/lease-checked/conformance-postgres.test.ts'],
+    tests: ['test/lease-checked/lease-checked-writes.test.ts', 'test/lease-checked/conformance-postgres.test.ts'],
   },
   {
     id: 'lease-check-outside-transaction',
@@ -580,7 +580,7 @@ export const PLANTED_BUGS: readonly PlantedBug[] = [
     find: '  const check = leaseOf === undefined ? checkCall(names.checkFn) : leaseCheckedCall(names.checkedFn, leaseOf);',
     replace:
       '  const plain = checkCall(names.checkFn);\n  const leased = leaseOf === undefined ? undefined : leaseCheckedCall(names.checkedFn, leaseOf);\n  const check = { statement: plain.statement, inline: (t: Token, r: string, x: boolean, f: string | null) => { if (leased !== undefined) void session.query(leased.statement(t, r, x, f)); return plain.inline(t, r, x, f); } };',
-    tests: ['test/lease-checked-writes.test.ts', 'test/lease-checked/conformance-postgres.test.ts'],
+    tests: ['test/lease-checked/lease-checked-writes.test.ts', 'test/lease-checked/conformance-postgres.test.ts'],
   },
   {
     id: 'takeover-any-token',
@@ -589,7 +589,7 @@ export const PLANTED_BUGS: readonly PlantedBug[] = [
     file: LEASE_SQL,
     find: "         AND substring(a.application_name FROM '^fenced:([0-9]{1,19})(?: |$)')::numeric <= seen;",
     replace: '         ;',
-    tests: ['test/lease-checked-writes.test.ts', 'test/lease-checked/conformance-postgres.test.ts'],
+    tests: ['test/lease-checked/lease-checked-writes.test.ts', 'test/lease-checked/conformance-postgres.test.ts'],
   },
   {
     id: 'pg-renew-per-lease',
@@ -607,7 +607,7 @@ export const PLANTED_BUGS: readonly PlantedBug[] = [
     file: 'packages/coordinator/src/store/postgres/postgres-lease-store.ts',
     find: '        confirmServer: async () => (primary === undefined ? null : primary.confirm(timeline, repliedAt, commandTimeoutMs)),',
     replace: '        confirmServer: async () => null,',
-    tests: ['test/postgres-failover.test.ts'],
+    tests: ['test/postgres/postgres-failover.test.ts'],
   },
   {
     id: 'pg-renew-on-deposed-primary',
@@ -616,7 +616,7 @@ export const PLANTED_BUGS: readonly PlantedBug[] = [
     file: 'packages/coordinator/src/store/postgres/postgres-lease-store.ts',
     find: '      if (primary !== undefined && answer.renewed) {',
     replace: '      if (primary !== undefined && answer.renewed && answer.timeline === null) {',
-    tests: ['test/postgres-failover.test.ts'],
+    tests: ['test/postgres/postgres-failover.test.ts'],
   },
   {
     id: 'lease-check-token-only',
@@ -625,7 +625,7 @@ export const PLANTED_BUGS: readonly PlantedBug[] = [
     file: 'packages/consumer-guard/src/postgres/migrations/000005.sql',
     find: '     OR (p_issuer IS NOT NULL AND cur.holder IS DISTINCT FROM p_issuer) THEN',
     replace: '     THEN',
-    tests: ['test/lease-checked-writes.test.ts', 'test/lease-checked/conformance-postgres.test.ts'],
+    tests: ['test/lease-checked/lease-checked-writes.test.ts', 'test/lease-checked/conformance-postgres.test.ts'],
   },
   {
     id: 'mysql-check-outside-transaction',
@@ -706,7 +706,7 @@ export const PLANTED_BUGS: readonly PlantedBug[] = [
     file: `${MIGRATIONS}/000007.sql`,
     find: '      cur := p_tokens[i];\n',
     replace: '',
-    tests: ['test/transactional-batch.test.ts'],
+    tests: ['test/queues/transactional-batch.test.ts'],
   },
   {
     id: 'batch-claim-unchecked',
@@ -715,7 +715,7 @@ export const PLANTED_BUGS: readonly PlantedBug[] = [
     file: `${MIGRATIONS}/000007.sql`,
     find: "verdict := CASE WHEN FOUND THEN 'claimed' ELSE 'duplicate' END;",
     replace: "verdict := 'claimed';",
-    tests: ['test/transactional-batch.test.ts'],
+    tests: ['test/queues/transactional-batch.test.ts'],
   },
   {
     id: 'batch-write-after-abandon',
@@ -724,7 +724,7 @@ export const PLANTED_BUGS: readonly PlantedBug[] = [
     file: 'packages/consumer-guard/src/handler/wrap-transactional.ts',
     find: '      whileHeld(signal, resource, fireId, () => fn(tx, { token, resource, attempt: 1 })),',
     replace: '      fn(tx, { token, resource, attempt: 1 }),',
-    tests: ['test/pg-boss.test.ts'],
+    tests: ['test/queues/pg-boss.test.ts'],
   },
   {
     id: 'single-write-after-abandon',
@@ -733,7 +733,7 @@ export const PLANTED_BUGS: readonly PlantedBug[] = [
     file: 'packages/consumer-guard/src/handler/wrap-transactional.ts',
     find: 'async (tx, ctx) => whileHeld(signal, port.resource, fireId, () => fn(tx, ctx))',
     replace: 'async (tx, ctx) => fn(tx, ctx)',
-    tests: ['test/transactional-batch.test.ts'],
+    tests: ['test/queues/transactional-batch.test.ts'],
   },
   {
     id: 'etcd-token-from-local-counter',
@@ -901,7 +901,7 @@ export const PLANTED_BUGS: readonly PlantedBug[] = [
     file: 'packages/coordinator/src/scheduler/scheduler.ts',
     find: "if (outcome.status !== 'failed-retryable') break;",
     replace: 'break;',
-    tests: ['packages/coordinator/src/scheduler/delivery.redis.test.ts', 'test/scheduler-write-faults.test.ts'],
+    tests: ['packages/coordinator/src/scheduler/delivery.redis.test.ts', 'test/coordinator/scheduler-write-faults.test.ts'],
     sim: 'postgres-down',
   },
   {
@@ -929,7 +929,7 @@ export const PLANTED_BUGS: readonly PlantedBug[] = [
     file: 'packages/shared/src/dispatch-outcome.ts',
     find: "if (typeof status === 'number' && 'outcome' in value) return outcomeOfAnswer(status, (value as { outcome?: unknown }).outcome);",
     replace: '',
-    tests: ['packages/shared/src/dispatch-outcome.test.ts', 'test/scheduler-write-faults.test.ts'],
+    tests: ['packages/shared/src/dispatch-outcome.test.ts', 'test/coordinator/scheduler-write-faults.test.ts'],
   },
   {
     id: 'queued-fires-not-redispatched',
@@ -938,7 +938,7 @@ export const PLANTED_BUGS: readonly PlantedBug[] = [
     file: 'packages/coordinator/src/scheduler/scheduler.ts',
     find: 'job.pending.push(...owed, ...plan.fires);',
     replace: 'job.pending.push(...plan.fires);',
-    tests: ['test/bullmq-processor.test.ts'],
+    tests: ['test/queues/bullmq-processor.test.ts'],
   },
   {
     id: 'applied-ids-claims-all',
@@ -947,7 +947,7 @@ export const PLANTED_BUGS: readonly PlantedBug[] = [
     file: 'packages/consumer-guard/src/postgres/postgres-admin.ts',
     find: "return new Set(rows.map((row) => String(row['fire_id'])));",
     replace: 'return new Set(fireIds);',
-    tests: ['test/fence-store/conformance-postgres.test.ts', 'test/bullmq-processor.test.ts'],
+    tests: ['test/fence-store/conformance-postgres.test.ts', 'test/queues/bullmq-processor.test.ts'],
   },
   {
     id: 'applied-ids-first-chunk-only',
@@ -965,7 +965,7 @@ export const PLANTED_BUGS: readonly PlantedBug[] = [
     file: 'packages/consumer-guard/src/combined-guard.ts',
     find: 'fastPath?.recordRefusal(err.resource, err.token, err.highest, store.kind, fireId ?? undefined);',
     replace: "fastPath?.recordRefusal(err.resource, err.token, err.highest, 'postgres', fireId ?? undefined);",
-    tests: ['test/mysql-guard.test.ts'],
+    tests: ['test/mysql/mysql-guard.test.ts'],
   },
   {
     id: 'mysql-acquire-no-expiry',
@@ -1118,7 +1118,7 @@ export const PLANTED_BUGS: readonly PlantedBug[] = [
     file: 'packages/consumer-guard/src/mysql/mysql-store.ts',
     find: "if (errnoOf(err) !== SAVEPOINT_DOES_NOT_EXIST) throw err;",
     replace: 'return;',
-    tests: ['test/mysql-guard.test.ts'],
+    tests: ['test/mysql/mysql-guard.test.ts'],
   },
   {
     id: 'mysql-write-in-unchecked-lease',

@@ -8,7 +8,7 @@ import { parseLowerFenceRequest, type AppliedFire, type AppliedOutcome, type Aud
 import { fenceGuardOver, type FenceGuard, type FenceGuardIn } from './fence-guard.js';
 import type { BatchFire, FenceStore } from './fence-store.js';
 import type { FastPath } from './fast-path.js';
-import { parseWriteArguments, type WriteArguments } from './write-arguments.js';
+import { fireWriteArguments, parseWriteArguments, type WriteArguments } from './write-arguments.js';
 import type { GuardedWriteContext, GuardedWriteOptions, TransactionExecutor } from './write-context.js';
 
 /**
@@ -72,11 +72,6 @@ export interface CombinedGuard<Trx> extends Fence {
    * before `redis.quit()` never reaches `fenced status`. The guard stays usable.
    */
   close(): Promise<void>;
-}
-
-/** `recordOutcome` as a write's argument: typed over the write's result, stored over `unknown`. */
-function outcomeOption<T>(recordOutcome: ((result: T) => string) | undefined): Pick<WriteArguments, 'recordOutcome'> {
-  return recordOutcome === undefined ? {} : { recordOutcome: recordOutcome as (result: unknown) => string };
 }
 
 /** The combined guard, and the port the handler layer is built on. */
@@ -175,7 +170,7 @@ export function combinedGuard(options: GuardOptions, store: FenceStore, fastPath
     precheck: (token: Token, fireId: string) => precheck(options.resource, token, fireId),
     guardedWrite: async <T>(token: Token, fireId: string, fn: (trx: unknown, ctx: GuardedWriteContext) => Promise<T>, issuer?: string, recordOutcome?: (result: T) => string) => {
       checkedFn(fn);
-      return writeInStore({ token, resource: options.resource, fireId, issuer: issuer ?? null, ...outcomeOption(recordOutcome) }, fn);
+      return writeInStore(fireWriteArguments(token, options.resource, fireId, issuer, recordOutcome), fn);
     },
     appliedOutcome: (fireId: string) => store.appliedOutcome(options.resource, fireId),
   });
@@ -184,7 +179,7 @@ export function combinedGuard(options: GuardOptions, store: FenceStore, fastPath
     precheck: port.precheck,
     guardedWrite: async (token, fireId, fn, issuer, recordOutcome) => {
       checkedFn(fn);
-      return writeInTransaction(tx, { token, resource: options.resource, fireId, issuer: issuer ?? null, ...outcomeOption(recordOutcome) }, fn);
+      return writeInTransaction(tx, fireWriteArguments(token, options.resource, fireId, issuer, recordOutcome), fn);
     },
     appliedOutcome: port.appliedOutcome,
     ...(store.checkBatchIn === undefined

@@ -36,6 +36,15 @@ export function parseWriteArguments<T>(caller: string, tokenInput: TokenInput, f
 }
 
 /**
+ * A fire's write through the handler's port: its token, fire id and issuer come from an envelope
+ * already validated, the resource is the guard's own, so nothing is parsed again.
+ */
+export function fireWriteArguments<T>(token: Token, resource: string, fireId: string, issuer: string | undefined, recordOutcome: ((result: T) => string) | undefined): WriteArguments {
+  const args = { token, resource, fireId, issuer: issuer ?? null };
+  return recordOutcome === undefined ? args : { ...args, recordOutcome: recordOutcome as (result: unknown) => string };
+}
+
+/**
  * The fire ids of a question about applied fires, each checked by the envelope's rule before any
  * database call.
  *

@@ -7,7 +7,7 @@
  * ioredis is an optional peer of this package, and a declaration file that imports a package the
  * project does not have fails a strict type check (`skipLibCheck: false`) of every project on
  * PostgreSQL or etcd alone. Both majors' `Redis` and `Cluster` fit it as they are
- * (`test/ioredis-major.test.ts`); `redisLeases` checks at run time that it was given one.
+ * (`test/redis/ioredis-major.test.ts`); `redisLeases` checks at run time that it was given one.
  */
 export interface RedisClient {
   readonly isCluster: boolean;

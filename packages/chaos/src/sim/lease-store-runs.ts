@@ -1,11 +1,10 @@
 import { startEtcdCluster, type EtcdCluster } from '../etcd/etcd-cluster.js';
 import { startMariadbServer } from '../mysql/mariadb-server.js';
 import type { MachineNeed } from '../cli/machine-needs.js';
-import type { LeaseStoreName, NodeContext, RunContext } from './sim-app.js';
 
 // What a simulation run does differently per lease store, one row each: the run and the machine
-// look a store up here and name none. A new store the simulation runs on is a row (and the apps'
-// `leaseStores`).
+// look a store up here and name none, and the stores' names are the rows' (LeaseStoreName,
+// LEASE_STORES). A new store the simulation runs on is a row (and the apps' `leaseStores`).
 
 /**
  * The servers a run keeps to itself for its lease store (their faults must not reach another run),
@@ -17,15 +16,19 @@ export interface StoreServers {
   readonly etcd?: EtcdCluster;
   /** The ports a replica reaches the store on: each gets a fault proxy per replica. */
   readonly ports: readonly number[];
-  /** What the run's context says of the store (the supervisor reaches it directly). */
-  readonly run: Partial<Pick<RunContext, 'mysqlUrl'>>;
-  /** What a replica is told of the store, given the ports of its own proxies (in `ports`' order). */
-  node(proxyPorts: readonly number[]): Partial<Pick<NodeContext, 'etcdEndpoints' | 'mysqlUrl'>>;
+  /** What the run's context (sim-app.ts `RunContext`) says of the store: the supervisor reaches it directly. */
+  readonly run: { readonly mysqlUrl?: string };
+  /**
+   * What a replica's context (sim-app.ts `NodeContext`) says of the store, given the ports of its own
+   * proxies (in `ports`' order). Written out here, not picked from those types: they name this table's
+   * stores, so picking would make the two files import each other.
+   */
+  node(proxyPorts: readonly number[]): { readonly etcdEndpoints?: readonly string[]; readonly mysqlUrl?: string };
   stop(): Promise<void>;
 }
 
 export interface SimLeaseStore {
-  readonly name: LeaseStoreName;
+  readonly name: string;
   /** What a run's id (its schema, its key prefix) carries for a run on it: '' on the default store. */
   readonly idTag: string;
   /**
@@ -50,7 +53,7 @@ export const ETCD_MIN_TTL_MS = 2000;
 /** No servers of its own: the store is the run's Redis or its PostgreSQL. */
 const shared = async (): Promise<StoreServers> => ({ ports: [], run: {}, node: () => ({}), stop: async () => undefined });
 
-const rows: readonly SimLeaseStore[] = [
+const rows = [
   { name: 'redis', idTag: '', minTtlMs: 0, needs: [], startForRun: shared },
   { name: 'postgres', idTag: 'pg_', minTtlMs: 0, needs: [], startForRun: shared },
   {
@@ -87,11 +90,15 @@ const rows: readonly SimLeaseStore[] = [
       return { ports: [port], run: { mysqlUrl: server.url }, node: ([proxy]) => ({ mysqlUrl: through(proxy!) }), stop: () => server.stop() };
     },
   },
-];
+] as const satisfies readonly SimLeaseStore[];
+
+/** The lease stores the simulation runs on: the rows' names. */
+export type LeaseStoreName = (typeof rows)[number]['name'];
+export const LEASE_STORES: readonly LeaseStoreName[] = rows.map((r) => r.name);
 
 /** The simulation's row of `name`. */
 export function simLeaseStore(name: LeaseStoreName): SimLeaseStore {
-  const row = rows.find((r) => r.name === name);
+  const row = (rows as readonly SimLeaseStore[]).find((r) => r.name === name);
   if (row === undefined) throw new Error(`the simulation knows no lease store ${name}`);
   return row;
 }

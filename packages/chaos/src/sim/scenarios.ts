@@ -3,7 +3,7 @@ import type { FaultRound } from './fault-rounds.js';
 import type { RedisKind } from './sim-redis.js';
 import type { ScenarioName } from './scenario-names.js';
 import type { Exercise } from '../checker/protections.js';
-import type { LeaseStoreName } from './sim-app.js';
+import { LEASE_STORES, type LeaseStoreName } from './lease-store-runs.js';
 
 /** A fault scenario: its setting, and the round of faults that one interpreter repeats. */
 export interface Scenario {
@@ -95,12 +95,12 @@ const REDIS_ONLY = { default: ['redis'], possible: ['redis'] } as const;
  * The faults of a replica or of PostgreSQL: the PostgreSQL store runs them by default too, etcd and
  * MySQL on request (`--lease-store etcd|mysql`: each run starts an etcd cluster or a MariaDB of its own).
  */
-const BOTH_STORES = { default: ['redis', 'postgres'], possible: ['redis', 'postgres', 'etcd', 'mysql'] } as const;
+const BOTH_STORES = { default: ['redis', 'postgres'], possible: LEASE_STORES } as const;
 /**
  * Faults of one replica's process or clock, not of a store: Redis by default, the others on
  * request (`--lease-store postgres|etcd|mysql|all`).
  */
-const ANY_STORE_ON_REQUEST = { default: ['redis'], possible: ['redis', 'postgres', 'etcd', 'mysql'] } as const;
+const ANY_STORE_ON_REQUEST = { default: ['redis'], possible: LEASE_STORES } as const;
 
 /** The stores a scenario runs on (see `Scenario.leaseStores`). */
 export function leaseStoresOf(scenario: Scenario): { readonly default: readonly LeaseStoreName[]; readonly possible: readonly LeaseStoreName[] } {
@@ -110,7 +110,7 @@ export function leaseStoresOf(scenario: Scenario): { readonly default: readonly 
 export const scenarios: Record<ScenarioName, Scenario> = {
   pause: {
     // On etcd and MySQL too by default: the one run of each of `pnpm sim` (the others on request).
-    leaseStores: { default: ['redis', 'postgres', 'etcd', 'mysql'], possible: ['redis', 'postgres', 'etcd', 'mysql'] },
+    leaseStores: { default: LEASE_STORES, possible: LEASE_STORES },
     name: 'pause',
     summary: 'SIGSTOP past the lease (GC, throttling): the leader wakes up mid-write after a new leader took over',
     redis: 'single',

@@ -3,6 +3,7 @@ import type { FenceState } from '../checker/check-run.js';
 import type { Effect } from '../history.js';
 import type { ProcessSpec } from '../process/managed-process.js';
 import type { ScenarioName } from './scenario-names.js';
+import type { LeaseStoreName } from './lease-store-runs.js';
 
 /** Guarded: the app with its protections on. Control: the same app and faults with them off. */
 export type SimMode = 'guarded' | 'control';
@@ -37,9 +38,8 @@ export interface RunContext {
   readonly mysqlUrl?: string;
 }
 
-/** The lease stores the simulation runs on. */
-export type LeaseStoreName = 'redis' | 'postgres' | 'etcd' | 'mysql';
-export const LEASE_STORES: readonly LeaseStoreName[] = ['redis', 'postgres', 'etcd', 'mysql'];
+/** The lease stores the simulation runs on: one row each in lease-store-runs.ts. */
+export { LEASE_STORES, type LeaseStoreName } from './lease-store-runs.js';
 
 /** Where a replica finds Redis. */
 export type RedisEndpoint =

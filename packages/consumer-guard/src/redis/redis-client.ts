@@ -5,7 +5,7 @@
  * Spelled structurally (the few members the guard calls), not imported from `ioredis`: ioredis is an
  * optional peer of this package, and a declaration file that imports a package the project does not
  * have fails a strict type check (`skipLibCheck: false`) of every project on PostgreSQL alone. Both
- * majors' `Redis` and `Cluster` fit it as they are; `test/ioredis-major.test.ts` checks that.
+ * majors' `Redis` and `Cluster` fit it as they are; `test/redis/ioredis-major.test.ts` checks that.
  */
 export interface RedisClient {
   readonly isCluster: boolean;

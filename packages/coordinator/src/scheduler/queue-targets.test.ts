@@ -1,8 +1,8 @@
 import { describe, expect, it } from 'vitest';
 import { graphileWorkerQueue, pgBossQueue, uuidFromKey } from './queue-targets.js';
 
-// What each target sends is checked against the real library in test/graphile-worker.test.ts and
-// test/pg-boss.test.ts.
+// What each target sends is checked against the real library in test/queues/graphile-worker.test.ts and
+// test/queues/pg-boss.test.ts.
 
 describe('the PostgreSQL queue targets', () => {
   it('derive pg-boss job ids from the dispatch key: the same key, the same valid UUID; another key, another', () => {

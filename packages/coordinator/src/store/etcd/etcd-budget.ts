@@ -25,7 +25,7 @@ export interface EtcdCallOptions {
  * member and counts against that member's circuit breaker. Where a budget of a third of the TTL is
  * sometimes overrun (a loaded host), that never settled: each call found a channel still connecting,
  * overran, and closed it again. A cluster with one member cut off saw no election for 60 s beside
- * four busy processes (test/etcd-faults.test.ts), every error `DEADLINE_EXCEEDED: Deadline exceeded
+ * four busy processes (test/etcd/etcd-faults.test.ts), every error `DEADLINE_EXCEEDED: Deadline exceeded
  * after 0.000s, waiting for name resolution`.
  */
 export function withinBudget<T>(what: string, budgetMs: number, call: (options: EtcdCallOptions) => Promise<T>): Promise<T> {

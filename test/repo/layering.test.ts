@@ -15,7 +15,7 @@ import { afterEach, describe, expect, it } from 'vitest';
 // state machines above it.
 // A package's tests and benchmarks may also use chaos, the test toolkit (it imports none of them, so
 // no cycle can form); its shipped code may not.
-const root = fileURLToPath(new URL('..', import.meta.url));
+const root = fileURLToPath(new URL('../..', import.meta.url));
 const allowed: Record<string, readonly string[]> = {
   shared: [],
   coordinator: ['shared'],

@@ -4,15 +4,15 @@ import { dirname, join, relative, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
 import { COLUMN_DEFINITIONS, leaseStoresOf, scenarios, scenariosOf } from '@fenced/chaos';
-import { ledgerApp } from '../examples/ledger-sim/app.js';
+import { ledgerApp } from '../../examples/ledger-sim/app.js';
 import { createTestSchema } from '#test-support';
-import { markdownFiles } from './support/doc-blocks.js';
+import { markdownFiles } from '../support/doc-blocks.js';
 import { describe, expect, it } from 'vitest';
 
 // Every document of the repository is held to what it claims: its links lead to files (and headings)
 // that exist inside the repository, the pnpm scripts it tells you to run exist, and a code block
 // marked `ts run` runs as it is.
-const root = fileURLToPath(new URL('..', import.meta.url));
+const root = fileURLToPath(new URL('../..', import.meta.url));
 
 const docs = [...markdownFiles(root)].filter((f) => !relative(root, f).startsWith('.changeset/') || f.endsWith('README.md'));
 const text = (file: string) => readFileSync(file, 'utf8');

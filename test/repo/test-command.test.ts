@@ -5,7 +5,7 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
 
-const root = fileURLToPath(new URL('..', import.meta.url));
+const root = fileURLToPath(new URL('../..', import.meta.url));
 
 /** Runs the README's test command (`pnpm test` runs this script) with the given environment. */
 function testCommand(env: Record<string, string>): Promise<{ code: number | null; stdout: string; stderr: string; ms: number }> {

@@ -3,9 +3,9 @@
 import { readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
-import { PLANTED_BUGS } from '../scripts/mutants/planted-bugs.js';
+import { PLANTED_BUGS } from '../../scripts/mutants/planted-bugs.js';
 
-const root = fileURLToPath(new URL('..', import.meta.url));
+const root = fileURLToPath(new URL('../..', import.meta.url));
 const docs = readFileSync(`${root}/docs/planted-bugs.md`, 'utf8');
 
 describe('the planted bugs of pnpm mutants', () => {

@@ -8,8 +8,8 @@ import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
 // `Token` from there: no layer below parses it again. Counted on the parser itself: every module
 // that imports token.ts (the envelope, the guards, the coordinator) gets this counting copy.
 const parses = vi.hoisted(() => ({ count: 0 }));
-vi.mock('../packages/shared/src/token.ts', async (importOriginal) => {
-  const original = await importOriginal<typeof import('../packages/shared/src/token.ts')>();
+vi.mock('../../packages/shared/src/token.ts', async (importOriginal) => {
+  const original = await importOriginal<typeof import('../../packages/shared/src/token.ts')>();
   // Each of these parses its argument (validates a value of unknown shape), so each call counts.
   // (formatToken is not among them: it takes a Token, already valid, and only prints it.)
   const counted = <A extends unknown[], R>(fn: (...args: A) => R) => (...args: A): R => {

@@ -11,7 +11,7 @@ import { testMysqlUrl } from '#test-support';
 import { describe, expect, it } from 'vitest';
 
 const run = promisify(execFile);
-const root = fileURLToPath(new URL('..', import.meta.url));
+const root = fileURLToPath(new URL('../..', import.meta.url));
 const example = ['--import', 'tsx', '--conditions=@fenced/source', 'examples/mysql-only/billing.ts'];
 
 function nothingButMysql(url: string): NodeJS.ProcessEnv {

@@ -10,7 +10,7 @@ import { describe, expect, it } from 'vitest';
 import { testDatabaseUrl, testRedisUrl } from '#test-support';
 
 const run = promisify(execFile);
-const root = fileURLToPath(new URL('..', import.meta.url));
+const root = fileURLToPath(new URL('../..', import.meta.url));
 
 describe('the metrics example', () => {
   it('serves the fenced series on a Prometheus endpoint and logs every event as a pino JSON line', async () => {

@@ -10,7 +10,7 @@ import { testDatabaseUrl, testRedisUrl } from '#test-support';
 import { describe, expect, it } from 'vitest';
 
 const run = promisify(execFile);
-const root = fileURLToPath(new URL('..', import.meta.url));
+const root = fileURLToPath(new URL('../..', import.meta.url));
 
 describe('the queue examples', () => {
   it.each(['bullmq', 'graphile-worker', 'pg-boss'])('examples/queues/%s.ts runs to its summary', async (example) => {

@@ -11,7 +11,7 @@ import { etcdClusterInfo, etcdLeases, type EtcdLeasesOptions } from '@fenced/coo
 // What the etcd lease store promises beyond the conformance suite (test/lease-store/): the owner
 // check of a renew, the scheduler's record and lease groups on etcd, the counter repair, the time
 // source, typed errors. Keep-alive sharing is tested beside its module (etcd-sessions.etcd.test.ts);
-// faults of the cluster itself are in test/etcd-faults.test.ts, on a cluster of their own.
+// faults of the cluster itself are in test/etcd/etcd-faults.test.ts, on a cluster of their own.
 
 const prefix = uniqueEtcdPrefix('leases');
 let admin: Etcd3;

@@ -13,7 +13,7 @@ import { testDatabaseUrl } from '#test-support';
 import { describe, expect, it } from 'vitest';
 
 const run = promisify(execFile);
-const root = fileURLToPath(new URL('..', import.meta.url));
+const root = fileURLToPath(new URL('../..', import.meta.url));
 
 describe('the PostgreSQL-only example', () => {
   it('elects, writes, hands over and refuses the deposed token with nothing but the database', async () => {

@@ -7,7 +7,7 @@ import { createPostgresGuard } from '@fenced/consumer-guard/postgres';
 import { postgresLeases } from '@fenced/coordinator/postgres';
 import { createTestSchema, waitFor } from '#test-support';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { frozenWrite, type LeaseCheckedGuard } from './lease-checked/conformance.js';
+import { frozenWrite, type LeaseCheckedGuard } from './conformance.js';
 
 let schema: Awaited<ReturnType<typeof createTestSchema>>;
 let n = 0;
