@@ -1,6 +1,6 @@
 import { parseFireIdText, parseResource, parseToken, type Fence, type Token, type TokenInput } from '@fenced/shared';
 import { parseLowerFenceRequest, type AppliedFire, type AppliedOutcome, type AuditEntry, type GuardInspection, type LowerFenceRequest } from './fence-records.js';
-import type { FenceStore } from './fence-store.js';
+import type { FenceStore, FenceStoreIn } from './fence-store.js';
 import { parseFireIds, parseWriteArguments } from './write-arguments.js';
 import type { GuardedWriteContext, GuardedWriteOptions, TransactionExecutor } from './write-context.js';
 
@@ -122,7 +122,7 @@ export interface FenceGuardIn<Trx> extends FenceGuard<Trx> {
 }
 
 /** The guard over a store that writes in a caller's transaction: the guard above, and `guardedWriteIn`. */
-export function fenceGuardInOver(store: FenceStore & Required<Pick<FenceStore, 'writeIn'>>): FenceGuardIn<unknown> {
+export function fenceGuardInOver(store: FenceStoreIn): FenceGuardIn<unknown> {
   return Object.freeze({
     ...fenceGuardOver(store),
     guardedWriteIn: async <T, Tx>(tx: Tx, token: TokenInput, fn: (tx: Tx, ctx: GuardedWriteContext) => Promise<T>, options?: GuardedWriteOptions<T>) =>

@@ -29,6 +29,9 @@ import type { GuardedWriteContext, TransactionExecutor } from './write-context.j
  */
 export interface FenceStore extends FenceWriteStore, FenceAdminStore {}
 
+/** A fence store that also writes inside a transaction the caller holds (the SQL stores). */
+export type FenceStoreIn = FenceStore & Required<Pick<FenceStore, 'writeIn'>>;
+
 /**
  * The write half of a fence store: what guarded writes, the handler wrappers and an election's
  * advance use (as kysely's `Driver` runs queries).

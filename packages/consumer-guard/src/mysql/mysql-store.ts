@@ -1,6 +1,6 @@
 import { ConfigError, DuplicateFireError, FenceAheadError, NotLeaderError, parseResource, StaleTokenError, type Fence, type Token } from '@fenced/shared';
 import { emit, storedToken } from '@fenced/shared/internal';
-import type { FenceStore, FenceStoreContext } from '../fence-store.js';
+import type { FenceStoreContext, FenceStoreIn } from '../fence-store.js';
 import { advanceWithTakeover } from '../takeover/advance-with-takeover.js';
 import type { WriteArguments } from '../write-arguments.js';
 import type { AppliedOutcome } from '../fence-records.js';
@@ -30,9 +30,7 @@ import { mysqlStatements } from './statements.js';
  * of the write's own InnoDB transaction, under the row's exclusive lock, which the write holds until
  * it commits; the fire claim in the same call. Refusals and retries are told apart by error number.
  */
-export type MysqlFenceStore = FenceStore & Required<Pick<FenceStore, 'writeIn'>>;
-
-export function mysqlFenceStore(options: MysqlStoreOptions, context: FenceStoreContext): MysqlFenceStore {
+export function mysqlFenceStore(options: MysqlStoreOptions, context: FenceStoreContext): FenceStoreIn {
   const { metrics } = context;
   const logger = metrics.observing(context.logger);
   const names = mysqlObjectNames(options.database ?? null, options.table);

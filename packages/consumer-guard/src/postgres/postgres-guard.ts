@@ -5,7 +5,6 @@ import type { MeterProvider } from '@opentelemetry/api';
 import { GuardMetrics } from '../metrics/guard-metrics.js';
 import type { KyselyLike, KyselyTransactionOf } from '../sql/kysely-like.js';
 import { fenceGuardInOver, type FenceGuardIn } from '../fence-guard.js';
-import type { FenceStore } from '../fence-store.js';
 import type { PgPoolEvents, PgPoolLike, PoolClientOf } from './pg-pool-session.js';
 import { postgresFenceStore } from './postgres-store.js';
 
@@ -40,8 +39,5 @@ export function createPostgresGuard<Pool extends PgPoolLike>(options: GuardOptio
 export function createPostgresGuard(input: GuardOptions<object>): PostgresGuard<unknown> {
   const options = parseOptions('postgres guard', postgresGuardOptionsSchema, input);
   const metrics = new GuardMetrics({ meterProvider: options.meterProvider as MeterProvider | undefined, resourceAttribute: options.metricResourceAttribute, resource: options.resource });
-  return postgresGuardOver(postgresFenceStore(options, { resource: options.resource, logger: options.logger as FencedLogger | undefined, metrics }));
+  return fenceGuardInOver(postgresFenceStore(options, { resource: options.resource, logger: options.logger as FencedLogger | undefined, metrics }));
 }
-
-/** The public PostgreSQL guard over its store: the generic guard, and the write in a caller's transaction. */
-export const postgresGuardOver = (store: FenceStore & Required<Pick<FenceStore, 'writeIn'>>): PostgresGuard<unknown> => fenceGuardInOver(store);

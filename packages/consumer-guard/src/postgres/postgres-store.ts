@@ -1,7 +1,7 @@
 import { ConfigError, DuplicateFireError, FenceAheadError, NotLeaderError, parseResource, StaleTokenError, type Fence, type Token } from '@fenced/shared';
 import { emit, storedToken } from '@fenced/shared/internal';
 import type { PostgresStoreOptions } from './postgres-guard-options.js';
-import type { BatchFire, BatchVerdict, FenceStore, FenceStoreContext } from '../fence-store.js';
+import type { BatchFire, BatchVerdict, FenceStoreContext, FenceStoreIn } from '../fence-store.js';
 import { isKyselyLike } from '../sql/kysely.js';
 import { kyselySession } from './kysely-session.js';
 import { adminOperations } from './postgres-admin.js';
@@ -25,14 +25,11 @@ import type { AppliedOutcome } from '../fence-records.js';
 import { quoteLiteral } from './sql-text.js';
 import type { GuardedWriteContext, TransactionExecutor } from '../write-context.js';
 
-/** The PostgreSQL store as the seam sees it: it also writes inside a caller's transaction. */
-export type PostgresFenceStore = FenceStore & Required<Pick<FenceStore, 'writeIn'>>;
-
 /**
  * The PostgreSQL fence store (fence-store.ts) on parsed options, recording into the guard's metrics:
  * the combined guard builds it with its own instruments, so nothing is counted twice.
  */
-export function postgresFenceStore(options: PostgresStoreOptions, context: FenceStoreContext): PostgresFenceStore {
+export function postgresFenceStore(options: PostgresStoreOptions, context: FenceStoreContext): FenceStoreIn {
   const { metrics } = context;
   const logger = metrics.observing(context.logger);
   const names = guardObjectNames(options.schema, options.table);
