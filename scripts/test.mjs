@@ -24,6 +24,14 @@ function run(command, args) {
   return result.status ?? 1;
 }
 
+/** Runs one step and keeps its exit code and how long it took, for the summary. */
+function step(name, command, args) {
+  const from = performance.now();
+  const code = run(command, args);
+  steps.push({ name, code, seconds: Math.round((performance.now() - from) / 1000) });
+  return code;
+}
+
 /** The first line of a failure message, trimmed to what a summary line can hold. */
 function firstLine(message) {
   return String(message ?? '').split('\n')[0].slice(0, 300);
@@ -36,14 +44,17 @@ const started = performance.now();
 // line that says what to set.
 if (run(process.execPath, ['--import', 'tsx', 'test/support/preflight.ts']) !== 0) process.exit(2);
 
-steps.push({ name: 'generated modules', code: run(process.execPath, ['scripts/gen-assets.mjs', '--check']) });
-steps.push({ name: 'type check', code: run(bin('tsc'), ['-p', 'tsconfig.json', '--noEmit']) });
+step('generated modules', process.execPath, ['scripts/gen-assets.mjs', '--check']);
+step('type check', bin('tsc'), ['-p', 'tsconfig.json', '--noEmit']);
 // The SDK supports ioredis 5 and 6: the same code type-checks against ioredis 6.0.0 too.
-steps.push({ name: 'type check (ioredis 6)', code: run(bin('tsc'), ['-p', 'tsconfig.ioredis6.json', '--noEmit']) });
+step('type check (ioredis 6)', bin('tsc'), ['-p', 'tsconfig.ioredis6.json', '--noEmit']);
+// The protocol, model-checked by SPIN within its bounds, and every classic bug's variant rejected.
+step('model (SPIN)', process.execPath, ['--import', 'tsx', 'scripts/model/run-model.ts']);
 
 // The packages as a consumer gets them: built, packed, their exports maps and types resolved the way
 // Node (node16) and bundlers resolve them (attw), and their package.json linted (publint).
 const packages = ['shared', 'coordinator', 'consumer-guard', 'chaos', 'cli'];
+const packagedFrom = performance.now();
 const built = run('pnpm', ['--reporter', 'silent', 'build']) === 0;
 let packaged = built;
 for (const pkg of built ? packages : []) {
@@ -52,7 +63,7 @@ for (const pkg of built ? packages : []) {
   const types = spawnSync(bin('attw'), ['--pack', '.', '--profile', 'esm-only', '--format', 'table-flipped'], { cwd, stdio: 'inherit' }).status;
   if (lint !== 0 || types !== 0) packaged = false;
 }
-steps.push({ name: 'package checks (build, publint, attw)', code: packaged ? 0 : 1 });
+steps.push({ name: 'package checks (build, publint, attw)', code: packaged ? 0 : 1, seconds: Math.round((performance.now() - packagedFrom) / 1000) });
 
 const counts = { passed: 0, failed: 0, skipped: 0 };
 // Named again in the summary: CI shows the tail of the output, and the failure itself may be far above.
@@ -61,8 +72,7 @@ const failures = [];
 // `install`: the packages from their tarballs, installed by npm, pnpm and yarn into fresh projects.
 for (const project of ['unit', 'ioredis6', 'install', 'sim']) {
   const report = join(reports, `${project}.json`);
-  const code = run(bin('vitest'), ['run', '--project', project, '--reporter=default', '--reporter=json', `--outputFile.json=${report}`, ...extra]);
-  steps.push({ name: `${project} tests`, code });
+  const code = step(`${project} tests`, bin('vitest'), ['run', '--project', project, '--reporter=default', '--reporter=json', `--outputFile.json=${report}`, ...extra]);
   try {
     const json = JSON.parse(readFileSync(report, 'utf8'));
     counts.passed += json.numPassedTests;
@@ -82,7 +92,7 @@ rmSync(reports, { recursive: true, force: true });
 
 const failed = steps.filter((s) => s.code !== 0);
 process.stdout.write(`\npnpm test, ${Math.round((performance.now() - started) / 1000)} s:\n`);
-for (const s of steps) process.stdout.write(`  ${s.code === 0 ? 'ok    ' : 'FAILED'} ${s.name}\n`);
+for (const s of steps) process.stdout.write(`  ${s.code === 0 ? 'ok    ' : 'FAILED'} ${s.name} (${s.seconds} s)\n`);
 for (const f of failures) process.stdout.write(`  failed: ${f}\n`);
 process.stdout.write(`tests: ${counts.passed} passed, ${counts.failed} failed${counts.skipped > 0 ? `, ${counts.skipped} skipped` : ''}\n`);
 process.exit(failed.length === 0 ? 0 : 1);

@@ -2,9 +2,9 @@
 // each store (conformance-<store>.test.ts, one harness each), as kysely runs one test suite
 // over every dialect. The store level is tested through LeaseStore directly (a bug the coordinator
 // or a fence would absorb still fails here); the election level through createCoordinator.
-import { isFencedError, parseToken, type Token } from '@fenced/shared';
+import { isFencedError, parseFireId, parseToken, type Token } from '@fenced/shared';
 import { failpoints } from '@fenced/shared/failpoints';
-import { createCoordinator, createLeaseGroup, type Coordinator, type CreateCoordinatorOptions, type LeaseBackend, type LeaseGroup } from '@fenced/coordinator';
+import { createCoordinator, createLeaseGroup, createScheduler, type Coordinator, type CreateCoordinatorOptions, type LeaseBackend, type LeaseGroup } from '@fenced/coordinator';
 import type { FenceGuard } from '@fenced/consumer-guard';
 import { createPostgresGuard } from '@fenced/consumer-guard/postgres';
 import { createTestSchema, waitFor } from '#test-support';
@@ -397,6 +397,22 @@ export function describeLeaseStoreConformance(harness: LeaseStoreHarness): void 
         expect(await b.fireLog().record(b.currentTerm()!.leaseValue, { job: ':queued-from:invoices', scheduledAt: 3_000 })).toBe(1);
         fields = await b.fireLog().load();
         expect(Number(fields[':queued-from:invoices'])).toBe(3_000);
+      });
+
+      it("a scheduler leads on it: its term's books open (the baselines at the server clock's estimate, a fraction of a millisecond included) and every fire due is dispatched in order", async () => {
+        const name = lease();
+        const a = coordinator({ lease: name });
+        const fired: number[] = [];
+        const scheduler = createScheduler({ coordinator: a, jobs: { tick: { everyMs: 50, handler: (envelope) => void fired.push(parseFireId(envelope.fireId)!.scheduledAt) } } });
+        scheduler.start();
+        try {
+          await a.start();
+          await waitFor(() => fired.length >= 4, 10_000);
+          for (let i = 1; i < fired.length; i++) expect(fired[i]! - fired[i - 1]!).toBe(50);
+          expect(Number((await a.fireLog().load())['tick'])).toBeGreaterThanOrEqual(fired[0]!);
+        } finally {
+          await scheduler.stop();
+        }
       });
 
       it('the fire log records nothing under a lease whose time ran out, even while nobody took it since (holder and token still match)', async () => {

@@ -7,7 +7,11 @@ describe('outcomeOfResult', () => {
   it('reads a wrapped handler outcome by its status, and anything else as applied', () => {
     expect(outcomeOfResult({ status: 'applied', fireId: 'f', token: 1n, result: 3 })).toEqual({ status: 'applied' });
     expect(outcomeOfResult({ status: 'duplicate', fireId: 'f', token: 1n })).toEqual({ status: 'duplicate' });
-    expect(outcomeOfResult({ status: 'stale', fireId: 'f', token: 1n, highest: 2n })).toEqual({ status: 'stale' });
+    // The fence's token travels with it: the coordinator raises its counter above it.
+    expect(outcomeOfResult({ status: 'stale', fireId: 'f', token: 1n, highest: 2n })).toEqual({ status: 'stale', highest: 2n });
+    // Parsed at the edge: a highest that is no token is left out, never trusted.
+    expect(outcomeOfResult({ status: 'stale', highest: -5n })).toEqual({ status: 'stale' });
+    expect(outcomeOfResult({ status: 'stale', highest: 2 ** 70 })).toEqual({ status: 'stale' });
     expect(outcomeOfResult({ status: 'failed-permanent', reason: 'gone' })).toMatchObject({ status: 'failed-permanent', reason: 'gone' });
     expect(outcomeOfResult({ status: 'failed-permanent' })).toMatchObject({ status: 'failed-permanent', reason: 'given up by the handler' });
     expect(outcomeOfResult({ status: 'failed-retryable', error: 'x' })).toEqual({ status: 'failed-retryable', error: 'x' });
@@ -29,7 +33,7 @@ describe('outcomeOfResult', () => {
 
 describe('outcomeOfError', () => {
   it('reads a stale token or a lost lease as stale, a claimed fire as a duplicate, a give-up as permanent, anything else as retryable', () => {
-    expect(outcomeOfError(new StaleTokenError('r', parseToken(1n), parseToken(2n)))).toEqual({ status: 'stale' });
+    expect(outcomeOfError(new StaleTokenError('r', parseToken(1n), parseToken(2n)))).toEqual({ status: 'stale', highest: 2n });
     expect(outcomeOfError(new NotLeaderError('cron', 'held by another term'))).toEqual({ status: 'stale' });
     expect(outcomeOfError(new DuplicateFireError('r', 'f'))).toEqual({ status: 'duplicate' });
     const giveUp = new FireGivenUpError('customer deleted');

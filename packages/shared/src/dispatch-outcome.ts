@@ -1,4 +1,6 @@
 import { FencedErrorCode, isFencedError } from './errors.js';
+import { isToken, parseToken } from './token.js';
+import type { Token } from './token-type.js';
 
 /**
  * How one dispatch of a fire ended, as the scheduler reads it from the handler. The scheduler owns
@@ -8,7 +10,8 @@ import { FencedErrorCode, isFencedError } from './errors.js';
  * - `duplicate`: the fire had already taken effect (an earlier dispatch, perhaps by an earlier term):
  *   success. Settled.
  * - `stale`: refused because a later term wrote (or took the lease): this term no longer leads. The
- *   term stops dispatching the job; the fire is the next term's to catch up.
+ *   term ends (the coordinator raises its store's counter above `highest`, the fence's token, when
+ *   it is known, and holds a new election); the fire is the next term's to catch up.
  * - `failed-retryable`: nothing took effect (a killed session, a database restarting, a pool timed
  *   out, a service that answered 503). Dispatched again after a backoff, while the term lasts and the
  *   fire is inside the catch-up window; the job's later fires wait behind it.
@@ -17,7 +20,7 @@ import { FencedErrorCode, isFencedError } from './errors.js';
 export type DispatchOutcome =
   | { readonly status: 'applied' }
   | { readonly status: 'duplicate' }
-  | { readonly status: 'stale' }
+  | { readonly status: 'stale'; readonly highest?: Token }
   | { readonly status: 'failed-retryable'; readonly error: unknown }
   | { readonly status: 'failed-permanent'; readonly reason: string; readonly error?: unknown };
 
@@ -43,7 +46,7 @@ const STALE: DispatchOutcome = Object.freeze({ status: 'stale' });
 export function outcomeOfResult(value: unknown): DispatchOutcome {
   if (typeof value !== 'object' || value === null) return APPLIED;
   const status = (value as { status?: unknown }).status;
-  if (typeof status === 'string' && STATUSES.has(status)) return outcomeOfStatus(value as { status: DispatchOutcomeStatus; reason?: unknown; error?: unknown });
+  if (typeof status === 'string' && STATUSES.has(status)) return outcomeOfStatus(value as { status: DispatchOutcomeStatus; reason?: unknown; error?: unknown; highest?: unknown });
   if (typeof status === 'number' && 'outcome' in value) return outcomeOfAnswer(status, (value as { outcome?: unknown }).outcome);
   return APPLIED;
 }
@@ -54,20 +57,23 @@ export function outcomeOfResult(value: unknown): DispatchOutcome {
  * `failed-permanent`; anything else failed and is retried.
  */
 export function outcomeOfError(error: unknown): DispatchOutcome {
-  if (isFencedError(error, FencedErrorCode.STALE_TOKEN) || isFencedError(error, FencedErrorCode.NOT_LEADER)) return STALE;
+  if (isFencedError(error, FencedErrorCode.STALE_TOKEN)) return { status: 'stale', highest: error.highest };
+  if (isFencedError(error, FencedErrorCode.NOT_LEADER)) return STALE;
   if (isFencedError(error, FencedErrorCode.DUPLICATE_FIRE)) return DUPLICATE;
   if (isFencedError(error, FencedErrorCode.FIRE_GIVEN_UP)) return { status: 'failed-permanent', reason: error.reason, error };
   return { status: 'failed-retryable', error };
 }
 
-function outcomeOfStatus(value: { status: DispatchOutcomeStatus; reason?: unknown; error?: unknown }): DispatchOutcome {
+function outcomeOfStatus(value: { status: DispatchOutcomeStatus; reason?: unknown; error?: unknown; highest?: unknown }): DispatchOutcome {
   switch (value.status) {
     case 'applied':
       return APPLIED;
     case 'duplicate':
       return DUPLICATE;
     case 'stale':
-      return STALE;
+      // A wrapped handler's stale outcome says the fence's token: the coordinator repairs above it.
+      // Parsed here, at the edge: a handler's own object may carry anything.
+      return typeof value.highest === 'bigint' && isToken(value.highest) ? { status: 'stale', highest: parseToken(value.highest) } : STALE;
     case 'failed-retryable':
       return { status: 'failed-retryable', error: value.error };
     case 'failed-permanent':

@@ -67,7 +67,7 @@ export type FencedEvent =
    * `failed-permanent` outcome), or it failed until it fell out of the catch-up window.
    */
   | { type: 'fire.given-up'; lease: string; nodeId: string; job: string; fireId: string; token: bigint; reason: string; attempts: number; error?: unknown }
-  /** A fire's write was refused as stale: a later term leads, so this one stops dispatching the job and leaves the fire to it. */
+  /** A fire's write was refused as stale: a newer token wrote, so this term ends (`lease.lost`, reason `superseded`) and leaves the fire to the next term's catch-up. */
   | { type: 'fire.stale'; lease: string; nodeId: string; job: string; fireId: string; token: bigint }
   | { type: 'fire.skipped'; lease: string; nodeId: string; job: string; missed: number; reason: string };
 
@@ -80,7 +80,13 @@ export type LeaseLossReason =
   /** The local deadline passed without a successful renew (pause, partition, slow Redis). */
   | 'deadline'
   /** `handOver()` gave the lease up and stayed in the election (a lease group rebalancing). */
-  | 'handover';
+  | 'handover'
+  /**
+   * A write of the term was refused as stale: a fence holds a newer token (a later term's, or one
+   * minted before the lease store lost its latest writes and applied after this term's election).
+   * The term can never write again; the lease is given back and elected again above that fence.
+   */
+  | 'superseded';
 
 /** Receives events. Must not throw; if it does, the error is swallowed so it cannot break a write. */
 export type FencedLogger = (event: FencedEvent) => void;

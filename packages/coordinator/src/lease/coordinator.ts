@@ -131,6 +131,29 @@ export class Coordinator extends EventEmitter<CoordinatorEventMap> {
     this.#scheduleAttempt(jitter(this.#seat?.idleRetryMs ?? this.#acquireRetryMs));
   }
 
+  /**
+   * Ends `term` because a write of it was refused as stale (the scheduler calls this; so may any
+   * caller that writes with the term's token): a fence holds a newer token, so the term can never
+   * write again, whatever its lease says. Usually a later term leads and this node's lease is already
+   * gone; but after the lease store lost its latest writes (a failover to an asynchronous replica),
+   * a token minted before the loss can raise a fence after this term's election, and this node then
+   * still holds the lease and renews it, leading a term whose every write is refused: no fire would
+   * take effect again. So the term ends here, the store's counter is raised to `highest` (the
+   * fence's token, when known) and the lease given back; the next election mints above the fence
+   * (and repairs the counter itself from the fences it advances). Nothing happens unless `term` is
+   * the current term.
+   */
+  async supersede(term: LeaderTerm, highest?: Token): Promise<void> {
+    const state = this.#state;
+    if (state.kind !== 'leader' || state.term !== term) return;
+    this.#state = { kind: 'standby' };
+    this.#clearTimers();
+    this.#endTerm(state, 'superseded');
+    if (highest !== undefined && highest > term.token) await this.#repairCounter(highest);
+    await this.#release(term.leaseValue, term.token, false);
+    this.#scheduleAttempt(jitter(50));
+  }
+
   /** Leaves the election; a leader releases its lease and wakes the standbys at once. */
   async stop(): Promise<void> {
     const state = this.#state;

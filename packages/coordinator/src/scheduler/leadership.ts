@@ -1,4 +1,4 @@
-import type { Fence } from '@fenced/shared';
+import type { Fence, Token } from '@fenced/shared';
 import type { LeaderTerm } from '../lease/coordinator-types.js';
 import type { LeaseStoreKind } from '../store/lease-backend.js';
 import type { FireLog } from '../store/fire-log.js';
@@ -20,6 +20,8 @@ export interface Leadership {
   isLeader(): boolean;
   /** The store server's time now (epoch ms), or null before any reply. */
   serverNow(): number | null;
+  /** Ends `term` when a write of it was refused as stale (see `Coordinator.supersede`). */
+  supersede(term: LeaderTerm, highest?: Token): Promise<void>;
   /** The record of fires, kept beside the lease. */
   fireLog(): FireLog;
   on(event: 'elected' | 'lost', listener: () => void): unknown;

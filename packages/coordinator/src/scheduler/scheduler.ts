@@ -610,11 +610,16 @@ export class Scheduler extends EventEmitter<SchedulerEventMap> {
         }
         const fire = fireId(job.name, scheduledAt);
         if (outcome.status === 'stale') {
-          // A later term wrote: this one no longer leads, whatever its own deadline says yet. It leaves
-          // the fire, unrecorded, to that term's catch-up and dispatches this job no more.
+          // A newer token wrote: this term no longer leads, whatever its own deadline says yet. It
+          // leaves the fire, unrecorded, to the next term's catch-up, dispatches this job no more, and
+          // ends: were the newer token minted before the lease store lost its latest writes, this
+          // node would still hold the lease, and every write of its term would be refused for good.
           this.#metrics.stale(job.name);
           this.#report({ type: 'fire.stale', ...this.#fireFields(job, fire, term) });
-          if (this.#term === term) job.staleIn = term;
+          if (this.#term === term) {
+            job.staleIn = term;
+            void this.#coordinator.supersede(term, outcome.highest);
+          }
           return;
         }
         if (outcome.status === 'failed-permanent') {

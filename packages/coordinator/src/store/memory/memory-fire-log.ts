@@ -21,7 +21,11 @@ export function fieldsOf(current: ReadonlyMap<string, string>, record: FireRecor
 export function memoryFireLog(server: MemoryLeaseServer, lease: string, request: <T>(operation: string, step: () => T) => Promise<T>): FireLog {
   return {
     load: () => request('load fires', () => server.fireLog(lease)),
-    record(leaseValue, record, failoverGapMs) {
+    record(leaseValue, given, givenGapMs) {
+      // Whole milliseconds, as every other store keeps them: a baseline is the server clock's
+      // estimate now, which has a fraction.
+      const record = { ...given, scheduledAt: Math.floor(given.scheduledAt), dispatchedAt: given.dispatchedAt == null ? given.dispatchedAt : Math.floor(given.dispatchedAt) };
+      const failoverGapMs = givenGapMs == null ? givenGapMs : Math.floor(givenGapMs);
       const times = [record.scheduledAt, ...(record.dispatchedAt == null ? [] : [record.dispatchedAt]), ...(failoverGapMs == null ? [] : [failoverGapMs])];
       if (!times.every(Number.isSafeInteger)) return Promise.reject(new RangeError('record fires: times must be epoch milliseconds'));
       return request('record fires', () => (server.writeFireLog(lease, leaseValue, (current) => fieldsOf(current, record, failoverGapMs)) ? 1 : 0));

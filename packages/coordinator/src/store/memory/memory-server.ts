@@ -24,6 +24,16 @@ export interface MemoryElection {
 
 const ELECTIONS_KEPT = 32;
 
+/**
+ * What a server held at one moment (`server.snapshot()`): an asynchronous replica's copy, for
+ * `server.failOver(snapshot)` to go back to. Opaque: only the server reads it.
+ */
+export interface MemoryLeaseSnapshot {
+  readonly leases: ReadonlyMap<string, LeaseRow>;
+  readonly fireLogs: ReadonlyMap<string, ReadonlyMap<string, string>>;
+  readonly groups: ReadonlyMap<string, ReadonlyMap<string, number>>;
+}
+
 export interface MemoryLeaseServerOptions {
   /**
    * The server's clock, epoch milliseconds: expiry and every reply's time are read from it.
@@ -119,6 +129,30 @@ export class MemoryLeaseServer {
     return true;
   }
 
+  /** What the server holds now: the copy an asynchronous replica would have, for {@link failOver}. */
+  snapshot(): MemoryLeaseSnapshot {
+    return copyState(this.#leases, this.#fireLogs, this.#groups);
+  }
+
+  /**
+   * A failover to a replica that had only `snapshot`: every lease (holder and token counter), fire
+   * log and lease group's member list goes back to it, and what was written since is lost, as when
+   * Redis fails over to an asynchronous replica. Subscriptions stay (a process re-subscribes to the
+   * new primary); no release is announced. The fences beside the store keep what they committed:
+   * the coordinator's repair above them is what this lets a test check.
+   */
+  failOver(snapshot: MemoryLeaseSnapshot): void {
+    const state = copyState(snapshot.leases, snapshot.fireLogs, snapshot.groups);
+    for (const [target, source] of [
+      [this.#leases, state.leases],
+      [this.#fireLogs, state.fireLogs],
+      [this.#groups, state.groups],
+    ] as const) {
+      target.clear();
+      for (const [key, value] of source) (target as Map<string, unknown>).set(key, value);
+    }
+  }
+
   /** Raises the token counter of `lease` to at least `floor`. */
   raiseCounter(lease: string, floor: Token): void {
     const row = this.#row(lease);
@@ -201,6 +235,19 @@ export class MemoryLeaseServer {
     for (const [member, expiresAt] of members) if (expiresAt <= now) members.delete(member);
     return members;
   }
+}
+
+/** A deep copy of a server's state: rows and maps are mutated in place, so a snapshot shares none. */
+function copyState(
+  leases: ReadonlyMap<string, LeaseRow>,
+  fireLogs: ReadonlyMap<string, ReadonlyMap<string, string>>,
+  groups: ReadonlyMap<string, ReadonlyMap<string, number>>,
+): { leases: Map<string, LeaseRow>; fireLogs: Map<string, Map<string, string>>; groups: Map<string, Map<string, number>> } {
+  return {
+    leases: new Map([...leases].map(([lease, row]) => [lease, { holder: row.holder === null ? null : { ...row.holder }, counter: row.counter }])),
+    fireLogs: new Map([...fireLogs].map(([lease, log]) => [lease, new Map(log)])),
+    groups: new Map([...groups].map(([group, members]) => [group, new Map(members)])),
+  };
 }
 
 /** Creates the shared state of an in-memory lease store (see `memoryLeases`). */
