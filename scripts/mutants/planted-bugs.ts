@@ -1165,4 +1165,13 @@ export const PLANTED_BUGS: readonly PlantedBug[] = [
     replace: '      const record = given;\n      const failoverGapMs = givenGapMs;\n',
     tests: MEMORY_LEASE_TESTS,
   },
+  {
+    id: 'kept-runs-prune-newest',
+    layer: 'checker',
+    bug: "the simulation's kept failed runs are pruned from the newest end: the run that just failed is deleted and the oldest ones stay",
+    file: 'packages/chaos/src/report/kept-runs.ts',
+    find: '  for (const name of folders.slice(0, Math.max(0, folders.length - keep))) rmSync(join(root, name), { recursive: true, force: true });',
+    replace: '  for (const name of folders.slice(keep)) rmSync(join(root, name), { recursive: true, force: true });',
+    tests: ['packages/chaos/src/report/kept-runs.test.ts'],
+  },
 ];

@@ -24,6 +24,8 @@ interface CliRun {
   anomalies: number;
   staleRefused: number;
   violations: string[];
+  /** Where a failed run was kept. */
+  kept?: string;
 }
 
 /** Runs `pnpm sim` as a user would (the same entry point), with a short duration. */
@@ -118,7 +120,8 @@ describe('pnpm sim', () => {
       reportPath = summary.report;
       expect(reportPath.startsWith(tmpdir())).toBe(true);
       expect(existsSync(rootReport) ? statSync(rootReport).mtimeMs : undefined).toBe(rootReportBefore);
-      const table = summary.runs.map((r) => `${r.scenario} ${r.mode}: ${r.verdict} ${r.mode === 'guarded' ? r.violations.join('; ') : ''}`);
+      // A failed run names the folder it was kept in (history, check, every replica's log, the report).
+      const table = summary.runs.map((r) => `${r.scenario} ${r.mode}: ${r.verdict} ${r.mode === 'guarded' ? r.violations.join('; ') : ''}${r.kept ? ` (kept in ${r.kept})` : ''}`);
       expect(summary.runs.map((r) => `${r.scenario} ${r.mode}`)).toEqual(DEFAULT_RUNS.flatMap((s) => [`${s} guarded`, `${s} control`]));
       expect(DEFAULT_RUNS.filter((s) => s.endsWith('@postgres')).length).toBeGreaterThanOrEqual(5);
       expect(DEFAULT_RUNS).toContain('pause@etcd');

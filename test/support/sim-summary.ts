@@ -8,6 +8,8 @@ export interface SimSummaryRun {
   readonly anomalies: number;
   readonly violations: string[];
   readonly protections?: Record<string, number>;
+  /** Where a failed run was kept (its history, check, replicas' logs and the report). */
+  readonly kept?: string;
 }
 
 export interface SimSummary {
@@ -47,7 +49,7 @@ export async function judgedSimulation(
  */
 export function expectGuardedCleanControlDamaged(result: { readonly code: number | null; readonly stderr: string; readonly summary: SimSummary }): void {
   const [guarded, control] = result.summary.runs;
-  expect(guarded?.verdict, guarded?.violations.join('; ')).toBe('no anomaly');
-  expect(control?.anomalies).toBeGreaterThan(0);
+  expect(guarded?.verdict, `${guarded?.violations.join('; ')}${guarded?.kept ? ` (kept in ${guarded.kept})` : ''}`).toBe('no anomaly');
+  expect(control?.anomalies, control?.kept ? `the control shows no damage (kept in ${control.kept})` : undefined).toBeGreaterThan(0);
   expect(result.code, result.stderr).toBe(0);
 }

@@ -62,6 +62,13 @@ export interface Effect {
 type FaultEvent = Extract<HistoryEvent, { kind: 'fault' }>;
 
 /**
+ * The fault a fault kind records (start and end at once, its reason as the detail) when it could not
+ * set up what it needed within its deadline: a run without a protection its scenario exercises is
+ * then inconclusive, not toothless (`verdictOf`), and the history says why.
+ */
+export const PRECONDITION_MISSED = 'precondition missed';
+
+/**
  * Each fault from its `start` to its `end`, in order of start: an end closes the latest open start of
  * the same fault on the same target. A fault that never ended has no `end`.
  */

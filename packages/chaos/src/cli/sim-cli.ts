@@ -5,9 +5,10 @@ import { dirname, join, resolve } from 'node:path';
 import { machineHas, runnableHere } from './machine-support.js';
 import { killTrackedChildren, runTrackedCleanups } from '../process/child-registry.js';
 import { COLUMN_DEFINITIONS, renderHtmlReport, RESULT_COLUMNS, resultTableRows, type ReportRun } from '../report/html-report.js';
+import { keepRun, keptRunsRoot } from '../report/kept-runs.js';
 import { verdictOf } from '../report/verdict.js';
 import { textTable } from '../report/text-table.js';
-import { runScenario, scenarioLabel, type RunStatus } from '../sim/run-scenario.js';
+import { runScenario, scenarioLabel, type RunResult, type RunStatus } from '../sim/run-scenario.js';
 import { SCENARIO_NAMES, scenarios, type ScenarioName } from '../sim/scenarios.js';
 import type { SimApp, SimMode } from '../sim/sim-app.js';
 import { resolvePostgres, ServiceUnavailableError } from '../postgres-url.js';
@@ -169,6 +170,8 @@ export async function runSimCli(app: SimApp, argv: readonly string[], io: CliIo 
       `sim: replay with --seed ${args.seed}; about ${Math.ceil(estimateMs / 60_000)} min\n`,
   );
   const runs: ReportRun[] = [];
+  /** The runs' whole results, beside their rows: a failed one is kept with its history and logs. */
+  const results = new Map<ReportRun, RunResult>();
   let index = 0;
   let lastPrinted = 0;
   const progress = (status: RunStatus) => {
@@ -196,6 +199,7 @@ export async function runSimCli(app: SimApp, argv: readonly string[], io: CliIo 
         if (io.isTTY) io.err('\r\x1b[K');
         const run: ReportRun = { ...result, events: result.history.events, summary: scenarios[name].summary, exercises: scenarios[name].exercises };
         runs.push(run);
+        results.set(run, result);
         const [row] = resultTableRows([run]);
         io.err(`[${index}/${total}] ${row![0]} ${row![1]}: ${row![row!.length - 1]}\n`);
         const verdict = verdictOf(run);
@@ -210,11 +214,23 @@ export async function runSimCli(app: SimApp, argv: readonly string[], io: CliIo 
   }
 
   const reportPath = args.report === undefined ? join(mkdtempSync(join(tmpdir(), 'fenced-sim-')), 'sim-report.html') : resolve(args.report);
-  writeFileSync(reportPath, renderHtmlReport(runs, { title: `fenced split-brain simulation (${app.name})`, generatedAt: new Date(), command: `pnpm sim ${argv.join(' ')}`.trim() }));
+  const command = `pnpm sim ${argv.join(' ')}`.trim();
+  const reportHtml = renderHtmlReport(runs, { title: `fenced split-brain simulation (${app.name})`, generatedAt: new Date(), command });
+  writeFileSync(reportPath, reportHtml);
   const failed = (r: ReportRun) => !verdictOf(r).ok && !verdictOf(r).inconclusive;
   const guardedBad = runs.filter((r) => r.mode === 'guarded' && failed(r));
   // A control without damage: the faults did not bite (a guarded run that missed its protection is in guardedBad, as toothless).
   const undamagedControls = runs.filter((r) => r.mode === 'control' && failed(r));
+  // Each failed run is kept, whole, where it can be read after this process and its temporary
+  // folders are gone (CI keeps only the tail of the output).
+  const kept = new Map<ReportRun, string>();
+  for (const r of [...guardedBad, ...undamagedControls]) {
+    try {
+      kept.set(r, keepRun(keptRunsRoot(io.env), { run: results.get(r)!, verdict: verdictOf(r).text, command, reportHtml }));
+    } catch (err) {
+      io.err(`sim: could not keep the failed run ${r.scenario} ${r.mode}: ${err instanceof Error ? err.message : String(err)}\n`);
+    }
+  }
   const inconclusive = runs.filter((r) => verdictOf(r).inconclusive);
   const ok = guardedBad.length === 0 && undamagedControls.length === 0;
 
@@ -224,7 +240,7 @@ export async function runSimCli(app: SimApp, argv: readonly string[], io: CliIo 
         {
           seed: args.seed,
           report: reportPath,
-          runs: runs.map((r) => ({ scenario: r.scenario, mode: r.mode, verdict: verdictOf(r).text, ...r.check, overlaps: r.check.overlaps.length, marks: r.check.marks.length })),
+          runs: runs.map((r) => ({ scenario: r.scenario, mode: r.mode, verdict: verdictOf(r).text, ...r.check, overlaps: r.check.overlaps.length, marks: r.check.marks.length, ...(kept.has(r) ? { kept: kept.get(r) } : {}) })),
           ok,
           inconclusive: inconclusive.length,
         },
@@ -235,8 +251,9 @@ export async function runSimCli(app: SimApp, argv: readonly string[], io: CliIo 
   } else {
     io.out(`${textTable(RESULT_COLUMNS, resultTableRows(runs))}\n\n`);
     io.out(`report: ${reportPath}\n`);
-    for (const r of guardedBad) io.out(`FAIL ${r.scenario}: ${verdictOf(r).text} with the guard on (seed ${args.seed})\n`);
-    for (const r of undamagedControls) io.out(`FAIL ${r.scenario}: the control shows no damage, so this run did not exercise what the scenario claims (seed ${args.seed})\n`);
+    const keptIn = (r: ReportRun) => (kept.has(r) ? `; kept in ${kept.get(r)}` : '');
+    for (const r of guardedBad) io.out(`FAIL ${r.scenario}: ${verdictOf(r).text} with the guard on (seed ${args.seed}${keptIn(r)})\n`);
+    for (const r of undamagedControls) io.out(`FAIL ${r.scenario}: the control shows no damage, so this run did not exercise what the scenario claims (seed ${args.seed}${keptIn(r)})\n`);
     for (const r of inconclusive) io.out(`INCONCLUSIVE ${r.scenario} ${r.mode}: ${verdictOf(r).text.replace(/^inconclusive: /, '')} (seed ${args.seed}; safety was judged and held)\n`);
     if (ok && inconclusive.length === 0) io.out(`ok: every guarded run is clean and every control shows the damage (seed ${args.seed})\n`);
     else if (ok) io.out(`no failure, ${inconclusive.length} of ${runs.length} runs inconclusive: this machine starved the simulation of CPU too long to judge timing; run them again on a quieter one (seed ${args.seed})\n`);

@@ -38,6 +38,22 @@ describe('verdictOf', () => {
     });
   });
 
+  it("judges a toothless run inconclusive only when its faults said they missed their precondition, and says why; an anomaly still fails it", () => {
+    const missed = [
+      { at: 1, kind: 'fault', fault: 'precondition missed', phase: 'start', detail: 'no leader within 8000 ms for primary-only election 1 of 2' },
+      { at: 1, kind: 'fault', fault: 'precondition missed', phase: 'end' },
+    ] as const;
+    expect(verdictOf({ mode: 'guarded', check: check({ protections: { 'duplicate dropped': 1 } }), exercises: ['duplicate dropped', 'token repaired'], events: missed })).toEqual({
+      ok: false,
+      inconclusive: true,
+      text: 'inconclusive: no token repaired, the faults missed their precondition (no leader within 8000 ms for primary-only election 1 of 2)',
+    });
+    // Another fault's events change nothing: toothless.
+    const other = [{ at: 1, kind: 'fault', fault: 'crash', phase: 'start', target: 'r1' }] as const;
+    expect(verdictOf({ mode: 'guarded', check: check({ protections: { 'duplicate dropped': 1 } }), exercises: ['duplicate dropped', 'token repaired'], events: other }).text).toBe('toothless: no token repaired');
+    expect(verdictOf({ mode: 'guarded', check: check({ anomalies: 1 }), exercises: ['token repaired'], events: missed })).toEqual({ ok: false, inconclusive: false, text: '1 anomalies' });
+  });
+
   it('fails a guarded run with anomalies, whatever it exercised', () => {
     expect(verdictOf({ mode: 'guarded', check: check({ anomalies: 3, protections: { 'stale refused': 1 } }), exercises: ['stale refused'] })).toEqual({ ok: false, inconclusive: false, text: '3 anomalies' });
   });

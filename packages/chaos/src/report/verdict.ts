@@ -1,5 +1,6 @@
 import type { CheckResult } from '../checker/check-run.js';
 import type { Exercise, Protection } from '../checker/protections.js';
+import { PRECONDITION_MISSED, type HistoryEvent } from '../history.js';
 import type { SimMode } from '../sim/sim-app.js';
 
 /** What a verdict is drawn from: the run's mode, its check, and what its scenario must exercise. */
@@ -7,6 +8,8 @@ export interface JudgedRun {
   readonly mode: SimMode;
   readonly check: CheckResult;
   readonly exercises?: readonly Exercise[];
+  /** The run's history: a fault that said it missed its precondition makes a toothless run inconclusive. */
+  readonly events?: readonly HistoryEvent[];
 }
 
 /** How many times the history shows `protection` at work. */
@@ -25,7 +28,8 @@ export interface Verdict {
  * A guarded run passes when it has no anomaly and shows every protection its scenario exercises at
  * work (else it is toothless: the faults missed); a control passes when it shows damage. A run whose
  * timing checks could not be judged (its processes were starved of CPU) and that has no anomaly
- * otherwise is inconclusive, never passed: it says why, and proves nothing about its timing.
+ * otherwise is inconclusive, never passed: it says why, and proves nothing about its timing. So is a
+ * toothless run whose faults said they missed their precondition (`PRECONDITION_MISSED`).
  */
 export function verdictOf(run: JudgedRun): Verdict {
   const inconclusive = run.check.inconclusive;
@@ -39,6 +43,12 @@ export function verdictOf(run: JudgedRun): Verdict {
     .map((e) => (typeof e === 'string' ? [e] : e))
     .filter((anyOf) => anyOf.every((p) => timesExercised(run.check, p) === 0))
     .map((anyOf) => anyOf.join(' or '));
-  if (missing.length > 0) return { ok: false, inconclusive: false, text: `toothless: no ${missing.join(', no ')}` };
+  if (missing.length > 0) {
+    // The faults said they could not set up what they needed (a loaded machine elected too slowly):
+    // the run tested nothing, which proves nothing either way. Safety was judged above.
+    const why = (run.events ?? []).filter((e) => e.kind === 'fault' && e.fault === PRECONDITION_MISSED && e.phase === 'start').map((e) => (e.kind === 'fault' ? e.detail : undefined));
+    if (why.length > 0) return { ok: false, inconclusive: true, text: `inconclusive: no ${missing.join(', no ')}, the faults missed their precondition (${why.join('; ')})` };
+    return { ok: false, inconclusive: false, text: `toothless: no ${missing.join(', no ')}` };
+  }
   return unjudged ?? { ok: true, inconclusive: false, text: 'no anomaly' };
 }

@@ -60,6 +60,8 @@ export interface RunResult {
   readonly nodes: readonly string[];
   /** Replica stderr tails, for diagnosing a failed run. */
   readonly diagnostics: Readonly<Record<string, string>>;
+  /** Each replica's log: every line it printed on stdout (stamped when read) and its stderr's last 64 KiB. */
+  readonly logs: Readonly<Record<string, { readonly stdout: readonly string[]; readonly stderr: string }>>;
 }
 
 export { ETCD_MIN_TTL_MS } from './lease-store-runs.js';
@@ -135,6 +137,8 @@ export async function runScenario(app: SimApp, scenario: Scenario, mode: SimMode
   const redis = (app.usesRedis?.(run.leaseStore) ?? true) || redisServerInstalled() ? await startSimRedis(scenario.redis) : undefined;
   const proxies: FaultProxy[] = [];
   const nodes: SimNode[] = [];
+  /** Every line each replica printed, as read: kept with a failed run (sim-cli keeps its folder). */
+  const stdout = new Map<string, string[]>();
   // A stepped clock reads its offset from a file the fault rewrites mid-run.
   const clockDir = scenario.clockFault?.kind === 'stepped' ? mkdtempSync(join(tmpdir(), 'fenced-clock-')) : undefined;
   const clockFile = clockDir === undefined ? undefined : join(clockDir, 'faketime');
@@ -173,6 +177,7 @@ export async function runScenario(app: SimApp, scenario: Scenario, mode: SimMode
     effects,
     nodes: nodes.map((n) => n.name),
     diagnostics: Object.fromEntries(nodes.map((n) => [n.name, n.process.stderr().slice(-2000)])),
+    logs: Object.fromEntries(nodes.map((n) => [n.name, { stdout: stdout.get(n.name) ?? [], stderr: n.process.stderr() }])),
   });
   try {
     await app.prepare(run);
@@ -204,7 +209,10 @@ export async function runScenario(app: SimApp, scenario: Scenario, mode: SimMode
         ...servers.node(storeProxies.map((p) => p.port)),
       });
       const process = managedProcess(name, { ...spec, env: { ...spec.env, ...(clockFault ? faketimeEnv(clockFault, clockFile) : {}) } }, () => Date.now());
+      const lines: string[] = [];
+      stdout.set(name, lines);
       process.onLine((line) => {
+        lines.push(`${new Date(line.at).toISOString()} ${JSON.stringify(line.record)}`);
         const event = historyEventOf(name, line);
         if (event !== undefined) history.record(event);
         ctx?.observe(name, line);

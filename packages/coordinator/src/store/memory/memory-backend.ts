@@ -10,6 +10,12 @@ import { createMemoryLeaseServer, type MemoryLeaseServer } from './memory-server
 export interface MemoryLeasesOptions {
   /** The state shared by every process of the test (`createMemoryLeaseServer()`). @defaultValue a server of this backend's own */
   readonly server?: MemoryLeaseServer;
+  /**
+   * How long each reply takes, ms, by operation (`acquire`, `renew`, `release`, …): the store has
+   * applied the request already, and its reply is on its way (a slow or congested network). For a
+   * deterministic simulator that orders replies by seed. @defaultValue every reply on the next turn of the event loop
+   */
+  readonly replyDelayMs?: (operation: string) => number;
 }
 
 /** The in-memory lease store of one process; `close()` is that process's connections going away. */
@@ -40,7 +46,8 @@ export function memoryLeases(options: MemoryLeasesOptions = {}): MemoryLeases {
   const request = async <T>(operation: string, step: () => T): Promise<T> => {
     if (closed) throw new LeaseStoreUnavailableError('memory', 'unreachable', `${operation}: the store was closed`, { cause: undefined });
     const result = step();
-    await new Promise<void>((resolve) => setImmediate(resolve));
+    const delayMs = options.replyDelayMs?.(operation) ?? 0;
+    await new Promise<void>((resolve) => (delayMs > 0 ? setTimeout(resolve, delayMs) : setImmediate(resolve)));
     return result;
   };
   const listen = (lease: string, onRelease: () => void): (() => void) => {

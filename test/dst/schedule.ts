@@ -1,0 +1,273 @@
+/**
+ * One schedule of the deterministic simulation: the real coordinator, scheduler, guard and handler
+ * wrapper, as the READMEs compose them, three nodes in one process on the in-memory lease and fence
+ * stores, every timer and clock virtual (`@sinonjs/fake-timers`) and every random choice drawn from
+ * one seed (the store's reply delays, the faults and their times, the SDK's own jitter). One seed
+ * replays one run exactly: the same timers, the same replies in the same order.
+ *
+ * Faults (each schedule draws two to six): a lossy failover of the lease store (back to a snapshot
+ * taken at any earlier moment of the run: the grants since and the counter lost), a restart of the
+ * lease store without persistence (its counter back to 0, the fences at 40 and more), a node's store replies delayed past its lease (a
+ * slow or partitioned network), a node held at one of the SDK's failpoints for up to three TTLs (a
+ * grantee before its election's advance, a leader between its pre-check and its write, a renew whose
+ * reply is held, a fire applied and not yet recorded), a node crashed (its connections gone, nothing
+ * released) and restarted. Left out (not modelled here): a whole process paused (its every timer
+ * held while others run: one global virtual clock cannot hold one node's timers; the failpoints hold
+ * the flow that matters), clock skew, a fence store that blocks or kills a session; `pnpm sim` runs
+ * those against real processes.
+ *
+ * Invariants, checked after the faults and a heal: no stale write commits (committed tokens per
+ * resource never go down), each fire takes effect at most once, no due fire is lost (every fire due
+ * after the first election and before the end of the heal took effect), beliefs never overlap
+ * (outside a lossy failover, where two holders are the store's fault and the fence's to absorb), and
+ * a leader leads at the end.
+ */
+import FakeTimers from '@sinonjs/fake-timers';
+import { createGuard } from '@fenced/consumer-guard';
+import { createMemoryFenceDatabase, memoryFences } from '@fenced/consumer-guard/memory';
+import { createCoordinator, createScheduler, fireId, type Coordinator, type Scheduler } from '@fenced/coordinator';
+import { createMemoryLeaseServer, memoryLeases, type MemoryLeases, type MemoryLeaseSnapshot } from '@fenced/coordinator/memory';
+import { parseToken, type FencedEvent } from '@fenced/shared';
+import { failpoints, type FailpointName } from '@fenced/shared/failpoints';
+
+export const TTL_MS = 1_000;
+const RENEW_MS = 250;
+const EVERY_MS = 250;
+const NODES = 3;
+/** The token the deployment's history reached before the run: the counter and the fence start there. */
+const HISTORY_TOKEN = parseToken(40n);
+/** Where virtual time starts: a whole second, so fires fall on the grid from the start. */
+const T0 = Date.UTC(2026, 11, 4, 12, 0, 0);
+
+export interface ScheduleOptions {
+  readonly seed: number;
+  /** Virtual time with faults, ms. */
+  readonly faultMs?: number;
+  /** Virtual time after the faults, ms: every due fire must have taken effect by its end. */
+  readonly healMs?: number;
+}
+
+export interface ScheduleResult {
+  readonly seed: number;
+  /** Each invariant broken, one line each. Empty: the schedule passed. */
+  readonly failures: readonly string[];
+  /** The faults drawn, in order: the schedule in words. */
+  readonly faults: readonly string[];
+  readonly fires: number;
+  readonly elections: number;
+}
+
+/** A small seeded generator (mulberry32): the same seed, the same draws. */
+export function seededRandom(seed: number): () => number {
+  let a = seed >>> 0;
+  return () => {
+    a = (a + 0x6d2b79f5) >>> 0;
+    let t = a;
+    t = Math.imul(t ^ (t >>> 15), t | 1);
+    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
+    return ((t ^ (t >>> 14)) >>> 0) / 4_294_967_296;
+  };
+}
+
+interface Node {
+  readonly name: string;
+  readonly store: MemoryLeases;
+  readonly coordinator: Coordinator;
+  readonly scheduler: Scheduler;
+}
+
+interface Fault {
+  readonly at: number;
+  readonly describe: string;
+  readonly run: () => void | Promise<void>;
+}
+
+/** Runs one schedule to its end and judges it. */
+export async function runSchedule(options: ScheduleOptions): Promise<ScheduleResult> {
+  const faultMs = options.faultMs ?? 8_000;
+  const healMs = options.healMs ?? 6_000;
+  const random = seededRandom(options.seed);
+  const between = (low: number, high: number) => Math.floor(low + random() * (high - low));
+  const realRandom = Math.random;
+  Math.random = random;
+  const clock = FakeTimers.withGlobal(globalThis).install({
+    now: T0,
+    toFake: ['setTimeout', 'clearTimeout', 'setInterval', 'clearInterval', 'setImmediate', 'clearImmediate', 'Date', 'performance'],
+    loopLimit: 1_000_000,
+  });
+  const nodes = new Map<number, Node>();
+  try {
+    const server = createMemoryLeaseServer();
+    const database = createMemoryFenceDatabase();
+    const events: Array<{ at: number; event: FencedEvent }> = [];
+    const logger = (event: FencedEvent) => events.push({ at: Date.now(), event });
+    // Each node's reply delays: a few ms, or a spike past the lease while a fault holds them.
+    const spikes = new Map<number, { until: number; ms: number }>();
+    let incarnations = 0;
+
+    const startNode = async (slot: number): Promise<void> => {
+      const name = `n${slot}.${++incarnations}`;
+      const guard = createGuard({ store: memoryFences({ database }), resource: 'ledger' });
+      const handle = guard.wrapHandler(async (_payload, ctx) => ctx.guardedWrite(async (trx) => trx.insert('ledger', { fire: ctx.fireId, token: ctx.token, node: name })));
+      const store = memoryLeases({
+        server,
+        replyDelayMs: () => {
+          const spike = spikes.get(slot);
+          return spike !== undefined && Date.now() < spike.until ? spike.ms : between(0, 6);
+        },
+      });
+      const coordinator = createCoordinator({ store, lease: 'billing', nodeId: name, ttlMs: TTL_MS, renewIntervalMs: RENEW_MS, fences: [guard], logger });
+      const scheduler = createScheduler({ coordinator, jobs: { ledger: { everyMs: EVERY_MS, handler: (envelope) => handle(envelope) } }, logger });
+      scheduler.start();
+      nodes.set(slot, { name, store, coordinator, scheduler });
+      void coordinator.start();
+    };
+
+    const first = createGuard({ store: memoryFences({ database }), resource: 'ledger' });
+    await first.migrate();
+    // A deployment that has run for a while: 40 terms before this one, its counter and fence there.
+    const pristine = server.snapshot();
+    server.raiseCounter('billing', HISTORY_TOKEN);
+    await first.advance(HISTORY_TOKEN);
+    for (let slot = 0; slot < NODES; slot++) await startNode(slot);
+
+    // The faults, drawn from the seed.
+    const faults: Fault[] = [];
+    let snapshot: MemoryLeaseSnapshot | undefined;
+    let failoverAt: number | undefined;
+    for (let i = between(2, 7); i > 0; i--) {
+      const at = T0 + between(500, faultMs - 500);
+      const slot = between(0, NODES);
+      switch (between(0, 5)) {
+        case 4:
+          // A restart without persistence: the store comes back empty, its counter at 0 below fences at 40 and more.
+          faults.push({
+            at,
+            describe: 'the lease store restarted empty (no persistence)',
+            run: () => {
+              server.failOver(pristine);
+              failoverAt = Date.now();
+            },
+          });
+          break;
+        case 0: {
+          // The replica's copy from any earlier moment of the run: the elections since are what it loses.
+          const lagMs = between(0, at - T0);
+          faults.push({ at: Math.max(T0, at - lagMs), describe: `replica copy taken`, run: () => void (snapshot = server.snapshot()) });
+          faults.push({
+            at,
+            describe: `lossy failover (the replica ${lagMs} ms behind)`,
+            run: () => {
+              if (snapshot === undefined) return;
+              server.failOver(snapshot);
+              failoverAt = Date.now();
+            },
+          });
+          break;
+        }
+        case 1: {
+          const ms = between(TTL_MS / 2, TTL_MS * 2);
+          const forMs = between(TTL_MS, TTL_MS * 3);
+          faults.push({ at, describe: `n${slot}'s replies delayed ${ms} ms for ${forMs} ms`, run: () => void spikes.set(slot, { until: Date.now() + forMs, ms }) });
+          break;
+        }
+        case 2: {
+          // The next node to reach one of these moments waits there, the others running on: a
+          // grantee before its election's advance, a leader between its pre-check and its write, a
+          // renew whose reply is held. The SDK's own failpoints, armed with a delay.
+          const moment = STOPS[between(0, STOPS.length)]!;
+          const ms = between(TTL_MS / 2, TTL_MS * 3);
+          faults.push({ at, describe: `the next node at ${moment} waits ${ms} ms there`, run: () => failpoints.arm(moment, { kind: 'delay', ms }) });
+          break;
+        }
+        default: {
+          const downMs = between(0, TTL_MS * 2);
+          faults.push({
+            at,
+            describe: `n${slot} crashed, back after ${downMs} ms`,
+            run: async () => {
+              const node = nodes.get(slot);
+              if (node === undefined) return;
+              nodes.delete(slot);
+              // Its connections gone first: stopping then releases nothing (a crash gives nothing back).
+              node.store.close();
+              void node.scheduler.stop();
+              void node.coordinator.stop();
+              setTimeout(() => void startNode(slot), downMs);
+            },
+          });
+        }
+      }
+    }
+    faults.sort((a, b) => a.at - b.at);
+    for (const fault of faults) {
+      await clock.tickAsync(Math.max(0, fault.at - Date.now()));
+      await fault.run();
+    }
+    await clock.tickAsync(Math.max(0, T0 + faultMs - Date.now()));
+    spikes.clear();
+    failpoints.disarm();
+    await clock.tickAsync(healMs);
+
+    return { seed: options.seed, failures: judge(database.rows('ledger') as unknown as readonly LedgerRow[], events, failoverAt, T0 + faultMs + healMs, nodes), faults: faults.map((f) => `${f.at - T0} ms: ${f.describe}`), fires: database.rows('ledger').length, elections: events.filter((e) => e.event.type === 'lease.acquired').length };
+  } finally {
+    for (const node of nodes.values()) {
+      node.store.close();
+      void node.scheduler.stop();
+      void node.coordinator.stop();
+    }
+    failpoints.disarm();
+    await clock.runAllAsync().catch(() => undefined);
+    clock.uninstall();
+    Math.random = realRandom;
+  }
+}
+
+/** Where a node can be held (failpoints), each the moment a pause does harm at. */
+const STOPS: readonly FailpointName[] = ['lease.acquired-before-dispatch', 'handler.prechecked-before-write', 'lease.renew-sent-before-reply', 'scheduler.dispatched-before-record'];
+
+interface LedgerRow {
+  readonly fire: string;
+  readonly token: bigint;
+  readonly node: string;
+}
+
+/** The invariants, over the ledger (in commit order) and the nodes' events. */
+function judge(ledger: readonly LedgerRow[], events: ReadonlyArray<{ at: number; event: FencedEvent }>, failoverAt: number | undefined, end: number, nodes: ReadonlyMap<number, Node>): string[] {
+  const failures: string[] = [];
+  // No stale write commits: one resource here, so the ledger's tokens never go down.
+  for (let i = 1; i < ledger.length; i++) {
+    if (ledger[i]!.token < ledger[i - 1]!.token) failures.push(`stale write committed: ${ledger[i]!.fire} with token ${ledger[i]!.token} after token ${ledger[i - 1]!.token}`);
+  }
+  // Each fire takes effect at most once.
+  const seen = new Set<string>();
+  for (const row of ledger) {
+    if (seen.has(row.fire)) failures.push(`fire applied twice: ${row.fire}`);
+    seen.add(row.fire);
+  }
+  // No due fire lost: every fire due after the first election, up to three TTLs before the end
+  // (the heal's time to catch up), took effect.
+  const firstElection = events.find((e) => e.event.type === 'lease.acquired')?.at;
+  if (firstElection === undefined) failures.push('no leader was ever elected');
+  else {
+    const lost: string[] = [];
+    for (let at = Math.ceil((firstElection + 1) / EVERY_MS) * EVERY_MS; at <= end - 3 * TTL_MS; at += EVERY_MS) {
+      const id = fireId('ledger', at);
+      if (!seen.has(id)) lost.push(id);
+    }
+    if (lost.length > 0) failures.push(`${lost.length} due fires never took effect, from ${lost[0]} on`);
+  }
+  // Beliefs never overlap, outside a lossy failover (a term begun before it may overlap one after).
+  const leading = new Map<string, number>();
+  for (const { at, event } of events) {
+    if (event.type === 'lease.acquired') {
+      for (const [other, since] of leading) {
+        if (other !== event.nodeId && (failoverAt === undefined || since > failoverAt)) failures.push(`${event.nodeId} elected at +${at - T0} ms while ${other} led (since +${since - T0} ms)`);
+      }
+      leading.set(event.nodeId, at);
+    } else if (event.type === 'lease.lost') leading.delete(event.nodeId);
+  }
+  // A leader at the end, once the faults are healed.
+  if (![...nodes.values()].some((node) => node.coordinator.isLeader())) failures.push('no node leads at the end, after the faults healed');
+  return failures;
+}
