@@ -1174,4 +1174,22 @@ export const PLANTED_BUGS: readonly PlantedBug[] = [
     replace: '  for (const name of folders.slice(keep)) rmSync(join(root, name), { recursive: true, force: true });',
     tests: ['packages/chaos/src/report/kept-runs.test.ts'],
   },
+  {
+    id: 'dst-twice-unchecked',
+    layer: 'checker',
+    bug: "the deterministic simulation's at-most-once check looks at each fire's first row only: a fire applied twice passes",
+    file: 'test/dst/schedule.ts',
+    find: '    if (seen.has(row.fire)) failures.push(`fire applied twice: ${row.fire}`);\n',
+    replace: '',
+    tests: ['test/dst/judge.test.ts'],
+  },
+  {
+    id: 'dst-overlap-always-excused',
+    layer: 'checker',
+    bug: 'the deterministic simulation excuses every overlapping belief, as if a lossy failover had happened in every run',
+    file: 'test/dst/schedule.ts',
+    find: '(failoverAt === undefined || since > failoverAt)',
+    replace: '(failoverAt !== undefined && since > failoverAt)',
+    tests: ['test/dst/judge.test.ts'],
+  },
 ];
