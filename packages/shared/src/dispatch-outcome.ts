@@ -1,5 +1,5 @@
 import { FencedErrorCode, isFencedError } from './errors.js';
-import { isToken, parseToken } from './token.js';
+import { parseToken } from './token.js';
 import type { Token } from './token-type.js';
 
 /**
@@ -71,13 +71,25 @@ function outcomeOfStatus(value: { status: DispatchOutcomeStatus; reason?: unknow
     case 'duplicate':
       return DUPLICATE;
     case 'stale':
-      // A wrapped handler's stale outcome says the fence's token: the coordinator repairs above it.
-      // Parsed here, at the edge: a handler's own object may carry anything.
-      return typeof value.highest === 'bigint' && isToken(value.highest) ? { status: 'stale', highest: parseToken(value.highest) } : STALE;
+      return staleAbove(value.highest);
     case 'failed-retryable':
       return { status: 'failed-retryable', error: value.error };
     case 'failed-permanent':
       return { status: 'failed-permanent', reason: typeof value.reason === 'string' ? value.reason : 'given up by the handler', error: value.error };
+  }
+}
+
+/**
+ * A wrapped handler's stale outcome carries the fence's token (the coordinator repairs above it).
+ * Parsed here, at the edge, once: a handler's own object may carry anything, and what is no token is
+ * left out, never trusted.
+ */
+function staleAbove(highest: unknown): DispatchOutcome {
+  if (typeof highest !== 'bigint') return STALE;
+  try {
+    return { status: 'stale', highest: parseToken(highest) };
+  } catch {
+    return STALE;
   }
 }
 

@@ -24,7 +24,7 @@ function failedRun(seed: number) {
     check,
     effects: [],
     history,
-    logs: { r1: { stdout: ['2026-12-04T00:00:01.000Z {"kind":"ready"}'], stderr: 'boom\n' }, r2: { stdout: [], stderr: '' } },
+    logs: { r1: { stdout: [{ at: Date.UTC(2026, 11, 4), record: { kind: 'ready' } }], stderr: 'boom\n' }, r2: { stdout: [], stderr: '' } },
   };
 }
 

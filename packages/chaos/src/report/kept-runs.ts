@@ -25,9 +25,7 @@ export interface KeptRun {
 }
 
 /** bigint and Set values as JSON can carry them. */
-function json(value: unknown): string {
-  return JSON.stringify(value, (_key, v: unknown) => (typeof v === 'bigint' ? v.toString() : v instanceof Set ? [...v] : v), 2);
-}
+const jsonable = (_key: string, v: unknown): unknown => (typeof v === 'bigint' ? v.toString() : v instanceof Set ? [...v] : v);
 
 /** A name a folder can have: letters, digits, dots and dashes. */
 function safe(text: string): string {
@@ -51,11 +49,11 @@ export function keepRun(root: string, kept: KeptRun, now = new Date()): string {
       '',
     ].join('\n'),
   );
-  writeFileSync(join(dir, 'history.jsonl'), `${run.history.events.map((e) => JSON.stringify(e, (_k, v: unknown) => (typeof v === 'bigint' ? v.toString() : v))).join('\n')}\n`);
-  writeFileSync(join(dir, 'check.json'), json(run.check));
-  writeFileSync(join(dir, 'effects.json'), json(run.effects));
+  writeFileSync(join(dir, 'history.jsonl'), `${run.history.events.map((e) => JSON.stringify(e, jsonable)).join('\n')}\n`);
+  writeFileSync(join(dir, 'check.json'), JSON.stringify(run.check, jsonable, 2));
+  writeFileSync(join(dir, 'effects.json'), JSON.stringify(run.effects, jsonable, 2));
   for (const [name, log] of Object.entries(run.logs)) {
-    writeFileSync(join(dir, `${safe(name)}.stdout.log`), `${log.stdout.join('\n')}\n`);
+    writeFileSync(join(dir, `${safe(name)}.stdout.log`), `${log.stdout.map((line) => `${new Date(line.at).toISOString()} ${JSON.stringify(line.record, jsonable)}`).join('\n')}\n`);
     writeFileSync(join(dir, `${safe(name)}.stderr.log`), log.stderr);
   }
   writeFileSync(join(dir, 'report.html'), kept.reportHtml);

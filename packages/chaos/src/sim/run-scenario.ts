@@ -6,7 +6,7 @@ import { checkRun, type CheckResult } from '../checker/check-run.js';
 import { clockStepText, faketimeEnv } from '../faketime.js';
 import { History, type Effect } from '../history.js';
 import { trackCleanup } from '../process/child-registry.js';
-import { managedProcess } from '../process/managed-process.js';
+import { managedProcess, type ProcessLine } from '../process/managed-process.js';
 import { startFaultProxy, type FaultProxy } from '../fault-proxy.js';
 import { startPostgresServer } from '../postgres/postgres-server.js';
 import { startPostgresCluster } from '../postgres/postgres-cluster.js';
@@ -61,7 +61,7 @@ export interface RunResult {
   /** Replica stderr tails, for diagnosing a failed run. */
   readonly diagnostics: Readonly<Record<string, string>>;
   /** Each replica's log: every line it printed on stdout (stamped when read) and its stderr's last 64 KiB. */
-  readonly logs: Readonly<Record<string, { readonly stdout: readonly string[]; readonly stderr: string }>>;
+  readonly logs: Readonly<Record<string, { readonly stdout: readonly ProcessLine[]; readonly stderr: string }>>;
 }
 
 export { ETCD_MIN_TTL_MS } from './lease-store-runs.js';
@@ -137,8 +137,8 @@ export async function runScenario(app: SimApp, scenario: Scenario, mode: SimMode
   const redis = (app.usesRedis?.(run.leaseStore) ?? true) || redisServerInstalled() ? await startSimRedis(scenario.redis) : undefined;
   const proxies: FaultProxy[] = [];
   const nodes: SimNode[] = [];
-  /** Every line each replica printed, as read: kept with a failed run (sim-cli keeps its folder). */
-  const stdout = new Map<string, string[]>();
+  /** Every line each replica printed, as read: kept with a failed run (formatted only then, by kept-runs). */
+  const stdout = new Map<string, ProcessLine[]>();
   // A stepped clock reads its offset from a file the fault rewrites mid-run.
   const clockDir = scenario.clockFault?.kind === 'stepped' ? mkdtempSync(join(tmpdir(), 'fenced-clock-')) : undefined;
   const clockFile = clockDir === undefined ? undefined : join(clockDir, 'faketime');
@@ -209,10 +209,10 @@ export async function runScenario(app: SimApp, scenario: Scenario, mode: SimMode
         ...servers.node(storeProxies.map((p) => p.port)),
       });
       const process = managedProcess(name, { ...spec, env: { ...spec.env, ...(clockFault ? faketimeEnv(clockFault, clockFile) : {}) } }, () => Date.now());
-      const lines: string[] = [];
+      const lines: ProcessLine[] = [];
       stdout.set(name, lines);
       process.onLine((line) => {
-        lines.push(`${new Date(line.at).toISOString()} ${JSON.stringify(line.record)}`);
+        lines.push(line);
         const event = historyEventOf(name, line);
         if (event !== undefined) history.record(event);
         ctx?.observe(name, line);

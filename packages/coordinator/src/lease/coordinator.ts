@@ -146,12 +146,7 @@ export class Coordinator extends EventEmitter<CoordinatorEventMap> {
   async supersede(term: LeaderTerm, highest?: Token): Promise<void> {
     const state = this.#state;
     if (state.kind !== 'leader' || state.term !== term) return;
-    this.#state = { kind: 'standby' };
-    this.#clearTimers();
-    this.#endTerm(state, 'superseded');
-    if (highest !== undefined && highest > term.token) await this.#repairCounter(highest);
-    await this.#release(term.leaseValue, term.token, false);
-    this.#scheduleAttempt(jitter(50));
+    await this.#loseLeadership(state, 'superseded', highest);
   }
 
   /** Leaves the election; a leader releases its lease and wakes the standbys at once. */
@@ -189,7 +184,7 @@ export class Coordinator extends EventEmitter<CoordinatorEventMap> {
     const state = this.#state;
     if (state.kind !== 'leader') return null;
     if (this.#clock.now() >= state.deadline) {
-      this.#loseLeadership(state, 'deadline');
+      void this.#loseLeadership(state, 'deadline');
       return null;
     }
     return state.term;
@@ -421,7 +416,7 @@ export class Coordinator extends EventEmitter<CoordinatorEventMap> {
     if (this.#state !== state) return;
     this.#serverClock.sample(reply.time.sec, reply.time.usec, receivedAt);
     if (!reply.renewed) {
-      this.#loseLeadership(state, 'stolen');
+      void this.#loseLeadership(state, 'stolen');
       return;
     }
     this.#metrics.renewed(receivedAt - sentAt, remainingMs);
@@ -439,13 +434,22 @@ export class Coordinator extends EventEmitter<CoordinatorEventMap> {
     this.#deadlineTimer = setTimeout(() => void this.currentTerm(), Math.max(0, state.deadline - this.#clock.now()) + 1);
   }
 
-  #loseLeadership(state: Extract<State, { kind: 'leader' }>, reason: LeaseLossReason): void {
+  /**
+   * Ends the term at once, then gives the lease back and stands by. A fence's token above the term's
+   * (`highest`, when a write was refused as stale) first raises the store's counter to it.
+   */
+  async #loseLeadership(state: Extract<State, { kind: 'leader' }>, reason: LeaseLossReason, highest?: Token): Promise<void> {
     if (this.#state !== state) return;
     this.#state = { kind: 'standby' };
     this.#clearTimers();
     this.#endTerm(state, reason);
-    // Best effort: if the lease is still ours in the store (the renew was lost on the way), free it now.
-    void this.#release(state.term.leaseValue, state.term.token, false).finally(() => this.#scheduleAttempt(jitter(50)));
+    try {
+      if (highest !== undefined && highest > state.term.token) await this.#repairCounter(highest);
+      // Best effort: if the lease is still ours in the store (the renew was lost on the way), free it now.
+      await this.#release(state.term.leaseValue, state.term.token, false);
+    } finally {
+      this.#scheduleAttempt(jitter(50));
+    }
   }
 
   #endTerm(state: Extract<State, { kind: 'leader' }>, reason: LeaseLossReason): void {

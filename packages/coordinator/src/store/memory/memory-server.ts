@@ -131,7 +131,7 @@ export class MemoryLeaseServer {
 
   /** What the server holds now: the copy an asynchronous replica would have, for {@link failOver}. */
   snapshot(): MemoryLeaseSnapshot {
-    return copyState(this.#leases, this.#fireLogs, this.#groups);
+    return copyState({ leases: this.#leases, fireLogs: this.#fireLogs, groups: this.#groups });
   }
 
   /**
@@ -142,15 +142,10 @@ export class MemoryLeaseServer {
    * the coordinator's repair above them is what this lets a test check.
    */
   failOver(snapshot: MemoryLeaseSnapshot): void {
-    const state = copyState(snapshot.leases, snapshot.fireLogs, snapshot.groups);
-    for (const [target, source] of [
-      [this.#leases, state.leases],
-      [this.#fireLogs, state.fireLogs],
-      [this.#groups, state.groups],
-    ] as const) {
-      target.clear();
-      for (const [key, value] of source) (target as Map<string, unknown>).set(key, value);
-    }
+    const state = copyState(snapshot);
+    replaceEntries(this.#leases, state.leases);
+    replaceEntries(this.#fireLogs, state.fireLogs);
+    replaceEntries(this.#groups, state.groups);
   }
 
   /** Raises the token counter of `lease` to at least `floor`. */
@@ -238,16 +233,18 @@ export class MemoryLeaseServer {
 }
 
 /** A deep copy of a server's state: rows and maps are mutated in place, so a snapshot shares none. */
-function copyState(
-  leases: ReadonlyMap<string, LeaseRow>,
-  fireLogs: ReadonlyMap<string, ReadonlyMap<string, string>>,
-  groups: ReadonlyMap<string, ReadonlyMap<string, number>>,
-): { leases: Map<string, LeaseRow>; fireLogs: Map<string, Map<string, string>>; groups: Map<string, Map<string, number>> } {
+function copyState({ leases, fireLogs, groups }: MemoryLeaseSnapshot): { leases: Map<string, LeaseRow>; fireLogs: Map<string, Map<string, string>>; groups: Map<string, Map<string, number>> } {
   return {
     leases: new Map([...leases].map(([lease, row]) => [lease, { holder: row.holder === null ? null : { ...row.holder }, counter: row.counter }])),
     fireLogs: new Map([...fireLogs].map(([lease, log]) => [lease, new Map(log)])),
     groups: new Map([...groups].map(([group, members]) => [group, new Map(members)])),
   };
+}
+
+/** Makes `target` hold exactly `source`'s entries (the server's maps are its fields: replaced in place). */
+function replaceEntries<V>(target: Map<string, V>, source: ReadonlyMap<string, V>): void {
+  target.clear();
+  for (const [key, value] of source) target.set(key, value);
 }
 
 /** Creates the shared state of an in-memory lease store (see `memoryLeases`). */
