@@ -2,36 +2,63 @@
  * `pnpm dst`: the deterministic simulation (test/dst/schedule.ts), many seeded schedules of the real
  * coordinator, scheduler, guard and handler wrapper in one process on the in-memory stores.
  *
- * - `pnpm dst --seeds N [--from 0x…]`: N schedules from a seed (random unless given); each failure
- *   prints the line that replays it; ends with `dst: N schedules in S s (R a minute), F failures`
- *   and exits 1 on a failure.
- * - `pnpm dst --seed 0x…`: replays one schedule, bit for bit: its faults in order and what it broke.
+ * - `pnpm dst --seeds N [--from 0x…] [--first]`: N schedules from a seed (random unless given); each
+ *   failure is shrunk and prints the line that replays it; ends with `dst: N schedules in S s (R a
+ *   minute), F failures` and exits 1 on a failure. `--first` stops at the first failure (how long the
+ *   simulation takes to find a bug: scripts/dst/dst-vs-bugs.ts).
+ * - `pnpm dst --seed 0x… [--faults 0,2] [--events]`: replays one schedule, bit for bit: its faults in
+ *   order and what it broke; `--faults` keeps only those of the seed's faults (a shrunk schedule),
+ *   and `--events` prints every event the nodes logged, at its virtual time.
  *
- * A failing schedule is not shrunk yet: its faults are listed in order instead (two to six of them).
+ * A failing schedule is shrunk by leaving its faults out one at a time (each drawn fault is a group:
+ * a failover with the copy it goes back to), keeping each removal after which the schedule still
+ * breaks the same invariant, until no single fault more can go.
  */
 import { randomInt } from 'node:crypto';
 import { parseArgs } from 'node:util';
-import { runSchedule, type ScheduleResult } from '../../test/dst/schedule.js';
+import { runSchedule, T0, type ScheduleResult } from '../../test/dst/schedule.js';
 
-const { values } = parseArgs({ options: { seed: { type: 'string' }, seeds: { type: 'string' }, from: { type: 'string' } } });
+const { values } = parseArgs({ options: { events: { type: 'boolean' }, faults: { type: 'string' }, first: { type: 'boolean' }, seed: { type: 'string' }, seeds: { type: 'string' }, from: { type: 'string' } } });
 const hex = (seed: number) => `0x${seed.toString(16).padStart(8, '0')}`;
 const parseSeed = (text: string): number => {
   const seed = Number(text);
   if (!Number.isSafeInteger(seed) || seed < 0 || seed > 0xffffffff) throw new TypeError(`a seed is a number in 0..0xffffffff, not ${JSON.stringify(text)}`);
   return seed;
 };
+const parseFaults = (text: string): number[] => {
+  const faults = text.split(',').map(Number);
+  if (faults.some((n) => !Number.isSafeInteger(n) || n < 0)) throw new TypeError(`--faults is a list of fault numbers, as 0,2, not ${JSON.stringify(text)}`);
+  return faults;
+};
+/** What a failure is, for the shrinker: its first broken invariant, without the figures that vary. */
+const kindOf = (result: ScheduleResult) => (result.failures[0] ?? '').replace(/[0-9]+/g, '#');
 
-function printFailure(result: ScheduleResult): void {
-  console.log(`dst: seed ${hex(result.seed)} failed: ${result.failures[0]}; replay: pnpm dst --seed ${hex(result.seed)}`);
+/** Leaves out the faults a failure does not need, one at a time, while the same invariant still breaks. */
+async function shrink(failed: ScheduleResult): Promise<{ faults: number[]; result: ScheduleResult }> {
+  let kept = Array.from({ length: failed.drawn }, (_, i) => i);
+  let result = failed;
+  for (const fault of [...kept]) {
+    const fewer = kept.filter((k) => k !== fault);
+    const tried = await runSchedule({ seed: failed.seed, faults: fewer });
+    if (tried.failures.length > 0 && kindOf(tried) === kindOf(failed)) {
+      kept = fewer;
+      result = tried;
+    }
+  }
+  return { faults: kept, result };
 }
+
+const replayLine = (seed: number, faults: readonly number[] | undefined) => `pnpm dst --seed ${hex(seed)}${faults === undefined ? '' : ` --faults ${faults.join(',')}`}`;
 
 async function main(): Promise<number> {
   if (values.seed !== undefined) {
-    const result = await runSchedule({ seed: parseSeed(values.seed) });
+    const faults = values.faults === undefined ? undefined : parseFaults(values.faults);
+    const result = await runSchedule({ seed: parseSeed(values.seed), ...(faults === undefined ? {} : { faults }) });
     console.log(`dst: seed ${hex(result.seed)}: ${result.fires} fires took effect, ${result.elections} elections`);
     for (const fault of result.faults) console.log(`  fault at ${fault}`);
+    if (values.events === true) for (const { at, event } of result.events) console.log(`  +${at - T0} ms ${JSON.stringify(event, (_key, value: unknown) => (typeof value === 'bigint' ? `${value}` : value))}`);
     for (const failure of result.failures) console.log(`  FAILED: ${failure}`);
-    console.log(result.failures.length === 0 ? 'dst: passed' : `dst: ${result.failures.length} invariants broken`);
+    console.log(result.failures.length === 0 ? 'dst: passed' : `dst: ${result.failures.length} invariants broken; replay: ${replayLine(result.seed, faults)}`);
     return result.failures.length === 0 ? 0 : 1;
   }
   const count = values.seeds === undefined ? 1_000 : Number(values.seeds);
@@ -39,16 +66,22 @@ async function main(): Promise<number> {
   const from = values.from === undefined ? randomInt(0, 0xffffffff - count) : parseSeed(values.from);
   console.log(`dst: ${count} schedules from seed ${hex(from)}`);
   const started = performance.now();
+  let shrinkingMs = 0;
   let failures = 0;
-  for (let seed = from; seed < from + count; seed++) {
+  let ran = 0;
+  for (let seed = from; seed < from + count && !(values.first === true && failures > 0); seed++) {
+    ran++;
     const result = await runSchedule({ seed });
-    if (result.failures.length > 0) {
-      failures++;
-      printFailure(result);
-    }
+    if (result.failures.length === 0) continue;
+    failures++;
+    const shrinkFrom = performance.now();
+    const shrunk = await shrink(result);
+    shrinkingMs += performance.now() - shrinkFrom;
+    console.log(`dst: seed ${hex(seed)} failed: ${result.failures[0]}; shrunk to ${shrunk.faults.length} of ${result.drawn} faults (${shrunk.result.faults.map((f) => f.replace(/^\d+ ms: \[\d+\] /, '')).join('; ')}); replay: ${replayLine(seed, shrunk.faults)}`);
   }
-  const seconds = (performance.now() - started) / 1000;
-  console.log(`dst: ${count} schedules in ${seconds.toFixed(1)} s (${Math.round((count / seconds) * 60)} a minute), ${failures} failures`);
+  // The rate counts the schedules run, not the time spent shrinking failures.
+  const seconds = (performance.now() - started - shrinkingMs) / 1000;
+  console.log(`dst: ${ran} schedules in ${seconds.toFixed(1)} s (${Math.round((ran / seconds) * 60)} a minute), ${failures} failures`);
   return failures === 0 ? 0 : 1;
 }
 

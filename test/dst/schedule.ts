@@ -7,14 +7,18 @@
  *
  * Faults (each schedule draws two to six): a lossy failover of the lease store (back to a snapshot
  * taken at any earlier moment of the run: the grants since and the counter lost), a restart of the
- * lease store without persistence (its counter back to 0, the fences at 40 and more), a node's store replies delayed past its lease (a
+ * lease store without persistence (its counter back to 0, the fences at 40 and more), such a restart
+ * followed by the promotion of a replica that still had the data from just before it (the store
+ * empty, then back to a state the nodes had moved past), a node's store replies delayed past its lease (a
  * slow or partitioned network), a node held at one of the SDK's failpoints for up to three TTLs (a
  * grantee before its election's advance, a leader between its pre-check and its write, a renew whose
  * reply is held, a fire applied and not yet recorded), a node crashed (its connections gone, nothing
- * released) and restarted. Left out (not modelled here): a whole process paused (its every timer
- * held while others run: one global virtual clock cannot hold one node's timers; the failpoints hold
- * the flow that matters), clock skew, a fence store that blocks or kills a session; `pnpm sim` runs
- * those against real processes.
+ * released) and restarted, the fence store ending write sessions mid-write (each write fails and
+ * nothing of it commits: the scheduler's retry must deliver the fire), and another session holding
+ * the fence's row lock for up to two TTLs (writes and the election's advance wait behind it). Left
+ * out (not modelled here): a whole process paused (its every timer held while others run: one global
+ * virtual clock cannot hold one node's timers; the failpoints hold the flow that matters), and clock
+ * skew; `pnpm sim` runs those against real processes.
  *
  * Invariants, checked after the faults and a heal: no stale write commits (committed tokens per
  * resource never go down), each fire takes effect at most once, no due fire is lost (every fire due
@@ -29,6 +33,7 @@ import { createCoordinator, createScheduler, fireId, type Coordinator, type Sche
 import { createMemoryLeaseServer, memoryLeases, type MemoryLeases, type MemoryLeaseSnapshot } from '@fenced/coordinator/memory';
 import { parseToken, type FencedEvent } from '@fenced/shared';
 import { failpoints, type FailpointName } from '@fenced/shared/failpoints';
+import { recordStoreHistory, storeLostEarlierTerm, termAt, termKey, type StoreHistory, type StoreTerm } from './store-history.js';
 
 export const TTL_MS = 1_000;
 const RENEW_MS = 250;
@@ -45,16 +50,22 @@ export interface ScheduleOptions {
   readonly faultMs?: number;
   /** Virtual time after the faults, ms: every due fire must have taken effect by its end. */
   readonly healMs?: number;
+  /** Only these of the drawn faults (by number, from 0), the others left out: how a failure is shrunk. */
+  readonly faults?: readonly number[];
 }
 
 export interface ScheduleResult {
   readonly seed: number;
   /** Each invariant broken, one line each. Empty: the schedule passed. */
   readonly failures: readonly string[];
-  /** The faults drawn, in order: the schedule in words. */
+  /** The faults run, in order, each with its number among those drawn: the schedule in words. */
   readonly faults: readonly string[];
+  /** How many faults the seed drew (the numbers `faults` may keep run from 0 to this, exclusive). */
+  readonly drawn: number;
   readonly fires: number;
   readonly elections: number;
+  /** Every event the nodes logged, with its virtual time: what `pnpm dst --seed` prints. */
+  readonly events: ReadonlyArray<{ readonly at: number; readonly event: FencedEvent }>;
 }
 
 /** A small seeded generator (mulberry32): the same seed, the same draws. */
@@ -103,6 +114,23 @@ export async function runSchedule(options: ScheduleOptions): Promise<ScheduleRes
     const logger = (event: FencedEvent) => events.push({ at: Date.now(), event });
     // Each node's reply delays: a few ms, or a spike past the lease while a fault holds them.
     const spikes = new Map<number, { until: number; ms: number }>();
+    // The fence store ends sessions mid-write (the database failing over, an operator's kill): armed
+    // for the next sessions, each is ended as the write puts its row in, and nothing of it commits.
+    let sessionsToEnd = 0;
+    const begin = database.begin.bind(database);
+    database.begin = () => {
+      const tx = begin();
+      if (sessionsToEnd === 0) return tx;
+      sessionsToEnd--;
+      const insert = tx.insert;
+      return {
+        ...tx,
+        insert: (table, row) => {
+          database.kill(tx.session);
+          insert(table, row);
+        },
+      };
+    };
     let incarnations = 0;
 
     const startNode = async (slot: number): Promise<void> => {
@@ -127,40 +155,76 @@ export async function runSchedule(options: ScheduleOptions): Promise<ScheduleRes
     await first.migrate();
     // A deployment that has run for a while: 40 terms before this one, its counter and fence there.
     const pristine = server.snapshot();
+    const history = recordStoreHistory(server, pristine);
     server.raiseCounter('billing', HISTORY_TOKEN);
     await first.advance(HISTORY_TOKEN);
     for (let slot = 0; slot < NODES; slot++) await startNode(slot);
 
-    // The faults, drawn from the seed.
-    const faults: Fault[] = [];
-    let snapshot: MemoryLeaseSnapshot | undefined;
-    let failoverAt: number | undefined;
-    for (let i = between(2, 7); i > 0; i--) {
+    // The faults, drawn from the seed. Each drawn fault (a group of steps: a failover and the copy
+    // it goes back to) is numbered; `options.faults` keeps only some of them (the shrinker's), every
+    // one still drawn so the others stay as they were.
+    const faults: Array<Fault & { readonly group: number }> = [];
+    const drawn = between(2, 7);
+    for (let group = 0; group < drawn; group++) {
+      const add = (fault: Fault) => void (options.faults === undefined || options.faults.includes(group) ? faults.push({ ...fault, group }) : undefined);
       const at = T0 + between(500, faultMs - 500);
       const slot = between(0, NODES);
-      switch (between(0, 5)) {
+      switch (between(0, 8)) {
+        case 6: {
+          const count = between(1, 5);
+          add({ at, describe: `the fence store ends the next ${count} write sessions mid-write`, run: () => void (sessionsToEnd = count) });
+          break;
+        }
+        case 7: {
+          // Another session (an operator's transaction, a migration) holds the fence's row lock:
+          // writes and the election's advance queue behind it, in arrival order.
+          const ms = between(TTL_MS / 2, TTL_MS * 2);
+          add({
+            at,
+            describe: `another session holds the fence's row lock for ${ms} ms`,
+            // Not awaited: the lock may be held now, and virtual time stands still while a fault runs.
+            run: () => void database.lock('ledger', { session: `operator-${at}`, token: null }, 0).then((release) => setTimeout(release, ms)),
+          });
+          break;
+        }
+        case 5: {
+          // The primary restarts without persistence, and a moment later the replica, which still
+          // had its data (a copy from just before the restart), is promoted: the store goes empty,
+          // then back to a state the nodes had moved past (Redis's documented hazard of a primary
+          // without persistence that restarts before its replicas are failed over to).
+          const lagMs = between(0, TTL_MS / 2);
+          const emptyForMs = between(0, TTL_MS);
+          let copy: MemoryLeaseSnapshot | undefined;
+          add({ at: Math.max(T0, at - lagMs), describe: 'replica copy taken', run: () => void (copy = server.snapshot()) });
+          add({ at, describe: `the lease store restarted empty, its replica (${lagMs} ms behind) promoted ${emptyForMs} ms later`, run: () => server.failOver(pristine) });
+          add({
+            at: at + emptyForMs,
+            describe: 'the replica promoted',
+            run: () => {
+              if (copy !== undefined) server.failOver(copy);
+            },
+          });
+          break;
+        }
         case 4:
           // A restart without persistence: the store comes back empty, its counter at 0 below fences at 40 and more.
-          faults.push({
+          add({
             at,
             describe: 'the lease store restarted empty (no persistence)',
-            run: () => {
-              server.failOver(pristine);
-              failoverAt = Date.now();
-            },
+            run: () => server.failOver(pristine),
           });
           break;
         case 0: {
           // The replica's copy from any earlier moment of the run: the elections since are what it loses.
+          // Each failover goes back to its own copy.
           const lagMs = between(0, at - T0);
-          faults.push({ at: Math.max(T0, at - lagMs), describe: `replica copy taken`, run: () => void (snapshot = server.snapshot()) });
-          faults.push({
+          let copy: MemoryLeaseSnapshot | undefined;
+          add({ at: Math.max(T0, at - lagMs), describe: `replica copy taken`, run: () => void (copy = server.snapshot()) });
+          add({
             at,
             describe: `lossy failover (the replica ${lagMs} ms behind)`,
             run: () => {
-              if (snapshot === undefined) return;
-              server.failOver(snapshot);
-              failoverAt = Date.now();
+              if (copy !== undefined) server.failOver(copy);
             },
           });
           break;
@@ -168,7 +232,7 @@ export async function runSchedule(options: ScheduleOptions): Promise<ScheduleRes
         case 1: {
           const ms = between(TTL_MS / 2, TTL_MS * 2);
           const forMs = between(TTL_MS, TTL_MS * 3);
-          faults.push({ at, describe: `n${slot}'s replies delayed ${ms} ms for ${forMs} ms`, run: () => void spikes.set(slot, { until: Date.now() + forMs, ms }) });
+          add({ at, describe: `n${slot}'s replies delayed ${ms} ms for ${forMs} ms`, run: () => void spikes.set(slot, { until: Date.now() + forMs, ms }) });
           break;
         }
         case 2: {
@@ -177,12 +241,12 @@ export async function runSchedule(options: ScheduleOptions): Promise<ScheduleRes
           // renew whose reply is held. The SDK's own failpoints, armed with a delay.
           const moment = STOPS[between(0, STOPS.length)]!;
           const ms = between(TTL_MS / 2, TTL_MS * 3);
-          faults.push({ at, describe: `the next node at ${moment} waits ${ms} ms there`, run: () => failpoints.arm(moment, { kind: 'delay', ms }) });
+          add({ at, describe: `the next node at ${moment} waits ${ms} ms there`, run: () => failpoints.arm(moment, { kind: 'delay', ms }) });
           break;
         }
         default: {
           const downMs = between(0, TTL_MS * 2);
-          faults.push({
+          add({
             at,
             describe: `n${slot} crashed, back after ${downMs} ms`,
             run: async () => {
@@ -209,7 +273,7 @@ export async function runSchedule(options: ScheduleOptions): Promise<ScheduleRes
     failpoints.disarm();
     await clock.tickAsync(healMs);
 
-    return { seed: options.seed, failures: judge(database.rows('ledger') as unknown as readonly LedgerRow[], events, failoverAt, T0 + faultMs + healMs, [...nodes.values()].some((node) => node.coordinator.isLeader())), faults: faults.map((f) => `${f.at - T0} ms: ${f.describe}`), fires: database.rows('ledger').length, elections: events.filter((e) => e.event.type === 'lease.acquired').length };
+    return { seed: options.seed, failures: judge(database.rows('ledger') as unknown as readonly LedgerRow[], events, history, T0 + faultMs + healMs, [...nodes.values()].some((node) => node.coordinator.isLeader())), faults: faults.map((f) => `${f.at - T0} ms: [${f.group}] ${f.describe}`), drawn, fires: database.rows('ledger').length, elections: events.filter((e) => e.event.type === 'lease.acquired').length, events };
   } finally {
     for (const node of nodes.values()) {
       node.store.close();
@@ -233,7 +297,7 @@ export interface LedgerRow {
 }
 
 /** The invariants, over the ledger (in commit order) and the nodes' events. */
-export function judge(ledger: readonly LedgerRow[], events: ReadonlyArray<{ at: number; event: FencedEvent }>, failoverAt: number | undefined, end: number, leaderAtEnd: boolean): string[] {
+export function judge(ledger: readonly LedgerRow[], events: ReadonlyArray<{ at: number; event: FencedEvent }>, history: StoreHistory, end: number, leaderAtEnd: boolean): string[] {
   const failures: string[] = [];
   // No stale write commits: one resource here, so the ledger's tokens never go down.
   for (let i = 1; i < ledger.length; i++) {
@@ -257,14 +321,18 @@ export function judge(ledger: readonly LedgerRow[], events: ReadonlyArray<{ at: 
     }
     if (lost.length > 0) failures.push(`${lost.length} due fires never took effect, from ${lost[0]} on`);
   }
-  // Beliefs never overlap, outside a lossy failover (a term begun before it may overlap one after).
-  const leading = new Map<string, number>();
+  // Beliefs never overlap, unless the store caused it: a failover between the two grants lost a
+  // write of the earlier term (see storeLostEarlierTerm). Otherwise two leaders at once is the SDK's.
+  const leading = new Map<string, { since: number; term: StoreTerm | undefined }>();
   for (const { at, event } of events) {
     if (event.type === 'lease.acquired') {
-      for (const [other, since] of leading) {
-        if (other !== event.nodeId && (failoverAt === undefined || since > failoverAt)) failures.push(`${event.nodeId} elected at +${at - T0} ms while ${other} led (since +${since - T0} ms)`);
+      const term = termAt(history, termKey(event.nodeId, event.token), at);
+      for (const [other, belief] of leading) {
+        if (other === event.nodeId) continue;
+        const excused = term !== undefined && belief.term !== undefined && (belief.term.writes[0]! < term.writes[0]! ? storeLostEarlierTerm(history, belief.term, term) : storeLostEarlierTerm(history, term, belief.term));
+        if (!excused) failures.push(`${event.nodeId} elected at +${at - T0} ms while ${other} led (since +${belief.since - T0} ms)`);
       }
-      leading.set(event.nodeId, at);
+      leading.set(event.nodeId, { since: at, term });
     } else if (event.type === 'lease.lost') leading.delete(event.nodeId);
   }
   // A leader at the end, once the faults are healed.

@@ -75,7 +75,7 @@ export type FencedEvent =
 export type LeaseLossReason =
   /** `stop()` gave the lease up. */
   | 'stopped'
-  /** A renew found the lease gone or held by another node. */
+  /** The store found the lease gone or held by another node: at a renew, or at a write beside the lease (the scheduler's fire record). */
   | 'stolen'
   /** The local deadline passed without a successful renew (pause, partition, slow Redis). */
   | 'deadline'

@@ -52,8 +52,6 @@ interface ResourceLock {
   readonly queue: Array<{ readonly who: LockHolder; readonly grant: () => void }>;
 }
 
-let sessions = 0;
-
 /** The shared state of the in-memory fence store (see `memoryFences`). */
 export class MemoryFenceDatabase {
   readonly fences = new Map<string, Token>();
@@ -65,11 +63,13 @@ export class MemoryFenceDatabase {
   readonly #enders = new Map<string, (reason: Error) => void>();
   /** The resource each waiting session waits for. */
   readonly #waiting = new Map<string, string>();
+  /** Sessions are numbered per database, as a server numbers its backends: the same run names the same sessions. */
+  #sessions = 0;
 
   /** A new session's name. */
   newSession(): string {
-    sessions += 1;
-    return `memory-${sessions}`;
+    this.#sessions += 1;
+    return `memory-${this.#sessions}`;
   }
 
   /** How many sessions wait on a lock now. */

@@ -149,6 +149,22 @@ export class Coordinator extends EventEmitter<CoordinatorEventMap> {
     await this.#loseLeadership(state, 'superseded', highest);
   }
 
+  /**
+   * Ends `term` because the lease store refused a write beside the lease as not the holder's (the
+   * scheduler's fire record, which the store checks against the lease in the same step): the store,
+   * as it is now, does not have this term's lease. Usually the next renew finds that too; but a store
+   * that fails over to a copy still holding the lease (an asynchronous replica) lets that renew
+   * succeed, and a term that kept leading after its scheduler stood down would dispatch nothing again.
+   * So the term ends here (`lease.lost`, reason `stolen`), the lease is given back if the store holds
+   * it after all, and this node stands in the next election. Nothing happens unless `term` is the
+   * current term.
+   */
+  async forfeit(term: LeaderTerm): Promise<void> {
+    const state = this.#state;
+    if (state.kind !== 'leader' || state.term !== term) return;
+    await this.#loseLeadership(state, 'stolen');
+  }
+
   /** Leaves the election; a leader releases its lease and wakes the standbys at once. */
   async stop(): Promise<void> {
     const state = this.#state;

@@ -22,6 +22,8 @@ export interface Leadership {
   serverNow(): number | null;
   /** Ends `term` when a write of it was refused as stale (see `Coordinator.supersede`). */
   supersede(term: LeaderTerm, highest?: Token): Promise<void>;
+  /** Ends `term` when the lease store refused its fire record as not the holder's (see `Coordinator.forfeit`). */
+  forfeit(term: LeaderTerm): Promise<void>;
   /** The record of fires, kept beside the lease. */
   fireLog(): FireLog;
   on(event: 'elected' | 'lost', listener: () => void): unknown;

@@ -65,7 +65,9 @@ export const schedulerOptionsSchema = z
      */
     maxCatchUpFires: z.number().int().min(1).max(100_000).default(100),
     /**
-     * How often the leader looks for due fires.
+     * How soon the leader looks again at a job whose fires were left waiting (its fires ran past the
+     * dispatch slots, or a newer term planned them while its last drain ran). Due fires need no
+     * polling: the leader wakes at each fire's due time.
      * @defaultValue `25`
      */
     tickMs: z.number().int().min(1).max(60_000).default(25),

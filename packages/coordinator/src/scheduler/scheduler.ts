@@ -96,6 +96,13 @@ export type CreateSchedulerOptions = Omit<SchedulerOptionsInput, 'coordinator' |
   recoverLastFired?: (jobs: readonly string[]) => Promise<ReadonlyMap<string, number>>;
 };
 
+/**
+ * The longest a leader sleeps between looks for due fires: it wakes at each fire's due time, and
+ * this bounds a sleep toward a far one, whose due time is judged again by a fresh estimate of the
+ * server clock (and stays below setTimeout's limit of 2^31 - 1 ms).
+ */
+const MAX_SLEEP_MS = 1_000;
+
 /** The field that tells the fires hash was initialized (not a valid job name). */
 const STATE_MARK = ':initialized';
 /** The fires hash's fields of dispatch times, one per job: `:dispatched:<job>` (record-fires-2.lua). */
@@ -161,6 +168,8 @@ export class Scheduler extends EventEmitter<SchedulerEventMap> {
   readonly #due = new DueQueue();
   #term: LeaderTerm | null = null;
   #timer: NodeJS.Timeout | undefined;
+  /** When the armed tick runs (performance.now()), to arm a sooner one only. */
+  #wakeAt = 0;
   #running = false;
   /** Fires in dispatch (a handler or a queue's add running): what `concurrency` bounds. */
   #active = 0;
@@ -247,10 +256,10 @@ export class Scheduler extends EventEmitter<SchedulerEventMap> {
     try {
       recorded = await this.#records.load();
     } catch (error) {
-      // Without the record, catch-up would guess: give the term up to the next election instead.
+      // Without the record, catch-up would guess: this term waits and asks again while it lasts (a
+      // store that stays down ends the term at its deadline; one back in time loses no fire).
       emit(this.#logger, { type: 'lease-store.error', store: this.#coordinator.store.kind, lease: this.#coordinator.lease, nodeId: this.#coordinator.nodeId, operation: 'load fires', error });
-      this.#term = null;
-      return;
+      return this.#leadAgain(term);
     }
     const now = this.#coordinator.serverNow();
     if (this.#term !== term || now === null) return;
@@ -287,14 +296,29 @@ export class Scheduler extends EventEmitter<SchedulerEventMap> {
       }
       this.#planCatchUp(job, last, now, owed);
     }
-    const written = await Promise.all(baselines.map(([job, scheduledAt]) => this.#records.record(term.leaseValue, { job, scheduledAt }).catch(() => 0)));
-    if (written.some((ok) => ok !== 1)) {
-      // The lease is gone (or the store is): this term cannot keep its books, so it does not dispatch.
-      if (this.#term === term) this.#standDown();
-      return;
-    }
+    // null: the write failed (the store is unreachable), and says nothing about the lease.
+    const written = await Promise.all(baselines.map(([job, scheduledAt]) => this.#records.record(term.leaseValue, { job, scheduledAt }).catch(() => null)));
     if (this.#term !== term) return;
+    // Refused: the store does not have this term's lease, so the term cannot keep its books. It ends
+    // (see Coordinator.forfeit): a store that fails over to a copy holding the lease would otherwise
+    // let it renew, and lead, and dispatch nothing.
+    if (written.includes(0)) return this.#forfeit(term);
+    if (written.includes(null)) return this.#leadAgain(term);
     this.#tick();
+  }
+
+  /** The term's books could not be opened for a passing reason: asks again a tick later, while the term lasts. */
+  #leadAgain(term: LeaderTerm): void {
+    if (this.#term !== term) return;
+    this.#term = null;
+    this.#timer = setTimeout(() => void this.#lead(), this.#tickMs);
+  }
+
+  /** The store refused a record of `term` as not the holder's: this scheduler stands down and the term ends. */
+  #forfeit(term: LeaderTerm): void {
+    if (this.#term !== term) return;
+    this.#standDown();
+    void this.#coordinator.forfeit(term);
   }
 
   /**
@@ -407,10 +431,13 @@ export class Scheduler extends EventEmitter<SchedulerEventMap> {
 
   /**
    * Moves due fires to their jobs and dispatches. Runs at the next due time (by the server clock, as
-   * this process estimates it) and at least every tickMs while leading: waking exactly when a fire is
-   * due keeps a single job's lateness at timer precision instead of up to a tick.
+   * this process estimates it), a tick after a drain ended with fires left, and at least every
+   * {@link MAX_SLEEP_MS} while leading. Waking exactly when a fire is due keeps a job's lateness at
+   * timer precision, and a leader with nothing due sleeps instead of polling (a poll every tick was
+   * 40 wake-ups a second per scheduler, for nothing).
    */
   #tick(): void {
+    this.#timer = undefined;
     const term = this.#term;
     if (term === null) return;
     if (this.#coordinator.currentTerm() !== term) return this.#standDown();
@@ -431,10 +458,20 @@ export class Scheduler extends EventEmitter<SchedulerEventMap> {
       this.#pump(term);
       const next = this.#due.nextAt();
       // Never early: popDue compares with the server clock, so a wake-up a little before the due
-      // time finds nothing and waits again, 1 ms at a time.
-      if (next !== undefined) delay = Math.min(delay, Math.max(1, Math.ceil(next - now)));
+      // time finds nothing and waits again, 1 ms at a time. The longest sleep is bounded, so that a
+      // far fire (a monthly cron) is still looked at by a fresh estimate of the server clock.
+      delay = next === undefined ? MAX_SLEEP_MS : Math.min(MAX_SLEEP_MS, Math.max(1, Math.ceil(next - now)));
     }
-    this.#timer = setTimeout(() => this.#tick(), delay);
+    this.#wakeIn(delay);
+  }
+
+  /** Arms the next tick in `ms`, unless one is armed sooner already. */
+  #wakeIn(ms: number): void {
+    const at = performance.now() + ms;
+    if (this.#timer !== undefined && this.#wakeAt <= at) return;
+    clearTimeout(this.#timer);
+    this.#wakeAt = at;
+    this.#timer = setTimeout(() => this.#tick(), ms);
   }
 
   #markReady(job: Job): void {
@@ -645,8 +682,9 @@ export class Scheduler extends EventEmitter<SchedulerEventMap> {
           continue;
         }
         if (recorded !== 1) {
-          // The lease is not ours any more: stop here; the coordinator finds out on its next renew.
-          if (this.#term === term) this.#standDown();
+          // The lease is not ours any more, by the store as it is now: the term ends here, not at
+          // the next renew, which a store failed over to a copy holding the lease would let pass.
+          this.#forfeit(term);
           return;
         }
       }
@@ -656,7 +694,10 @@ export class Scheduler extends EventEmitter<SchedulerEventMap> {
       if (this.#drains === 0) for (const resolve of this.#idle.splice(0)) resolve();
       // Fires left (of this term, or planned by a newer one while this drain ran) wait for the next
       // tick (see #tick).
-      if (this.#term !== null && job.pending.length > 0) this.#retry.push(job);
+      if (this.#term !== null && job.pending.length > 0) {
+        this.#retry.push(job);
+        this.#wakeIn(this.#tickMs);
+      }
       if (holding) this.#releaseSlot(term);
     }
   }

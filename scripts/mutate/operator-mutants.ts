@@ -1,0 +1,102 @@
+/**
+ * The mutants nobody picks by hand in the SQL and Lua files, which a JavaScript mutation tool does not
+ * reach: every comparison flipped one way (`<` and `<=`, `>` and `>=`, Lua's `==` and `~=`), every
+ * clock read swapped for the other kind (PostgreSQL's `now()`, the transaction's start, and
+ * `clock_timestamp()`, the moment; MySQL's `NOW(6)` and `SYSDATE(6)`), every row lock dropped or
+ * weakened (`FOR UPDATE`, `FOR SHARE`, `FOR NO KEY UPDATE`, `LOCK IN SHARE MODE`), `GREATEST` for
+ * `LEAST` and back, and a `+ 1` that mints or advances dropped. Comments are left alone.
+ */
+
+export interface OperatorMutant {
+  /** 1-based line of the change. */
+  readonly line: number;
+  /** What changed, as `before → after`. */
+  readonly change: string;
+  /** The whole file with the one change. */
+  readonly text: string;
+}
+
+interface Rule {
+  readonly name: string;
+  readonly pattern: RegExp;
+  readonly replace: (match: string) => string;
+  readonly languages: ReadonlyArray<'sql' | 'lua'>;
+}
+
+const RULES: readonly Rule[] = [
+  // Comparisons: one way each (the other direction of each pair is its own match).
+  { name: 'comparison', pattern: /<=/g, replace: () => '<', languages: ['sql', 'lua'] },
+  { name: 'comparison', pattern: />=/g, replace: () => '>', languages: ['sql', 'lua'] },
+  { name: 'comparison', pattern: /(?<![<>=~!-])<(?![=>])/g, replace: () => '<=', languages: ['sql', 'lua'] },
+  { name: 'comparison', pattern: /(?<![<>=~!-])>(?![=])/g, replace: () => '>=', languages: ['sql', 'lua'] },
+  { name: 'comparison', pattern: /==/g, replace: () => '~=', languages: ['lua'] },
+  { name: 'comparison', pattern: /~=/g, replace: () => '==', languages: ['lua'] },
+  { name: 'comparison', pattern: /<>|!=/g, replace: () => '=', languages: ['sql'] },
+  // Clocks: the transaction's start for the moment, and back.
+  { name: 'clock', pattern: /\bclock_timestamp\(\)/gi, replace: () => 'now()', languages: ['sql'] },
+  { name: 'clock', pattern: /\bnow\(\)/gi, replace: () => 'clock_timestamp()', languages: ['sql'] },
+  { name: 'clock', pattern: /\bSYSDATE\(6\)/gi, replace: () => 'NOW(6)', languages: ['sql'] },
+  { name: 'clock', pattern: /\bNOW\(6\)/gi, replace: () => 'SYSDATE(6)', languages: ['sql'] },
+  // Row locks: dropped, or weakened.
+  { name: 'lock', pattern: /\s+FOR (UPDATE|SHARE|NO KEY UPDATE)\b/gi, replace: () => '', languages: ['sql'] },
+  { name: 'lock', pattern: /\bFOR UPDATE\b/gi, replace: () => 'FOR SHARE', languages: ['sql'] },
+  { name: 'lock', pattern: /\s+LOCK IN SHARE MODE\b/gi, replace: () => '', languages: ['sql'] },
+  { name: 'extreme', pattern: /\bGREATEST\(/gi, replace: () => 'LEAST(', languages: ['sql'] },
+  { name: 'extreme', pattern: /\bLEAST\(/gi, replace: () => 'GREATEST(', languages: ['sql'] },
+  { name: 'step', pattern: /\s*\+\s*1\b(?!\d)/g, replace: () => '', languages: ['sql', 'lua'] },
+];
+
+/**
+ * `text` with every comment blanked out (each character a space, newlines kept), so that offsets
+ * still match: line comments (`--`, SQL and Lua both), Lua's block comments (`--[[ … ]]`) and SQL's
+ * (`/* … *\/`); quoted strings are code.
+ */
+function codeOnly(text: string, language: 'sql' | 'lua'): string {
+  const out = text.split('');
+  let i = 0;
+  const blank = (from: number, to: number) => {
+    for (let k = from; k < to && k < out.length; k++) if (out[k] !== '\n') out[k] = ' ';
+  };
+  while (i < text.length) {
+    const c = text[i]!;
+    if (c === "'" || c === '"') {
+      const close = text.indexOf(c, i + 1);
+      i = close < 0 ? text.length : close + 1;
+    } else if (language === 'lua' && text.startsWith('--[[', i)) {
+      const close = text.indexOf(']]', i + 4);
+      const end = close < 0 ? text.length : close + 2;
+      blank(i, end);
+      i = end;
+    } else if (text.startsWith('--', i)) {
+      const close = text.indexOf('\n', i);
+      const end = close < 0 ? text.length : close;
+      blank(i, end);
+      i = end;
+    } else if (language === 'sql' && text.startsWith('/*', i)) {
+      const close = text.indexOf('*/', i + 2);
+      const end = close < 0 ? text.length : close + 2;
+      blank(i, end);
+      i = end;
+    } else i++;
+  }
+  return out.join('');
+}
+
+/** Every one-change mutant of `text`, a file in `language`, in the order of the file. */
+export function operatorMutants(text: string, language: 'sql' | 'lua'): OperatorMutant[] {
+  const code = codeOnly(text, language);
+  const mutants: OperatorMutant[] = [];
+  const seen = new Set<string>();
+  for (const rule of RULES) {
+    if (!rule.languages.includes(language)) continue;
+    for (const match of code.matchAll(rule.pattern)) {
+      const at = match.index!;
+      const replacement = rule.replace(match[0]);
+      const mutated = text.slice(0, at) + replacement + text.slice(at + match[0].length);
+      if (seen.has(mutated)) continue;
+      seen.add(mutated);
+      mutants.push({ line: text.slice(0, at).split('\n').length, change: `${match[0].trim() || match[0]} → ${replacement.trim() || '(removed)'}`, text: mutated });
+    }
+  }
+  return mutants.sort((a, b) => a.line - b.line);
+}

@@ -1,0 +1,90 @@
+/**
+ * `pnpm mutate --module <path.sql|path.lua> [--tests a,b]`: mutation testing of one SQL or Lua file
+ * with mutants nobody picked (operator-mutants.ts: comparisons, clocks, row locks, GREATEST/LEAST,
+ * a `+ 1`). One scratch copy of the repository; each mutant written into it in turn, the generated
+ * modules rebuilt, and the tests that cover the file run there (the store's conformance suite and its
+ * own tests, below, or `--tests`). A mutant is killed when a test fails on it. Prints each survivor
+ * (to be killed by a new test or argued equivalent in docs/planted-bugs.md) and ends with one line:
+ * `mutate: <file>: N mutants, K killed, S survived (P % killed) in T s`. Exits 1 on a survivor.
+ *
+ * Not part of `pnpm test`: each mutant runs its tests (half a minute to a minute on two cores).
+ */
+import { spawnSync } from 'node:child_process';
+import { cpSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { parseArgs } from 'node:util';
+import { operatorMutants } from './operator-mutants.js';
+
+const root = fileURLToPath(new URL('../..', import.meta.url));
+
+/** The tests that cover each store's SQL and Lua, by folder. */
+const COVERING: ReadonlyArray<readonly [RegExp, readonly string[]]> = [
+  [/^packages\/coordinator\/src\/store\/redis\/lua\//, ['test/lease-store/conformance-redis.test.ts', 'packages/coordinator/src/lease/coordinator.redis.test.ts', 'packages/coordinator/src/store/redis/record-fires.redis.test.ts']],
+  [/^packages\/(consumer-guard\/src\/redis|shared\/src)\/lua\//, ['packages/consumer-guard/src/redis/redis-guard.redis.test.ts', 'test/mysql/mysql-guard.test.ts']],
+  [/^packages\/coordinator\/src\/store\/postgres\//, ['test/lease-store/conformance-postgres.test.ts', 'packages/coordinator/src/store/postgres/postgres-leases.pg.test.ts', 'test/lease-checked/conformance-postgres.test.ts']],
+  [/^packages\/consumer-guard\/src\/postgres\//, ['test/fence-store/conformance-postgres.test.ts', 'packages/consumer-guard/src/postgres/postgres-guard.pg.test.ts', 'packages/consumer-guard/src/postgres/takeover.pg.test.ts', 'packages/consumer-guard/src/postgres/concurrency.pg.test.ts', 'test/lease-checked/conformance-postgres.test.ts']],
+  [/^packages\/coordinator\/src\/store\/mysql\//, ['test/lease-store/conformance-mysql.test.ts', 'test/lease-checked/conformance-mysql.test.ts']],
+  [/^packages\/consumer-guard\/src\/mysql\//, ['test/fence-store/conformance-mysql.test.ts', 'test/mysql/mysql-guard.test.ts', 'test/lease-checked/conformance-mysql.test.ts']],
+];
+
+const { values } = parseArgs({ options: { module: { type: 'string' }, tests: { type: 'string' } } });
+const file = values.module?.replace(/^\.\//, '');
+if (file === undefined || !/\.(sql|lua)$/.test(file)) {
+  process.stderr.write('mutate: --module names one .sql or .lua file of the repository (for example packages/coordinator/src/store/redis/lua/acquire-2.lua)\n');
+  process.exit(2);
+}
+const tests = values.tests?.split(',') ?? COVERING.find(([folder]) => folder.test(file))?.[1];
+if (tests === undefined) {
+  process.stderr.write(`mutate: no tests are known to cover ${file}: name them with --tests a,b\n`);
+  process.exit(2);
+}
+
+const original = readFileSync(join(root, file), 'utf8');
+const mutants = operatorMutants(original, file.endsWith('.lua') ? 'lua' : 'sql');
+const started = performance.now();
+const scratch = mkdtempSync(join(tmpdir(), 'fenced-mutate-'));
+const survivors: string[] = [];
+let killed = 0;
+try {
+  cpSync(root, scratch, { recursive: true, verbatimSymlinks: true, filter: (src) => !src.startsWith(join(root, '.git')) });
+  process.stderr.write(`mutate: ${file}: ${mutants.length} mutants, each against ${tests.join(', ')}\n`);
+  for (const [i, mutant] of mutants.entries()) {
+    writeFileSync(join(scratch, file), mutant.text);
+    const gen = spawnSync(process.execPath, ['scripts/gen-assets.mjs'], { cwd: scratch, encoding: 'utf8' });
+    const report = join(scratch, 'mutate-report.json');
+    rmSync(report, { force: true });
+    if (gen.status === 0) {
+      spawnSync(join(scratch, 'node_modules', '.bin', 'vitest'), ['run', '--project', 'unit', '--reporter=json', `--outputFile=${report}`, ...tests], { cwd: scratch, env: { ...process.env, CI: 'true' }, encoding: 'utf8', timeout: 10 * 60_000 });
+    }
+    const verdict = gen.status !== 0 ? 'killed (the generated modules refuse it)' : verdictOf(report);
+    if (verdict.startsWith('killed')) killed++;
+    else survivors.push(`line ${mutant.line}: ${mutant.change}`);
+    process.stderr.write(`[${i + 1}/${mutants.length}] line ${mutant.line}: ${mutant.change}: ${verdict}\n`);
+  }
+} finally {
+  writeFileSync(join(scratch, file), original);
+  rmSync(scratch, { recursive: true, force: true });
+}
+
+/** Killed when a test failed (or a file failed to load); survived when every test passed. */
+function verdictOf(report: string): string {
+  let json: { testResults: Array<{ status: string; assertionResults: Array<{ status: string; fullName: string }> }> };
+  try {
+    json = JSON.parse(readFileSync(report, 'utf8'));
+  } catch {
+    return 'killed (vitest wrote no report: the run crashed or timed out)';
+  }
+  for (const result of json.testResults) {
+    const failed = result.assertionResults.find((a) => a.status === 'failed');
+    if (failed !== undefined) return `killed by ${failed.fullName}`;
+    if (result.status === 'failed') return 'killed (a test file failed to load)';
+  }
+  return 'SURVIVED';
+}
+
+for (const survivor of survivors) process.stdout.write(`survived: ${file} ${survivor}\n`);
+const percent = mutants.length === 0 ? 100 : Math.round((killed / mutants.length) * 100);
+process.stdout.write(`mutate: ${file}: ${mutants.length} mutants, ${killed} killed, ${survivors.length} survived (${percent} % killed) in ${Math.round((performance.now() - started) / 1000)} s\n`);
+process.exit(survivors.length === 0 ? 0 : 1);
