@@ -49,7 +49,7 @@ const RULES: readonly Rule[] = [
 /**
  * `text` with every comment blanked out (each character a space, newlines kept), so that offsets
  * still match: line comments (`--`, SQL and Lua both), Lua's block comments (`--[[ … ]]`) and SQL's
- * (`/* … *\/`); quoted strings are code.
+ * (`/* … *\/`), and the inside of quoted strings (data, not code).
  */
 function codeOnly(text: string, language: 'sql' | 'lua'): string {
   const out = text.split('');
@@ -60,8 +60,11 @@ function codeOnly(text: string, language: 'sql' | 'lua'): string {
   while (i < text.length) {
     const c = text[i]!;
     if (c === "'" || c === '"') {
+      // A quoted string is data: blanked inside its quotes, so an operator in it is no mutant.
       const close = text.indexOf(c, i + 1);
-      i = close < 0 ? text.length : close + 1;
+      const end = close < 0 ? text.length : close + 1;
+      blank(i + 1, end - 1);
+      i = end;
     } else if (language === 'lua' && text.startsWith('--[[', i)) {
       const close = text.indexOf(']]', i + 4);
       const end = close < 0 ? text.length : close + 2;
@@ -85,7 +88,7 @@ function codeOnly(text: string, language: 'sql' | 'lua'): string {
 /** Every one-change mutant of `text`, a file in `language`, in the order of the file. */
 export function operatorMutants(text: string, language: 'sql' | 'lua'): OperatorMutant[] {
   const code = codeOnly(text, language);
-  const mutants: OperatorMutant[] = [];
+  const mutants: Array<OperatorMutant & { readonly at: number }> = [];
   const seen = new Set<string>();
   for (const rule of RULES) {
     if (!rule.languages.includes(language)) continue;
@@ -95,8 +98,11 @@ export function operatorMutants(text: string, language: 'sql' | 'lua'): Operator
       const mutated = text.slice(0, at) + replacement + text.slice(at + match[0].length);
       if (seen.has(mutated)) continue;
       seen.add(mutated);
-      mutants.push({ line: text.slice(0, at).split('\n').length, change: `${match[0].trim() || match[0]} → ${replacement.trim() || '(removed)'}`, text: mutated });
+      // A match may start with the whitespace it removes: its line is that of its first word.
+      const word = at + match[0].length - match[0].trimStart().length;
+      mutants.push({ at: word, line: text.slice(0, word).split('\n').length, change: `${match[0].trim() || match[0]} → ${replacement.trim() || '(removed)'}`, text: mutated });
     }
   }
-  return mutants.sort((a, b) => a.line - b.line);
+  // In the order of the file; two rules at one place in the order of the rules.
+  return mutants.sort((a, b) => a.at - b.at).map(({ at: _at, ...mutant }) => mutant);
 }

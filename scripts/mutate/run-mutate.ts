@@ -1,13 +1,19 @@
 /**
- * `pnpm mutate --module <path.sql|path.lua> [--tests a,b]`: mutation testing of one SQL or Lua file
- * with mutants nobody picked (operator-mutants.ts: comparisons, clocks, row locks, GREATEST/LEAST,
- * a `+ 1`). One scratch copy of the repository; each mutant written into it in turn, the generated
- * modules rebuilt, and the tests that cover the file run there (the store's conformance suite and its
- * own tests, below, or `--tests`). A mutant is killed when a test fails on it. Prints each survivor
- * (to be killed by a new test or argued equivalent in docs/planted-bugs.md) and ends with one line:
- * `mutate: <file>: N mutants, K killed, S survived (P % killed) in T s`. Exits 1 on a survivor.
+ * `pnpm mutate --module <path> [--tests a,b]`: mutation testing of one module with mutants nobody
+ * picked by hand. Not part of `pnpm test`: each mutant runs tests (half a minute to a minute each for
+ * a store's suite on two cores; a second or so for a pure module's).
  *
- * Not part of `pnpm test`: each mutant runs its tests (half a minute to a minute on two cores).
+ * - A TypeScript module goes to StrykerJS (stryker.config.mjs): its mutators over the unit project's
+ *   tests that import the module, each mutant against the tests that covered its line.
+ * - A SQL or Lua file, which Stryker does not reach, gets the operator mutants of
+ *   operator-mutants.ts (comparisons, clocks, row locks, GREATEST/LEAST, a `+ 1`): one scratch copy
+ *   of the repository, each mutant written into it in turn, the generated modules rebuilt, and the
+ *   tests that cover the file run there (the store's conformance suite and its own tests, below, or
+ *   `--tests`). A mutant is killed when a test fails on it.
+ *
+ * Either way it prints each survivor (to be killed by a new test or argued equivalent in
+ * docs/planted-bugs.md) and ends with one line: `mutate: <file>: N mutants, K killed, S survived
+ * (P % killed) in T s`. Exits 1 on a survivor.
  */
 import { spawnSync } from 'node:child_process';
 import { cpSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
@@ -16,6 +22,7 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
 import { operatorMutants } from './operator-mutants.js';
+import { strykerOn } from './stryker.js';
 
 const root = fileURLToPath(new URL('../..', import.meta.url));
 
@@ -31,10 +38,11 @@ const COVERING: ReadonlyArray<readonly [RegExp, readonly string[]]> = [
 
 const { values } = parseArgs({ options: { module: { type: 'string' }, tests: { type: 'string' } } });
 const file = values.module?.replace(/^\.\//, '');
-if (file === undefined || !/\.(sql|lua)$/.test(file)) {
-  process.stderr.write('mutate: --module names one .sql or .lua file of the repository (for example packages/coordinator/src/store/redis/lua/acquire-2.lua)\n');
+if (file === undefined || !/\.(sql|lua|ts)$/.test(file) || file.endsWith('.test.ts')) {
+  process.stderr.write('mutate: --module names one .ts, .sql or .lua file of the repository (for example packages/coordinator/src/scheduler/catch-up.ts)\n');
   process.exit(2);
 }
+if (file.endsWith('.ts')) process.exit(strykerOn(file));
 const tests = values.tests?.split(',') ?? COVERING.find(([folder]) => folder.test(file))?.[1];
 if (tests === undefined) {
   process.stderr.write(`mutate: no tests are known to cover ${file}: name them with --tests a,b\n`);

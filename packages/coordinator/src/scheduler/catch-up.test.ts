@@ -24,6 +24,23 @@ describe('planCatchUp', () => {
     expect(planCatchUp(every100, 700, 1050, 'once', 10_000, 100)).toEqual({ fires: [1000], skipped: 2, beforeWindow: false, next: 1100 });
   });
 
+  it('once: nothing missed, nothing owed (found by StrykerJS)', () => {
+    expect(planCatchUp(every100, 1000, 1050, 'once', 10_000, 100)).toEqual({ fires: [], skipped: 0, beforeWindow: false, next: 1100 });
+  });
+
+  it('says fires were missed before the window only when the first missed one is older than its start (found by StrykerJS)', () => {
+    // The window starts at 800: the first missed fire, 800, is inside it.
+    expect(planCatchUp(every100, 700, 1050, 'all', 250, 100)).toEqual({ fires: [800, 900, 1000], skipped: 0, beforeWindow: false, next: 1100 });
+    expect(planCatchUp(every100, 600, 1050, 'all', 250, 100)).toEqual({ fires: [800, 900, 1000], skipped: 0, beforeWindow: true, next: 1100 });
+  });
+
+  it('ends with a schedule that ends: no fire after its last, none before the window claimed (found by StrykerJS)', () => {
+    // Fires every 100 ms up to 900, then none.
+    const ending = { nextAfter: (t: number) => (t < 900 ? (Math.floor(t / 100) + 1) * 100 : null) };
+    expect(planCatchUp(ending, 700, 1050, 'all', 10_000, 100)).toEqual({ fires: [800, 900], skipped: 0, beforeWindow: false, next: null });
+    expect(planCatchUp(ending, 950, 1050, 'all', 100, 100)).toEqual({ fires: [], skipped: 0, beforeWindow: false, next: null });
+  });
+
   it('skip: none', () => {
     expect(planCatchUp(every100, 700, 1050, 'skip', 10_000, 100)).toEqual({ fires: [], skipped: 3, beforeWindow: false, next: 1100 });
   });

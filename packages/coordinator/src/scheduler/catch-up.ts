@@ -34,7 +34,8 @@ export function planCatchUp(
   // millions of iterations.
   const from = Math.max(last, windowStart - 1);
   const first = schedule.nextAfter(last);
-  const beforeWindow = first !== null && first < windowStart && first <= now;
+  // windowStart <= now, so a first fire before the window is due.
+  const beforeWindow = first !== null && first < windowStart;
   let at = schedule.nextAfter(from);
   while (at !== null && at <= now) {
     if (at >= windowStart) missed.push(at);
