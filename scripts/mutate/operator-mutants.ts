@@ -57,30 +57,26 @@ function codeOnly(text: string, language: 'sql' | 'lua'): string {
   const blank = (from: number, to: number) => {
     for (let k = from; k < to && k < out.length; k++) if (out[k] !== '\n') out[k] = ' ';
   };
+  // Each span that is not code: where it opens, where it closes, and whether its delimiters stay.
+  const spans = [
+    { open: "'", close: "'", data: true },
+    { open: '"', close: '"', data: true },
+    ...(language === 'lua' ? [{ open: '--[[', close: ']]', data: false }] : [{ open: '/*', close: '*/', data: false }]),
+    { open: '--', close: '\n', data: false },
+  ];
   while (i < text.length) {
-    const c = text[i]!;
-    if (c === "'" || c === '"') {
-      // A quoted string is data: blanked inside its quotes, so an operator in it is no mutant.
-      const close = text.indexOf(c, i + 1);
-      const end = close < 0 ? text.length : close + 1;
-      blank(i + 1, end - 1);
-      i = end;
-    } else if (language === 'lua' && text.startsWith('--[[', i)) {
-      const close = text.indexOf(']]', i + 4);
-      const end = close < 0 ? text.length : close + 2;
-      blank(i, end);
-      i = end;
-    } else if (text.startsWith('--', i)) {
-      const close = text.indexOf('\n', i);
-      const end = close < 0 ? text.length : close;
-      blank(i, end);
-      i = end;
-    } else if (language === 'sql' && text.startsWith('/*', i)) {
-      const close = text.indexOf('*/', i + 2);
-      const end = close < 0 ? text.length : close + 2;
-      blank(i, end);
-      i = end;
-    } else i++;
+    const span = spans.find((s) => text.startsWith(s.open, i));
+    if (span === undefined) {
+      i++;
+      continue;
+    }
+    const close = text.indexOf(span.close, i + span.open.length);
+    // A line comment ends before its newline; the others after their closing delimiter.
+    const end = close < 0 ? text.length : span.close === '\n' ? close : close + span.close.length;
+    // A quoted string is data: blanked inside its quotes, so an operator in it is no mutant.
+    if (span.data) blank(i + 1, end - 1);
+    else blank(i, end);
+    i = end;
   }
   return out.join('');
 }
