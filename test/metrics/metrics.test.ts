@@ -70,13 +70,17 @@ describe('lease and scheduler instruments', () => {
     // The lease vanishes (an expiry as after a pause) while A's renew is on its way: B is elected,
     // and only then does A read its renew's answer and find the lease gone or taken. (Deleted from
     // outside the renew, A's renew could find it gone first, and A, back in the election at once,
-    // win it again before B: seen once beside four CPU hogs.)
+    // win it again before B: seen once beside four CPU hogs.) A's next fire record waits for B as
+    // well: sent while the lease is gone, it is refused, and A, ending its term on that, could stand
+    // in the election before B and win it again (seen once in CI).
     const tokenA = first.coordinator.token()!;
+    const untilBLeads = { kind: 'call', run: () => waitFor(() => second.coordinator.isLeader(), 10_000) } as const;
+    failpoints.arm('scheduler.dispatched-before-record', untilBLeads);
     failpoints.arm('lease.renew-sent-before-reply', {
       kind: 'call',
       run: async () => {
         await redis.del(leaseKeys(prefix, first.coordinator.lease).lease);
-        await waitFor(() => second.coordinator.isLeader(), 10_000);
+        await untilBLeads.run();
       },
     });
     await waitFor(() => second.coordinator.isLeader() && !first.coordinator.isLeader(), 10_000);
