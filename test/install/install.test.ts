@@ -350,7 +350,9 @@ describe.concurrent('installed from the packed tarballs', () => {
       expect(listing, `${pkg} ships no README`).toContain('package/README.md');
       await run('npm', ['publish', '--dry-run', '--access', 'public', tarballs[pkg]], { env: userEnv });
     }
-  });
+    // Five npm processes one after another ran past the default 60 s in a CI beside four CPU hogs and
+    // a mutation run (2026-12-04): the budget of the other install tests. Nothing here is a timing claim.
+  }, INSTALL_TIMEOUT_MS);
 });
 
 describe('versioning with changesets', () => {

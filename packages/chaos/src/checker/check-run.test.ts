@@ -15,16 +15,18 @@ const effect = (fireId: string, token: number, commitSeq: number, node = 'r1', e
 });
 
 const window = { start: 0, end: 10_000 };
+/** The elections a history shows before its writes: a write's token is one some election granted (see model-conformance.ts). */
+const elected = (...grants: Array<[node: string, token: number]>): HistoryEvent[] => grants.map(([node, token], i) => ({ at: i, kind: 'belief', node, leader: true, token: String(token) }));
 
 describe('checkRun', () => {
   it('passes a clean run', () => {
-    const result = checkRun({ history: [], effects: [effect('a', 1, 1), effect('b', 1, 2), effect('c', 2, 3)], expectedFireIds: ['a', 'b', 'c'], window });
+    const result = checkRun({ history: elected(['r1', 1], ['r1', 2]), effects: [effect('a', 1, 1), effect('b', 1, 2), effect('c', 2, 3)], expectedFireIds: ['a', 'b', 'c'], window });
     expect(result.anomalies).toBe(0);
     expect(result.violations).toEqual([]);
   });
 
   it('fails a stale write that took effect (a lower token committed after a higher one)', () => {
-    const result = checkRun({ history: [], effects: [effect('a', 5, 1, 'new'), effect('b', 4, 2, 'old')], expectedFireIds: ['a', 'b'], window });
+    const result = checkRun({ history: elected(['old', 4], ['new', 5]), effects: [effect('a', 5, 1, 'new'), effect('b', 4, 2, 'old')], expectedFireIds: ['a', 'b'], window });
     expect(result.columns['stale applied']).toBe(1);
     expect(result.anomalies).toBe(1);
     expect(result.violations[0]).toMatch(/stale write applied: b with token 4 by old/);
@@ -32,36 +34,37 @@ describe('checkRun', () => {
 
   it('judges staleness by commit order, not by insertion or time', () => {
     // Same rows as above, but the token-4 row committed first: that is fine.
-    const result = checkRun({ history: [], effects: [effect('b', 4, 2, 'old'), effect('a', 5, 3, 'new')], expectedFireIds: ['a', 'b'], window });
+    const result = checkRun({ history: elected(['old', 4], ['new', 5]), effects: [effect('b', 4, 2, 'old'), effect('a', 5, 3, 'new')], expectedFireIds: ['a', 'b'], window });
     expect(result.columns['stale applied']).toBe(0);
   });
 
   it('fails a fire that took effect twice, and one that never did', () => {
-    const result = checkRun({ history: [], effects: [effect('a', 1, 1), effect('a', 1, 2, 'r2')], expectedFireIds: ['a', 'b'], window });
+    const result = checkRun({ history: elected(['r1', 1]), effects: [effect('a', 1, 1), effect('a', 1, 2, 'r2')], expectedFireIds: ['a', 'b'], window });
     expect(result.columns['duplicates']).toBe(1);
     expect(result.columns['missed']).toBe(1);
     expect(result.anomalies).toBe(2);
   });
 
   it('fails a fire that took effect before it was due', () => {
-    const result = checkRun({ history: [], effects: [effect('a', 1, 1, 'r1', { scheduledAt: 5000, committedAt: 1000 })], expectedFireIds: ['a'], window });
+    const result = checkRun({ history: elected(['r1', 1]), effects: [effect('a', 1, 1, 'r1', { scheduledAt: 5000, committedAt: 1000 })], expectedFireIds: ['a'], window });
     expect(result.columns['early']).toBe(1);
   });
 
   it('fails a fire a few milliseconds early too (both clocks are one host clock), but forgives rounding', () => {
     const early = effect('a', 1, 1, 'r1', { scheduledAt: 5000, committedAt: 4951 }); // 49 ms early, as measured under load
     const rounding = effect('b', 1, 2, 'r1', { scheduledAt: 6000, committedAt: 5999.4 }); // within the millisecond
-    const result = checkRun({ history: [], effects: [early, rounding], expectedFireIds: ['a', 'b'], window });
+    const result = checkRun({ history: elected(['r1', 1]), effects: [early, rounding], expectedFireIds: ['a', 'b'], window });
     expect(result.columns['early']).toBe(1);
     expect(result.violations).toEqual(['fire took effect 49 ms early: a by r1']);
   });
 
   it('counts refusals from the history', () => {
     const history: HistoryEvent[] = [
-      { at: 1, kind: 'write', node: 'r1', fireId: 'a', token: '1', outcome: 'stale' },
-      { at: 2, kind: 'write', node: 'r1', fireId: 'a', token: '1', outcome: 'duplicate' },
+      ...elected(['r1', 1], ['r2', 2]),
+      { at: 3, kind: 'write', node: 'r1', fireId: 'a', token: '1', outcome: 'stale' },
+      { at: 4, kind: 'write', node: 'r2', fireId: 'a', token: '2', outcome: 'duplicate' },
     ];
-    const result = checkRun({ history, effects: [], expectedFireIds: [], window });
+    const result = checkRun({ history, effects: [effect('a', 2, 1, 'r2')], expectedFireIds: [], window });
     expect(result.protections['stale refused']).toBe(1);
     expect(result.protections['duplicate dropped']).toBe(1);
     expect(result.anomalies).toBe(0);
@@ -103,7 +106,7 @@ describe('leadership overlaps', () => {
 });
 
 describe('one checker per invariant', () => {
-  const input = (effects: ReturnType<typeof effect>[], expectedFireIds: string[] = []) => ({ history: [], effects, expectedFireIds, window });
+  const input = (effects: ReturnType<typeof effect>[], expectedFireIds: string[] = []) => ({ history: elected(['old', 4], ['r1', 5]), effects, expectedFireIds, window });
   const sorted = (effects: ReturnType<typeof effect>[]) => [...effects].sort((a, b) => a.commitSeq - b.commitSeq);
 
   it('each sees only its own kind of damage, and marks the effects it blames', () => {

@@ -14,6 +14,7 @@ import {
   replicasStarted,
 } from './layer-invariants.js';
 import { dispatchOnlyWhileLeading, electionsInTokenOrder } from './lease-invariants.js';
+import { conformsToModel } from './model-conformance.js';
 
 export type { EffectMark, Invariant, InvariantResult } from './check-types.js';
 export { noDuplicateEffect, noEarlyEffect, noMissedFire, noStaleEffect } from './effect-invariants.js';
@@ -40,6 +41,11 @@ export const ANOMALY_COLUMNS = [
     column: 'liveness',
     meaning:
       'stretches outside the faults longer than the recovery bound with no dispatch by anyone; failovers after a leader froze inside its transaction slower than TTL + renew interval + 1 s; replica processes that died on their own (an unhandled error), in any scenario; a run whose replicas elected no leader, or dispatched nothing, within 30 s of starting',
+  },
+  {
+    column: 'model',
+    meaning:
+      "write steps the protocol's model (model/fencing.pml) does not allow: a write or effect with a token no election granted, a stale refusal with no higher token granted or committed in the run, a duplicate refusal of a fire that never took effect, a token granted twice that committed writes for both replicas",
   },
 ] as const;
 
@@ -73,4 +79,5 @@ export const INVARIANTS = {
   crashes: { check: noReplicaCrashed, columns: ['liveness'] },
   failover: { check: failoverWithinBound, columns: ['liveness'] },
   started: { check: replicasStarted, columns: ['liveness'] },
+  model: { check: conformsToModel, columns: ['model'] },
 } as const satisfies Record<string, InvariantEntry>;

@@ -60,17 +60,18 @@ describe('checkRun on a starved machine', () => {
   });
 
   it('never softens a safety break: a stale write on a starved machine still fails the run', () => {
-    const result = checkRun({ history: [starved(5000, 4100, 'r2')], effects: [effect('a', 5, 1, 'new'), effect('b', 4, 2, 'old')], expectedFireIds: ['a', 'b'], window });
+    const result = checkRun({ history: [{ at: 1, kind: 'belief', node: 'old', leader: true, token: '4' }, { at: 2, kind: 'belief', node: 'new', leader: true, token: '5' }, starved(5000, 4100, 'r2')], effects: [effect('a', 5, 1, 'new'), effect('b', 4, 2, 'old')], expectedFireIds: ['a', 'b'], window });
     expect(result.anomalies).toBe(1);
     expect(result.columns['stale applied']).toBe(1);
     expect(result.inconclusive).toBeNull();
   });
 
   it('leaves the tail of a run that never settled unjudged only on a starved machine', () => {
-    const missing = { history: [starved(5000, 4100, 'supervisor')], effects: [effect('a', 1, 1)], expectedFireIds: ['a', 'b'], window };
+    const grant: HistoryEvent = { at: 1, kind: 'belief', node: 'r1', leader: true, token: '1' };
+    const missing = { history: [grant, starved(5000, 4100, 'supervisor')], effects: [effect('a', 1, 1)], expectedFireIds: ['a', 'b'], window };
     expect(checkRun({ ...missing, settled: false })).toMatchObject({ anomalies: 0, inconclusive: { reason: 'the supervisor starved of CPU for 4.1 s, and the run did not settle', count: 1 } });
     expect(checkRun({ ...missing, settled: true })).toMatchObject({ anomalies: 1, inconclusive: null });
-    expect(checkRun({ ...missing, history: [], settled: false })).toMatchObject({ anomalies: 1, inconclusive: null });
+    expect(checkRun({ ...missing, history: [grant], settled: false })).toMatchObject({ anomalies: 1, inconclusive: null });
   });
 
   it('makes a run whose replicas never got going a row: a failure of liveness, or inconclusive when starved', () => {

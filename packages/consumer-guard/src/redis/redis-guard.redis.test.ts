@@ -81,6 +81,10 @@ describe('createRedisGuard', () => {
     expect(await stale(g.guardedWrite(6n, [{ command: 'HSET', keys: [invoice], args: ['status', 'void'] }]))).toBe('stale');
     expect(await redis.hget(invoice, 'status')).toBe('sent');
     expect(await redis.get(counter)).toBe('2');
+    // The term's own next write carries the mark's token: equal is not stale (found by pnpm mutate:
+    // the comparison made `<=` survived every test before this one).
+    expect(await g.guardedWrite(7n, [{ command: 'INCRBY', keys: [counter], args: [1] }])).toEqual([3]);
+    expect(await g.highest()).toBe(7n);
   });
 
   it('compares tokens as numbers, not text: token 9 is stale under a mark of 10 (found by pnpm mutants)', async () => {
@@ -196,6 +200,8 @@ describe('the record of refused writes', () => {
     const raw = (...args: string[]) => (redis as unknown as Record<string, (...a: string[]) => Promise<unknown>>)['record-refusals_fenced1']!(...args);
     await expect(raw(g.refusalsKey, g.resource, '100', '4', '9', 'redis')).rejects.toThrow(/record-refusals: expected/);
     await expect(raw(g.refusalsKey, g.resource)).rejects.toThrow(/record-refusals: expected/);
+    // No quadruple at all is a whole batch of none: nothing appended, no error (found by pnpm mutate).
+    expect(await raw(g.refusalsKey, g.resource, '100')).toBe(0);
     expect(await redis.xlen(g.refusalsKey)).toBe(0);
   });
 });
