@@ -12,14 +12,11 @@
  * Not part of `pnpm test` (about half a minute a bug).
  */
 import { spawnSync } from 'node:child_process';
-import { cpSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
 import { PLANTED_BUGS, type PlantedBug } from '../mutants/planted-bugs.js';
-
-const root = fileURLToPath(new URL('../..', import.meta.url));
+import { scratchCopy } from '../scratch-copy.js';
 const { values } = parseArgs({ options: { seeds: { type: 'string', default: '1000' }, only: { type: 'string' } } });
 const seeds = Number(values.seeds);
 if (!Number.isSafeInteger(seeds) || seeds < 1) throw new TypeError(`--seeds is a whole number, at least 1, not ${JSON.stringify(values.seeds)}`);
@@ -33,9 +30,8 @@ export function simulated(bug: PlantedBug): boolean {
 }
 
 function runOne(bug: PlantedBug): string {
-  const scratch = mkdtempSync(join(tmpdir(), `fenced-dst-${bug.id}-`));
+  const scratch = scratchCopy(`fenced-dst-${bug.id}-`);
   try {
-    cpSync(root, scratch, { recursive: true, verbatimSymlinks: true, filter: (src) => !src.startsWith(join(root, '.git')) });
     const path = join(scratch, bug.file);
     const source = readFileSync(path, 'utf8');
     if (source.split(bug.find).length !== 2) return `does not apply (its text is not in ${bug.file} exactly once)`;

@@ -9,14 +9,11 @@
  * on their own (about half a minute to a minute each on two cores).
  */
 import { spawnSync } from 'node:child_process';
-import { cpSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join, relative } from 'node:path';
-import { fileURLToPath } from 'node:url';
+import { readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
 import { parseArgs } from 'node:util';
+import { firstFailure, scratchCopy } from '../scratch-copy.js';
 import { PLANTED_BUGS, type PlantedBug } from './planted-bugs.js';
-
-const root = fileURLToPath(new URL('../..', import.meta.url));
 
 interface Outcome {
   readonly bug: PlantedBug;
@@ -30,11 +27,9 @@ interface Outcome {
 
 function runOne(bug: PlantedBug): Outcome {
   const started = performance.now();
-  const scratch = mkdtempSync(join(tmpdir(), `fenced-mutant-${bug.id}-`));
+  const scratch = scratchCopy(`fenced-mutant-${bug.id}-`);
   const seconds = () => Math.round((performance.now() - started) / 1000);
   try {
-    // Everything but git history: node_modules links are relative, so the copy resolves on its own.
-    cpSync(root, scratch, { recursive: true, verbatimSymlinks: true, filter: (src) => !src.startsWith(join(root, '.git')) });
     const path = join(scratch, bug.file);
     const source = readFileSync(path, 'utf8');
     const count = source.split(bug.find).length - 1;
@@ -52,7 +47,7 @@ function runOne(bug: PlantedBug): Outcome {
       encoding: 'utf8',
       timeout: 10 * 60_000,
     });
-    return { bug, ...firstFailure(report, scratch), sim: bug.sim === undefined ? '-' : targetedSim(scratch, bug.sim), seconds: seconds() };
+    return { bug, ...caughtBy(report, scratch), sim: bug.sim === undefined ? '-' : targetedSim(scratch, bug.sim), seconds: seconds() };
   } finally {
     rmSync(scratch, { recursive: true, force: true });
   }
@@ -77,20 +72,11 @@ function targetedSim(scratch: string, scenario: string): string {
   }
 }
 
-/** The first failed test in vitest's JSON report; a run that wrote no report counts as a failure to look at, not a catch. */
-function firstFailure(report: string, scratch: string): { verdict: Outcome['verdict']; by: string } {
-  let json: { testResults: Array<{ name: string; status: string; message?: string; assertionResults: Array<{ status: string; fullName: string }> }> };
-  try {
-    json = JSON.parse(readFileSync(report, 'utf8'));
-  } catch {
-    return { verdict: 'MISSED', by: 'vitest wrote no report (see its output by running the tests by hand)' };
-  }
-  for (const file of json.testResults) {
-    const failed = file.assertionResults.find((a) => a.status === 'failed');
-    if (failed !== undefined) return { verdict: 'caught', by: `${relative(scratch, file.name)} › ${failed.fullName}` };
-    if (file.status === 'failed') return { verdict: 'caught', by: `${relative(scratch, file.name)} (failed to load: ${(file.message ?? '').split('\n')[0]})` };
-  }
-  return { verdict: 'MISSED', by: 'every test passed' };
+/** Caught when a test failed on the bug; a run that wrote no report is a failure to look at, not a catch. */
+function caughtBy(report: string, scratch: string): { verdict: Outcome['verdict']; by: string } {
+  const result = firstFailure(report, scratch);
+  if (result.kind === 'failed') return { verdict: 'caught', by: result.by };
+  return { verdict: 'MISSED', by: result.kind === 'passed' ? 'every test passed' : 'vitest wrote no report (see its output by running the tests by hand)' };
 }
 
 const { values } = parseArgs({ options: { only: { type: 'string' } } });

@@ -16,15 +16,12 @@
  * (P % killed) in T s`. Exits 1 on a survivor.
  */
 import { spawnSync } from 'node:child_process';
-import { cpSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
+import { firstFailure, root, scratchCopy } from '../scratch-copy.js';
 import { operatorMutants } from './operator-mutants.js';
 import { strykerOn } from './stryker.js';
-
-const root = fileURLToPath(new URL('../..', import.meta.url));
 
 /** The tests that cover each store's SQL and Lua, by folder. */
 const COVERING: ReadonlyArray<readonly [RegExp, readonly string[]]> = [
@@ -52,11 +49,10 @@ if (tests === undefined) {
 const original = readFileSync(join(root, file), 'utf8');
 const mutants = operatorMutants(original, file.endsWith('.lua') ? 'lua' : 'sql');
 const started = performance.now();
-const scratch = mkdtempSync(join(tmpdir(), 'fenced-mutate-'));
+const scratch = scratchCopy('fenced-mutate-');
 const survivors: string[] = [];
 let killed = 0;
 try {
-  cpSync(root, scratch, { recursive: true, verbatimSymlinks: true, filter: (src) => !src.startsWith(join(root, '.git')) });
   process.stderr.write(`mutate: ${file}: ${mutants.length} mutants, each against ${tests.join(', ')}\n`);
   for (const [i, mutant] of mutants.entries()) {
     writeFileSync(join(scratch, file), mutant.text);
@@ -66,7 +62,7 @@ try {
     if (gen.status === 0) {
       spawnSync(join(scratch, 'node_modules', '.bin', 'vitest'), ['run', '--project', 'unit', '--reporter=json', `--outputFile=${report}`, ...tests], { cwd: scratch, env: { ...process.env, CI: 'true' }, encoding: 'utf8', timeout: 10 * 60_000 });
     }
-    const verdict = gen.status !== 0 ? 'killed (the generated modules refuse it)' : verdictOf(report);
+    const verdict = gen.status !== 0 ? 'killed (the generated modules refuse it)' : verdictOf(report, scratch);
     if (verdict.startsWith('killed')) killed++;
     else survivors.push(`line ${mutant.line}: ${mutant.change}`);
     process.stderr.write(`[${i + 1}/${mutants.length}] line ${mutant.line}: ${mutant.change}: ${verdict}\n`);
@@ -76,20 +72,15 @@ try {
   rmSync(scratch, { recursive: true, force: true });
 }
 
-/** Killed when a test failed (or a file failed to load); survived when every test passed. */
-function verdictOf(report: string): string {
-  let json: { testResults: Array<{ status: string; assertionResults: Array<{ status: string; fullName: string }> }> };
-  try {
-    json = JSON.parse(readFileSync(report, 'utf8'));
-  } catch {
-    return 'killed (vitest wrote no report: the run crashed or timed out)';
-  }
-  for (const result of json.testResults) {
-    const failed = result.assertionResults.find((a) => a.status === 'failed');
-    if (failed !== undefined) return `killed by ${failed.fullName}`;
-    if (result.status === 'failed') return 'killed (a test file failed to load)';
-  }
-  return 'SURVIVED';
+/**
+ * Killed when a test failed (or a file failed to load), or when vitest wrote no report (the mutant
+ * crashed the run or ran past its time: a hang is detected, as Stryker counts a timeout); survived
+ * when every test passed.
+ */
+function verdictOf(report: string, scratch: string): string {
+  const result = firstFailure(report, scratch);
+  if (result.kind === 'failed') return `killed by ${result.by}`;
+  return result.kind === 'no report' ? 'killed (vitest wrote no report: the run crashed or timed out)' : 'SURVIVED';
 }
 
 for (const survivor of survivors) process.stdout.write(`survived: ${file} ${survivor}\n`);

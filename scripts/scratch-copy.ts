@@ -1,0 +1,45 @@
+/**
+ * The scratch copies that `pnpm mutants`, `pnpm mutate` and the simulation-against-bugs run plant
+ * their bugs in, and the reading of the vitest report each one runs there.
+ */
+import { cpSync, mkdtempSync, readFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { basename, join, relative } from 'node:path';
+import { fileURLToPath } from 'node:url';
+
+export const root = fileURLToPath(new URL('..', import.meta.url));
+
+/**
+ * Files the repository's own tests write beside the sources for a moment (the README's code blocks,
+ * run as scripts): a copy made while such a test runs could list one and find it gone.
+ */
+const TRANSIENT = /^\.readme-block-.*\.mts$/;
+
+/**
+ * A copy of the repository in a new temporary folder, everything but its git history and the tests'
+ * transient files: node_modules links are relative, so the copy resolves its packages on its own.
+ */
+export function scratchCopy(prefix: string): string {
+  const scratch = mkdtempSync(join(tmpdir(), prefix));
+  cpSync(root, scratch, { recursive: true, verbatimSymlinks: true, filter: (src) => !src.startsWith(join(root, '.git')) && !TRANSIENT.test(basename(src)) });
+  return scratch;
+}
+
+/** What a vitest JSON report says of a run: its first failed test, or that every test passed, or that there is no report. */
+export type TestVerdict = { readonly kind: 'failed'; readonly by: string } | { readonly kind: 'passed' } | { readonly kind: 'no report' };
+
+/** The first failed test in vitest's JSON report at `report` (file › name, the file relative to `scratch`). */
+export function firstFailure(report: string, scratch: string): TestVerdict {
+  let json: { testResults: Array<{ name: string; status: string; message?: string; assertionResults: Array<{ status: string; fullName: string }> }> };
+  try {
+    json = JSON.parse(readFileSync(report, 'utf8'));
+  } catch {
+    return { kind: 'no report' };
+  }
+  for (const file of json.testResults) {
+    const failed = file.assertionResults.find((a) => a.status === 'failed');
+    if (failed !== undefined) return { kind: 'failed', by: `${relative(scratch, file.name)} › ${failed.fullName}` };
+    if (file.status === 'failed') return { kind: 'failed', by: `${relative(scratch, file.name)} (failed to load: ${(file.message ?? '').split('\n')[0]})` };
+  }
+  return { kind: 'passed' };
+}
