@@ -200,7 +200,7 @@ export function renderHtmlReport(runs: readonly ReportRun[], meta: { title: stri
 body{font:14px/1.4 system-ui,sans-serif;margin:24px;color:#1d1d1f;max-width:1352px}
 h1{font-size:22px;margin:0 0 4px}h2{font-size:16px;margin:22px 0 6px}
 .meta,.summary{color:#555;margin:2px 0 8px}
-table{border-collapse:collapse;margin:10px 0 24px;font-size:12px}th,td{border:1px solid #ddd;padding:2px 5px;text-align:right}th{vertical-align:bottom;max-width:5.5em;font-weight:600;font-size:11px}td:last-child{max-width:16em}
+table{border-collapse:collapse;margin:10px 0 24px;font-size:12px}th,td{border:1px solid #ddd;padding:2px 4px;text-align:right}th{vertical-align:bottom;max-width:5.5em;font-weight:600;font-size:10px}td:last-child{max-width:16em}
 .results-box{overflow-x:auto}
 th:nth-child(-n+2),td:nth-child(-n+2),td:last-child{text-align:left}tr.bad td{background:#fde2e1}tr.inconclusive td{background:#fef9c3}tr.ok td:last-child{color:#1a7f37}
 .mode{font-size:12px;padding:1px 6px;border-radius:8px;background:#eee}.mode.guarded{background:#dbeafe}.mode.control{background:#fef3c7}
