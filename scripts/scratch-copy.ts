@@ -2,7 +2,8 @@
  * The scratch copies that `pnpm mutants`, `pnpm mutate` and the simulation-against-bugs run plant
  * their bugs in, and the reading of the vitest report each one runs there.
  */
-import { cpSync, mkdtempSync, readFileSync } from 'node:fs';
+import { spawnSync } from 'node:child_process';
+import { cpSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { basename, join, relative } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -23,6 +24,31 @@ export function scratchCopy(prefix: string): string {
   const scratch = mkdtempSync(join(tmpdir(), prefix));
   cpSync(root, scratch, { recursive: true, verbatimSymlinks: true, filter: (src) => !src.startsWith(join(root, '.git')) && !TRANSIENT.test(basename(src)) });
   return scratch;
+}
+
+/** A bug as text replaced in one file (scripts/mutants/planted-bugs.ts). */
+export interface TextPatch {
+  /** From the repository root. */
+  readonly file: string;
+  /** Must occur exactly once in the file. */
+  readonly find: string;
+  readonly replace: string;
+}
+
+/**
+ * Plants `patch` in the copy at `scratch`, regenerating the modules Lua and SQL reach the code
+ * through. Returns why it does not apply (its text not there exactly once, the generation failed), or
+ * undefined once planted.
+ */
+export function plantIn(scratch: string, patch: TextPatch): string | undefined {
+  const path = join(scratch, patch.file);
+  const source = readFileSync(path, 'utf8');
+  const count = source.split(patch.find).length - 1;
+  if (count !== 1) return `the text to replace occurs ${count} times in ${patch.file}`;
+  writeFileSync(path, source.replace(patch.find, patch.replace));
+  if (!/\.(lua|sql)$/.test(patch.file)) return undefined;
+  const gen = spawnSync(process.execPath, ['scripts/gen-assets.mjs'], { cwd: scratch, encoding: 'utf8' });
+  return gen.status === 0 ? undefined : `gen-assets failed: ${gen.stderr.slice(-300)}`;
 }
 
 /** What a vitest JSON report says of a run: its first failed test, or that every test passed, or that there is no report. */

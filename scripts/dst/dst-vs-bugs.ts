@@ -12,11 +12,10 @@
  * Not part of `pnpm test` (about half a minute a bug).
  */
 import { spawnSync } from 'node:child_process';
-import { readFileSync, rmSync, writeFileSync } from 'node:fs';
-import { join } from 'node:path';
+import { rmSync } from 'node:fs';
 import { parseArgs } from 'node:util';
 import { PLANTED_BUGS, type PlantedBug } from '../mutants/planted-bugs.js';
-import { scratchCopy } from '../scratch-copy.js';
+import { plantIn, scratchCopy } from '../scratch-copy.js';
 const { values } = parseArgs({ options: { seeds: { type: 'string', default: '1000' }, only: { type: 'string' } } });
 const seeds = Number(values.seeds);
 if (!Number.isSafeInteger(seeds) || seeds < 1) throw new TypeError(`--seeds is a whole number, at least 1, not ${JSON.stringify(values.seeds)}`);
@@ -32,11 +31,8 @@ export function simulated(bug: PlantedBug): boolean {
 function runOne(bug: PlantedBug): string {
   const scratch = scratchCopy(`fenced-dst-${bug.id}-`);
   try {
-    const path = join(scratch, bug.file);
-    const source = readFileSync(path, 'utf8');
-    if (source.split(bug.find).length !== 2) return `does not apply (its text is not in ${bug.file} exactly once)`;
-    writeFileSync(path, source.replace(bug.find, bug.replace));
-    if (/\.(lua|sql)$/.test(bug.file)) spawnSync(process.execPath, ['scripts/gen-assets.mjs'], { cwd: scratch });
+    const notPlanted = plantIn(scratch, bug);
+    if (notPlanted !== undefined) return `does not apply: ${notPlanted}`;
     const run = spawnSync(process.execPath, ['--import', 'tsx', '--conditions=@fenced/source', 'scripts/dst/run-dst.ts', '--seeds', String(seeds), '--from', '1', '--first'], { cwd: scratch, encoding: 'utf8', timeout: 15 * 60_000 });
     const out = `${run.stdout}\n${run.stderr}`;
     const summary = /dst: (\d+) schedules in ([\d.]+) s/.exec(out);

@@ -9,10 +9,10 @@
  * on their own (about half a minute to a minute each on two cores).
  */
 import { spawnSync } from 'node:child_process';
-import { readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { rmSync } from 'node:fs';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
-import { firstFailure, scratchCopy } from '../scratch-copy.js';
+import { firstFailure, plantIn, scratchCopy } from '../scratch-copy.js';
 import { PLANTED_BUGS, type PlantedBug } from './planted-bugs.js';
 
 interface Outcome {
@@ -30,16 +30,8 @@ function runOne(bug: PlantedBug): Outcome {
   const scratch = scratchCopy(`fenced-mutant-${bug.id}-`);
   const seconds = () => Math.round((performance.now() - started) / 1000);
   try {
-    const path = join(scratch, bug.file);
-    const source = readFileSync(path, 'utf8');
-    const count = source.split(bug.find).length - 1;
-    if (count !== 1) return { bug, verdict: 'does not apply', by: `the text to replace occurs ${count} times in ${bug.file}`, sim: '', seconds: seconds() };
-    writeFileSync(path, source.replace(bug.find, bug.replace));
-    // Lua and SQL reach the code through generated modules.
-    if (/\.(lua|sql)$/.test(bug.file)) {
-      const gen = spawnSync(process.execPath, ['scripts/gen-assets.mjs'], { cwd: scratch, encoding: 'utf8' });
-      if (gen.status !== 0) return { bug, verdict: 'does not apply', by: `gen-assets failed: ${gen.stderr.slice(-300)}`, sim: '', seconds: seconds() };
-    }
+    const notPlanted = plantIn(scratch, bug);
+    if (notPlanted !== undefined) return { bug, verdict: 'does not apply', by: notPlanted, sim: '', seconds: seconds() };
     const report = join(scratch, 'mutant-report.json');
     spawnSync(join(scratch, 'node_modules', '.bin', 'vitest'), ['run', '--project', 'unit', '--reporter=json', `--outputFile=${report}`, ...bug.tests], {
       cwd: scratch,

@@ -221,17 +221,18 @@ export async function runSimCli(app: SimApp, argv: readonly string[], io: CliIo 
   const guardedBad = runs.filter((r) => r.mode === 'guarded' && failed(r));
   // A control without damage: the faults did not bite (a guarded run that missed its protection is in guardedBad, as toothless).
   const undamagedControls = runs.filter((r) => r.mode === 'control' && failed(r));
-  // Each failed run is kept, whole, where it can be read after this process and its temporary
-  // folders are gone (CI keeps only the tail of the output).
+  const inconclusive = runs.filter((r) => verdictOf(r).inconclusive);
+  // Each failed or inconclusive run is kept, whole, where it can be read after this process and its
+  // temporary folders are gone (CI keeps only the tail of the output): why a run missed is worth as
+  // much reading as why one failed.
   const kept = new Map<ReportRun, string>();
-  for (const r of [...guardedBad, ...undamagedControls]) {
+  for (const r of [...guardedBad, ...undamagedControls, ...inconclusive]) {
     try {
       kept.set(r, keepRun(keptRunsRoot(io.env), { run: results.get(r)!, verdict: verdictOf(r).text, command, reportHtml }));
     } catch (err) {
       io.err(`sim: could not keep the failed run ${r.scenario} ${r.mode}: ${err instanceof Error ? err.message : String(err)}\n`);
     }
   }
-  const inconclusive = runs.filter((r) => verdictOf(r).inconclusive);
   const ok = guardedBad.length === 0 && undamagedControls.length === 0;
 
   if (args.json) {
@@ -254,9 +255,9 @@ export async function runSimCli(app: SimApp, argv: readonly string[], io: CliIo 
     const keptIn = (r: ReportRun) => (kept.has(r) ? `; kept in ${kept.get(r)}` : '');
     for (const r of guardedBad) io.out(`FAIL ${r.scenario}: ${verdictOf(r).text} with the guard on (seed ${args.seed}${keptIn(r)})\n`);
     for (const r of undamagedControls) io.out(`FAIL ${r.scenario}: the control shows no damage, so this run did not exercise what the scenario claims (seed ${args.seed}${keptIn(r)})\n`);
-    for (const r of inconclusive) io.out(`INCONCLUSIVE ${r.scenario} ${r.mode}: ${verdictOf(r).text.replace(/^inconclusive: /, '')} (seed ${args.seed}; safety was judged and held)\n`);
+    for (const r of inconclusive) io.out(`INCONCLUSIVE ${r.scenario} ${r.mode}: ${verdictOf(r).text.replace(/^inconclusive: /, '')} (seed ${args.seed}; safety was judged and held${keptIn(r)})\n`);
     if (ok && inconclusive.length === 0) io.out(`ok: every guarded run is clean and every control shows the damage (seed ${args.seed})\n`);
-    else if (ok) io.out(`no failure, ${inconclusive.length} of ${runs.length} runs inconclusive: this machine starved the simulation of CPU too long to judge timing; run them again on a quieter one (seed ${args.seed})\n`);
+    else if (ok) io.out(`no failure, ${inconclusive.length} of ${runs.length} runs inconclusive (each line above says why: the machine starved the simulation of CPU too long to judge timing, or a fault missed its precondition); run them again, on a quieter machine if starved (seed ${args.seed})\n`);
   }
   return !ok ? 1 : inconclusive.length > 0 ? 3 : 0;
 }

@@ -161,7 +161,7 @@ const TABLE: ReadonlyArray<{ readonly column: string; readonly meaning: string; 
   { column: 'max gap ms', meaning: 'the longest stretch inside the window with no dispatch by anyone: failover time plus up to one interval', cell: (r) => String(r.check.maxFailoverGapMs) },
   {
     column: 'verdict',
-    meaning: `guarded: no anomaly (every column from ${ANOMALY_COLUMNS[0].column} to ${ANOMALY_COLUMNS.at(-1)!.column} is 0), or toothless when a protection the scenario exercises never came into play; control: the damage the faults did without protection; either: inconclusive when the machine starved a replica or the supervisor of CPU for ${INCONCLUSIVE_STARVATION_MS} ms or more (measured, outside the faults aimed at it) and a timing check still failed after crediting it: the timing is not judged, safety is`,
+    meaning: `guarded: no anomaly (every column from ${ANOMALY_COLUMNS[0].column} to ${ANOMALY_COLUMNS.at(-1)!.column} is 0), or toothless when a protection the scenario exercises never came into play; control: the damage the faults did without protection; either: inconclusive when the machine starved a replica or the supervisor of CPU for ${INCONCLUSIVE_STARVATION_MS} ms or more (measured, outside the faults aimed at it) and a timing check still failed after crediting it: the timing is not judged, safety is; or when a fault said it missed its precondition and the run shows no protection at work (guarded) or no damage (control)`,
     cell: (r) => verdictOf(r).text,
   },
 ];

@@ -63,6 +63,21 @@ describe('verdictOf', () => {
     expect(verdictOf({ mode: 'control', check: check({}) })).toEqual({ ok: false, inconclusive: false, text: 'no damage: the scenario did not bite' });
   });
 
+  it('judges a control without damage inconclusive when its faults said they missed their precondition; damage still passes it', () => {
+    const missed = [
+      { at: 1, kind: 'fault', fault: 'precondition missed', phase: 'start', detail: 'redis lag on r1: no other replica was elected during the 2977 ms lag' },
+      { at: 1, kind: 'fault', fault: 'precondition missed', phase: 'end' },
+    ] as const;
+    expect(verdictOf({ mode: 'control', check: check({}), events: missed })).toEqual({
+      ok: false,
+      inconclusive: true,
+      text: 'inconclusive: no damage, the faults missed their precondition (redis lag on r1: no other replica was elected during the 2977 ms lag)',
+    });
+    expect(verdictOf({ mode: 'control', check: check({ anomalies: 1 }), events: missed })).toEqual({ ok: true, inconclusive: false, text: 'damage shown: 1' });
+    const other = [{ at: 1, kind: 'fault', fault: 'redis lag', phase: 'start', target: 'r1' }] as const;
+    expect(verdictOf({ mode: 'control', check: check({}), events: other }).text).toBe('no damage: the scenario did not bite');
+  });
+
   it('calls a run with no anomaly but timing it could not judge inconclusive, never passed; anomalies still fail it', () => {
     const starved = { reason: 'replica r2 starved of CPU for 4.1 s', count: 2, violations: ['dispatched 300 ms past its bound: …'] };
     expect(verdictOf({ mode: 'guarded', check: check({ inconclusive: starved, protections: { 'stale refused': 1 } }), exercises: ['stale refused'] })).toEqual({

@@ -29,14 +29,21 @@ export interface Verdict {
  * work (else it is toothless: the faults missed); a control passes when it shows damage. A run whose
  * timing checks could not be judged (its processes were starved of CPU) and that has no anomaly
  * otherwise is inconclusive, never passed: it says why, and proves nothing about its timing. So is a
- * toothless run whose faults said they missed their precondition (`PRECONDITION_MISSED`).
+ * toothless run, or a control without damage, whose faults said they missed their precondition
+ * (`PRECONDITION_MISSED`).
  */
 export function verdictOf(run: JudgedRun): Verdict {
   const inconclusive = run.check.inconclusive;
   const unjudged = inconclusive === null ? null : { ok: false, inconclusive: true, text: `inconclusive: ${inconclusive.reason}; ${inconclusive.count} timing ${inconclusive.count === 1 ? 'break' : 'breaks'} not judged` };
+  // The faults said they could not set up what they needed (a loaded machine elected too slowly, a
+  // lagging leader that dispatched nothing in time): a run that then shows nothing tested nothing,
+  // which proves nothing either way. Safety is judged first, and a control passes only on damage.
+  const why = (run.events ?? []).filter((e) => e.kind === 'fault' && e.fault === PRECONDITION_MISSED && e.phase === 'start').map((e) => (e.kind === 'fault' ? e.detail : undefined));
   if (run.mode === 'control') {
     if (run.check.anomalies > 0) return { ok: true, inconclusive: false, text: `damage shown: ${run.check.anomalies}` };
-    return unjudged ?? { ok: false, inconclusive: false, text: 'no damage: the scenario did not bite' };
+    if (unjudged !== null) return unjudged;
+    if (why.length > 0) return { ok: false, inconclusive: true, text: `inconclusive: no damage, the faults missed their precondition (${why.join('; ')})` };
+    return { ok: false, inconclusive: false, text: 'no damage: the scenario did not bite' };
   }
   if (run.check.anomalies > 0) return { ok: false, inconclusive: false, text: `${run.check.anomalies} anomalies` };
   const missing = (run.exercises ?? [])
@@ -44,9 +51,6 @@ export function verdictOf(run: JudgedRun): Verdict {
     .filter((anyOf) => anyOf.every((p) => timesExercised(run.check, p) === 0))
     .map((anyOf) => anyOf.join(' or '));
   if (missing.length > 0) {
-    // The faults said they could not set up what they needed (a loaded machine elected too slowly):
-    // the run tested nothing, which proves nothing either way. Safety was judged above.
-    const why = (run.events ?? []).filter((e) => e.kind === 'fault' && e.fault === PRECONDITION_MISSED && e.phase === 'start').map((e) => (e.kind === 'fault' ? e.detail : undefined));
     if (why.length > 0) return { ok: false, inconclusive: true, text: `inconclusive: no ${missing.join(', no ')}, the faults missed their precondition (${why.join('; ')})` };
     return { ok: false, inconclusive: false, text: `toothless: no ${missing.join(', no ')}` };
   }

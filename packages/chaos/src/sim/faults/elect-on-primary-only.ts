@@ -1,6 +1,5 @@
 import type { FaultContext } from '../fault-context.js';
-import { PRECONDITION_MISSED } from '../../history.js';
-import { isElected, isWrite } from './fault-kind.js';
+import { isElected, isWrite, preconditionMissed as missed } from './fault-kind.js';
 
 /**
  * Elections on the primary only, with replication held back. Two of them, so that after the failover
@@ -31,10 +30,4 @@ export async function electOnPrimaryOnly(ctx: FaultContext): Promise<void> {
     if (next === undefined) return missed(ctx, `no election within ${waitMs} ms after the leader was killed (primary-only election ${i + 1})`);
     if (wrote === undefined) missed(ctx, `no committed write by ${next} on the primary only (election ${i + 1})`);
   }
-}
-
-/** Says in the history that the fault could not set up what it needed (see `verdictOf`). */
-function missed(ctx: FaultContext, why: string): void {
-  ctx.fault(PRECONDITION_MISSED, 'start', undefined, why);
-  ctx.fault(PRECONDITION_MISSED, 'end');
 }

@@ -1,3 +1,4 @@
+import { PRECONDITION_MISSED } from '../../history.js';
 import type { FaultContext, SimNode } from '../fault-context.js';
 
 // The seam between the rounds (fault-rounds.ts: when to hit, whom) and the faults (this folder: what
@@ -55,3 +56,13 @@ export const isWrite = (outcome: string, node?: string) => (n: string, r: Record
 
 /** Matches a replica's report that it believes it leads. */
 export const isElected = (_n: string, r: Record<string, unknown>) => r['kind'] === 'belief' && r['leader'] === true;
+
+/**
+ * Says in the history that a fault could not set up what its scenario needs (see `verdictOf`): a run
+ * that then shows no protection at work, or a control that shows no damage, is inconclusive and says
+ * why, never passed.
+ */
+export function preconditionMissed(ctx: FaultContext, why: string): void {
+  ctx.fault(PRECONDITION_MISSED, 'start', undefined, why);
+  ctx.fault(PRECONDITION_MISSED, 'end');
+}
