@@ -37,7 +37,7 @@ function runOne(bug: PlantedBug): string {
     const out = `${run.stdout}\n${run.stderr}`;
     const summary = /dst: (\d+) schedules in ([\d.]+) s/.exec(out);
     const failure = /dst: seed 0x([0-9a-f]+) failed: (.*?); shrunk/.exec(out);
-    if (failure !== null && summary !== null) return `caught, seed ${Number.parseInt(failure[1]!, 16)} (${summary[2]} s): ${failure[2]!.replace(/ from ledger@\S+ on/, '').replace(/ \(since .*\)$/, '')}`;
+    if (failure !== null && summary !== null) return `caught, seed ${Number.parseInt(failure[1]!, 16)} (${summary[2]} s): ${failure[2]!.replace(/,? from ledger@\S+ on/, '').replace(/ \(since .*\)$/, '')}`;
     if (summary !== null && run.status === 0) return `not in ${seeds} seeds`;
     return `no verdict: the simulation ${run.signal === null ? `exited ${run.status}` : `was ended by ${run.signal}`}: ${out.trim().split('\n').slice(-2).join(' ').slice(0, 200)}`;
   } finally {

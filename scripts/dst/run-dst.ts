@@ -57,6 +57,7 @@ async function main(): Promise<number> {
     console.log(`dst: seed ${hex(result.seed)}: ${result.fires} fires took effect, ${result.elections} elections`);
     for (const fault of result.faults) console.log(`  fault at ${fault}`);
     if (values.events === true) for (const { at, event } of result.events) console.log(`  +${at - T0} ms ${JSON.stringify(event, (_key, value: unknown) => (typeof value === 'bigint' ? `${value}` : value))}`);
+    for (const excused of result.excused) console.log(`  excused: ${excused}`);
     for (const failure of result.failures) console.log(`  FAILED: ${failure}`);
     console.log(result.failures.length === 0 ? 'dst: passed' : `dst: ${result.failures.length} invariants broken; replay: ${replayLine(result.seed, faults)}`);
     return result.failures.length === 0 ? 0 : 1;

@@ -62,4 +62,17 @@ describe("the deterministic simulation's invariants", () => {
     const handedOver = [elected(T0, 'n0.1', 41), lost(T0 + 400, 'n0.1', 41), elected(T0 + 500, 'n1.2', 42)];
     expect(judge(clean(), handedOver, NO_STORE_FAULT, END, true)).toEqual([]);
   });
+
+  it("excuse an overlap where the earlier leader's clock ran slow during its term, and no other", () => {
+    const overlapping = [elected(T0, 'n0.1', 41), elected(T0 + 500, 'n1.2', 42), lost(T0 + 600, 'n0.1', 41)];
+    const overlap = [expect.stringMatching(/^n1\.2 elected at \+500 ms while n0\.1 led/)];
+    // n0's machine clock ran slow from +100 to +300 ms, inside n0.1's term: it counted its lease long.
+    expect(judge(clean(), overlapping, NO_STORE_FAULT, END, true, [{ slot: 0, from: T0 + 100, to: T0 + 300 }])).toEqual([]);
+    // The new leader's clock, another machine's, or a stretch after the overlap excuses nothing.
+    expect(judge(clean(), overlapping, NO_STORE_FAULT, END, true, [{ slot: 1, from: T0 + 100, to: T0 + 300 }])).toEqual(overlap);
+    expect(judge(clean(), overlapping, NO_STORE_FAULT, END, true, [{ slot: 2, from: T0, to: END }])).toEqual(overlap);
+    expect(judge(clean(), overlapping, NO_STORE_FAULT, END, true, [{ slot: 0, from: T0 + 501, to: T0 + 900 }])).toEqual(overlap);
+    // Nor a stretch that ended before its term began.
+    expect(judge(clean(), [elected(T0 + 200, 'n0.1', 41), elected(T0 + 500, 'n1.2', 42)], NO_STORE_FAULT, END, true, [{ slot: 0, from: T0, to: T0 + 100 }])).toEqual(overlap);
+  });
 });

@@ -1,5 +1,6 @@
 import type { FaultContext, SimNode } from './fault-context.js';
-import { draw, type HoldAt, type ReplicaFaultKind, type DeploymentFaultKind, type Span, type Victim } from './faults/fault-kind.js';
+import type { HistoryEvent } from '../history.js';
+import { draw, preconditionMissed, type HoldAt, type ReplicaFaultKind, type DeploymentFaultKind, type Span, type Victim } from './faults/fault-kind.js';
 import { FAULT_KINDS, type RedisFault, type ReplicaFault, type ServiceFaultOf, type StoresFault } from './faults/registry.js';
 
 export type { Span } from './faults/fault-kind.js';
@@ -39,7 +40,16 @@ export type Setup =
    * `freshStart`, a replica that does not lead is restarted first, so its faulty clock starts on time
    * and falls behind from there (as on a host that just booted).
    */
-  { readonly kind: 'lead-clock-faulted'; readonly freshStart: boolean };
+  {
+    readonly kind: 'lead-clock-faulted';
+    readonly freshStart: boolean;
+    /**
+     * What the scenario needs of it: the clock-faulted replica still believing it leads once another
+     * replica does (a slow clock stretches its lease). A run in which that never happened says so in
+     * the history (`precondition missed`): its control cannot show damage, which proves nothing.
+     */
+    readonly needsOverlap?: boolean;
+  };
 
 interface RoundTiming {
   readonly setup?: Setup;
@@ -108,6 +118,27 @@ export async function runFaultRounds(ctx: FaultContext, round: FaultRound): Prom
     if (round.untilCaughtUp === true) await ctx.waitUntilCaughtUp(ctx.ttlMs / 2, ctx.ttlMs * 10);
   }
   await ctx.sleep(ctx.remainingMs);
+  if (round.setup?.kind === 'lead-clock-faulted' && round.setup.needsOverlap === true) {
+    const faulty = ctx.nodes[0]!.name;
+    if (!believedBesideAnother(ctx.history.events, faulty)) preconditionMissed(ctx, `${faulty}, its clock faulted, never believed it led while another replica did`);
+  }
+}
+
+/**
+ * Whether `node` believed it led at a moment another replica did too, as the supervisor read their
+ * lines (an exited replica believes nothing).
+ */
+export function believedBesideAnother(events: readonly HistoryEvent[], node: string): boolean {
+  const believes = new Set<string>();
+  for (const e of events) {
+    if (e.kind === 'belief') {
+      if (e.leader) believes.add(e.node);
+      else believes.delete(e.node);
+    } else if (e.kind === 'process' && e.event === 'exited') believes.delete(e.node);
+    else continue;
+    if (believes.has(node) && believes.size > 1) return true;
+  }
+  return false;
 }
 
 /** Carries out the setup; false when it did not take (the round is skipped). */

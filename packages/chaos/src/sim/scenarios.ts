@@ -328,7 +328,9 @@ export const scenarios: Record<ScenarioName, Scenario> = {
       // A fresh start: its clock begins on time and falls behind from there, so it does act while it
       // still leads. Its renews then come four times too late: the lease lapses, another replica is
       // elected, and the slow one goes on dispatching on its stretched deadline.
-      setup: { kind: 'lead-clock-faulted', freshStart: true },
+      // Left to timing, its renew (every quarter-speed 250 ms: 1 s) can land just before the lease
+      // lapses or just after another is elected, with no moment of two leaders: said if so.
+      setup: { kind: 'lead-clock-faulted', freshStart: true, needsOverlap: true },
       gap: { ttls: [3, 5] },
       target: { kind: 'none' },
       settle: { ms: [0, 0] },
