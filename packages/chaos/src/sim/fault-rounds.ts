@@ -1,3 +1,4 @@
+import { leadershipOverlaps } from '../checker/check-run.js';
 import type { FaultContext, SimNode } from './fault-context.js';
 import type { HistoryEvent } from '../history.js';
 import { draw, preconditionMissed, type HoldAt, type ReplicaFaultKind, type DeploymentFaultKind, type Span, type Victim } from './faults/fault-kind.js';
@@ -125,20 +126,11 @@ export async function runFaultRounds(ctx: FaultContext, round: FaultRound): Prom
 }
 
 /**
- * Whether `node` believed it led at a moment another replica did too, as the supervisor read their
- * lines (an exited replica believes nothing).
+ * Whether `node` believed it led for a stretch in which another replica did too, as the supervisor
+ * read their lines (the checker's overlap windows: an exited replica believes nothing).
  */
 export function believedBesideAnother(events: readonly HistoryEvent[], node: string): boolean {
-  const believes = new Set<string>();
-  for (const e of events) {
-    if (e.kind === 'belief') {
-      if (e.leader) believes.add(e.node);
-      else believes.delete(e.node);
-    } else if (e.kind === 'process' && e.event === 'exited') believes.delete(e.node);
-    else continue;
-    if (believes.has(node) && believes.size > 1) return true;
-  }
-  return false;
+  return leadershipOverlaps(events, { start: -Infinity, end: Infinity }).some((o) => o.nodes.includes(node));
 }
 
 /** Carries out the setup; false when it did not take (the round is skipped). */
