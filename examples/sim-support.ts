@@ -161,7 +161,12 @@ export function reportLeadership(coordinator: Coordinator, report: Report): void
  * at the same moment.
  */
 export async function writeUnguarded(pool: pg.Pool, insert: { text: string; values: unknown[] }, fire: { fireId: string; token: bigint | string }, report: Report): Promise<void> {
-  const client = await pool.connect();
+  // A connection that never comes (the pool exhausted, the database down) is a write that failed
+  // with nothing applied: said so, or the history holds it in flight for good.
+  const client = await pool.connect().catch((err: unknown) => {
+    report({ kind: 'write', outcome: 'failed', fireId: fire.fireId, token: fire.token, reason: (err as Error).message });
+    throw err;
+  });
   // A checked-out client has no listener from pg-pool: a killed backend would kill the replica.
   let lost: Error | undefined;
   const onError = (err: Error) => void (lost ??= err);

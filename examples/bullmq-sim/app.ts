@@ -8,11 +8,13 @@ import { fileURLToPath } from 'node:url';
 import { Queue } from 'bullmq';
 import { Redis } from 'ioredis';
 import { SCENARIO_NAMES, type RedisEndpoint, type SimApp } from '@fenced/chaos';
+import { bundledEntry } from '../bundled-entry.js';
 import { dropSchema, expectedFireIds, guardFenceStates, prepareSchema, readEffects } from '../sim-support.js';
 import { JOB, QUEUE, RESOURCE } from './names.js';
 
 const root = fileURLToPath(new URL('../..', import.meta.url));
-const service = fileURLToPath(new URL('./service.ts', import.meta.url));
+/** The replica, bundled once (bundled-entry.ts: the same sources, started in half the CPU time). */
+const service = bundledEntry(fileURLToPath(new URL('./service.ts', import.meta.url)));
 const SETTLEMENTS_SQL = readFileSync(fileURLToPath(new URL('./settlements.sql', import.meta.url)), 'utf8');
 
 /** Where the faults that aim at a write land: between the worker's pre-check and its write. */
@@ -35,12 +37,15 @@ export const bullmqServiceApp: SimApp = {
   // anomalies in one run, none in the next), and a scenario whose control may not bite proves nothing.
   scenarios: SCENARIO_NAMES.filter((name) => !['cluster-failover', 'sentinel-failover', 'freeze-in-commit', 'connection-killed', 'postgres-restart', 'redis-lag'].includes(name)),
 
-  prepare: (run) => prepareSchema(run, SETTLEMENTS_SQL, RESOURCE),
+  prepare: async (run) => {
+    await service.ready();
+    await prepareSchema(run, SETTLEMENTS_SQL, RESOURCE);
+  },
 
   replica(run, node) {
     return {
       command: process.execPath,
-      args: ['--import', 'tsx', '--conditions=@fenced/source', service],
+      args: service.args(),
       cwd: root,
       env: {
         NODE_NAME: node.name,

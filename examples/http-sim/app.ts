@@ -10,12 +10,14 @@ import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
 import { Redis } from 'ioredis';
 import { type RedisEndpoint, type RunContext, type SimApp } from '@fenced/chaos';
+import { bundledEntry } from '../bundled-entry.js';
 import { dropSchema, expectedFireIds, guardFenceStates, prepareSchema, readEffects } from '../sim-support.js';
 import { JOB, RESOURCE } from './names.js';
 
 const root = fileURLToPath(new URL('../..', import.meta.url));
-const caller = fileURLToPath(new URL('./caller.ts', import.meta.url));
-const serviceEntry = fileURLToPath(new URL('./service.ts', import.meta.url));
+/** The replica and the service, each bundled once (bundled-entry.ts: the same sources, started in half the CPU time). */
+const caller = bundledEntry(fileURLToPath(new URL('./caller.ts', import.meta.url)));
+const serviceEntry = bundledEntry(fileURLToPath(new URL('./service.ts', import.meta.url)));
 const ENTRIES_SQL = readFileSync(fileURLToPath(new URL('./entries.sql', import.meta.url)), 'utf8');
 
 /** The service of each run: its process, its URL, the key its callers sign with, and its acks of faults. */
@@ -31,7 +33,8 @@ function serverUrl(endpoint: RedisEndpoint | undefined): string {
 /** Starts the run's service and resolves once it listens. */
 async function startService(run: RunContext): Promise<void> {
   const key = randomBytes(32).toString('base64url');
-  const child = spawn(process.execPath, ['--import', 'tsx', '--conditions=@fenced/source', serviceEntry], {
+  await serviceEntry.ready();
+  const child = spawn(process.execPath, serviceEntry.args(), {
     cwd: root,
     env: { ...process.env, MODE: run.mode, DATABASE_URL: run.databaseUrl, SIM_SCHEMA: run.id, SIGNING_KEY: key },
     stdio: ['pipe', 'pipe', 'inherit'],
@@ -91,6 +94,7 @@ export const httpServiceApp: SimApp = {
   },
 
   async prepare(run) {
+    await caller.ready();
     await prepareSchema(run, ENTRIES_SQL, RESOURCE);
     await startService(run);
   },
@@ -100,7 +104,7 @@ export const httpServiceApp: SimApp = {
     if (service === undefined) throw new Error(`no ledger service for run ${run.id}: prepare() starts it`);
     return {
       command: process.execPath,
-      args: ['--import', 'tsx', '--conditions=@fenced/source', caller],
+      args: caller.args(),
       cwd: root,
       env: {
         NODE_NAME: node.name,

@@ -5,13 +5,15 @@
 import { fileURLToPath } from 'node:url';
 import type { SimApp } from '@fenced/chaos';
 import { leaseKeys } from '@fenced/coordinator';
+import { bundledEntry } from '../bundled-entry.js';
 import { dropSchema, expectedFireIds, guardFenceStates, prepareSchema, readEffects } from '../sim-support.js';
 import { JOB, LEASE, LEDGER_SQL, RESOURCE } from './ledger.js';
 import { connectRedis } from './redis-endpoint.js';
 
 const root = fileURLToPath(new URL('../..', import.meta.url));
 
-const replicaScript = fileURLToPath(new URL('./replica.ts', import.meta.url));
+/** The replica, bundled once (bundled-entry.ts: the same sources, started in half the CPU time). */
+const replicaEntry = bundledEntry(fileURLToPath(new URL('./replica.ts', import.meta.url)));
 
 /** Time between dispatch and write (where mid-write faults land), and between commit and record. */
 const WORK_MS = 120;
@@ -23,12 +25,15 @@ export const ledgerApp: SimApp = {
   // replica.ts takes `hold-pool` (the pool-exhausted scenario).
   replicasHoldPool: true,
 
-  prepare: (run) => prepareSchema(run, LEDGER_SQL, RESOURCE),
+  prepare: async (run) => {
+    await replicaEntry.ready();
+    await prepareSchema(run, LEDGER_SQL, RESOURCE);
+  },
 
   replica(run, node) {
     return {
       command: process.execPath,
-      args: ['--import', 'tsx', '--conditions=@fenced/source', replicaScript],
+      args: replicaEntry.args(),
       cwd: root,
       env: {
         NODE_NAME: node.name,

@@ -128,7 +128,10 @@ describe('pnpm sim', () => {
       expect(DEFAULT_RUNS).toContain('pause@mysql');
       // No run failed; a run the machine starved too long to judge its timing (inconclusive) is run
       // again alone below, so that no scenario passes on an inconclusive run alone.
-      expect(summary.ok, table.join('\n')).toBe(true);
+      // CI keeps only the first line of a failed assertion: it names the runs that failed, and why.
+      const failedRuns = summary.runs.filter((r) => (r.mode === 'guarded' ? r.verdict !== 'no anomaly' : r.anomalies === 0) && !r.verdict.startsWith('inconclusive'));
+      const failedLine = failedRuns.map((r) => `${r.scenario} ${r.mode}: ${r.verdict}${r.violations.length > 0 ? ` (${r.violations[0]}${r.violations.length > 1 ? ` and ${r.violations.length - 1} more` : ''})` : ''}`).join('; ');
+      expect(summary.ok, `failed: ${failedLine}\n${table.join('\n')}`).toBe(true);
       expect(result.code).toBe(summary.runs.some((r) => r.verdict.startsWith('inconclusive')) ? 3 : 0);
       const unjudged = [...new Set(summary.runs.filter((r) => r.verdict.startsWith('inconclusive')).map((r) => r.scenario))];
       const judged = new Map<string, CliRun[]>();

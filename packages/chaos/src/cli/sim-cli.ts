@@ -9,6 +9,7 @@ import { keepRun, keptRunsRoot } from '../report/kept-runs.js';
 import { verdictOf } from '../report/verdict.js';
 import { textTable } from '../report/text-table.js';
 import { runScenario, scenarioLabel, type RunResult, type RunStatus } from '../sim/run-scenario.js';
+import { phaseTimeLine } from '../report/phase-time.js';
 import { SCENARIO_NAMES, scenarios, type ScenarioName } from '../sim/scenarios.js';
 import type { SimApp, SimMode } from '../sim/sim-app.js';
 import { resolvePostgres, ServiceUnavailableError } from '../postgres-url.js';
@@ -234,6 +235,7 @@ export async function runSimCli(app: SimApp, argv: readonly string[], io: CliIo 
     }
   }
   const ok = guardedBad.length === 0 && undamagedControls.length === 0;
+  io.err(`${phaseTimeLine([...results.values()])}\n`);
 
   if (args.json) {
     io.out(
@@ -241,7 +243,7 @@ export async function runSimCli(app: SimApp, argv: readonly string[], io: CliIo 
         {
           seed: args.seed,
           report: reportPath,
-          runs: runs.map((r) => ({ scenario: r.scenario, mode: r.mode, verdict: verdictOf(r).text, ...r.check, overlaps: r.check.overlaps.length, marks: r.check.marks.length, ...(kept.has(r) ? { kept: kept.get(r) } : {}) })),
+          runs: runs.map((r) => ({ scenario: r.scenario, mode: r.mode, verdict: verdictOf(r).text, ...r.check, overlaps: r.check.overlaps.length, marks: r.check.marks.length, phaseMs: results.get(r)!.phaseMs, ...(kept.has(r) ? { kept: kept.get(r) } : {}) })),
           ok,
           inconclusive: inconclusive.length,
         },
@@ -282,3 +284,4 @@ async function probeDatabase(app: SimApp, databaseUrl: string): Promise<string |
     await app.cleanup(run).catch(() => undefined);
   }
 }
+

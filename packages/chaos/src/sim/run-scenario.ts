@@ -62,7 +62,16 @@ export interface RunResult {
   readonly diagnostics: Readonly<Record<string, string>>;
   /** Each replica's log: every line it printed on stdout (stamped when read) and its stderr's last 64 KiB. */
   readonly logs: Readonly<Record<string, { readonly stdout: readonly ProcessLine[]; readonly stderr: string }>>;
+  /**
+   * Where the run's wall time went, ms per phase: `servers` (its own Redis, PostgreSQL, etcd or
+   * MariaDB), `start` (the replicas started, to the first dispatch), `faults`, `settle` (healed, to
+   * quiescence), `check` (replicas stopped, effects read and judged) and `teardown` (filled in as
+   * the run's servers stop, after the result is made).
+   */
+  readonly phaseMs: Partial<Record<RunPhase, number>>;
 }
+
+export type RunPhase = 'servers' | 'start' | 'faults' | 'settle' | 'check' | 'teardown';
 
 export { ETCD_MIN_TTL_MS } from './lease-store-runs.js';
 
@@ -105,6 +114,7 @@ function pgTarget(databaseUrl: string): { port: number; rewrite: (port: number) 
  */
 export async function runScenario(app: SimApp, scenario: Scenario, mode: SimMode, given: RunOptions): Promise<RunResult> {
   const options = onStoreTimings(given);
+  const runFrom = Date.now();
   const store = simLeaseStore(options.leaseStore ?? 'redis');
   // A scenario that restarts PostgreSQL, or fails it over, gets a server (a primary and its replica)
   // of its own: the shared one serves everyone else.
@@ -144,6 +154,14 @@ export async function runScenario(app: SimApp, scenario: Scenario, mode: SimMode
   const clockFile = clockDir === undefined ? undefined : join(clockDir, 'faketime');
   if (clockFile !== undefined) writeFileSync(clockFile, clockStepText(0));
   const started = Date.now();
+  const phaseMs: Partial<Record<RunPhase, number>> = {};
+  let phaseFrom = runFrom;
+  /** Ends the phase under way: its time goes to `name`. */
+  const phaseEnded = (name: RunPhase) => {
+    const now = Date.now();
+    phaseMs[name] = (phaseMs[name] ?? 0) + (now - phaseFrom);
+    phaseFrom = now;
+  };
   let phase: RunStatus['phase'] = 'starting';
   let ctx: FaultContext | undefined;
   const progress = setInterval(() => {
@@ -178,9 +196,11 @@ export async function runScenario(app: SimApp, scenario: Scenario, mode: SimMode
     nodes: nodes.map((n) => n.name),
     diagnostics: Object.fromEntries(nodes.map((n) => [n.name, n.process.stderr().slice(-2000)])),
     logs: Object.fromEntries(nodes.map((n) => [n.name, { stdout: stdout.get(n.name) ?? [], stderr: n.process.stderr() }])),
+    phaseMs,
   });
   try {
     await app.prepare(run);
+    phaseEnded('servers');
     for (let i = 1; i <= options.replicas; i++) {
       const name = `r${i}`;
       let redisProxy: FaultProxy | undefined;
@@ -242,17 +262,21 @@ export async function runScenario(app: SimApp, scenario: Scenario, mode: SimMode
     if (firstDispatch === undefined) {
       const why = first === undefined ? `no replica became leader within ${START_MS / 1000} s` : `no replica dispatched a fire within ${START_MS / 1000} s of the first election`;
       const stderr = nodes.map((n) => n.process.stderr().trim().split('\n').at(-1) ?? '').filter((tail) => tail !== '');
+      phaseEnded('start');
       phase = 'checking';
       await Promise.all(nodes.map((n) => n.process.stop()));
+      phaseEnded('check');
       const at = Date.now();
       const startFailure = `${why}${stderr.length > 0 ? ` (last stderr: ${stderr.join(' | ').slice(0, 300)})` : ''}`;
       return resultOf({ start: at, end: at }, checkRun({ history: history.events, effects: [], expectedFireIds: [], window: { start: started, end: at }, startFailure }), []);
     }
     const windowStart = Date.now();
+    phaseEnded('start');
     phase = 'faults';
     ctx = new FaultContext(nodes, redis, app.leaseKey?.(run), history, random, options.ttlMs, faultsEnd(), startNode, clockFile, postgres, cluster, etcd, serviceHook);
     await runFaultRounds(ctx, scenario.rounds);
     const windowEnd = Date.now();
+    phaseEnded('faults');
 
     // Heal everything, then give the replicas time to elect, catch up and finish in-flight fires.
     phase = 'settling';
@@ -275,6 +299,7 @@ export async function runScenario(app: SimApp, scenario: Scenario, mode: SimMode
     while (!(settled = hasSettled(history.events, afterWindow) && (await noPendingWork())) && Date.now() < settleBy) await new Promise((r) => setTimeout(r, 50));
     // Replies already on their way (a write's outcome line trails its commit by a few milliseconds).
     await new Promise((r) => setTimeout(r, options.everyMs));
+    phaseEnded('settle');
 
     phase = 'checking';
     await Promise.all(nodes.map((n) => n.process.stop()));
@@ -291,6 +316,7 @@ export async function runScenario(app: SimApp, scenario: Scenario, mode: SimMode
       fences,
       settled,
     });
+    phaseEnded('check');
     return resultOf({ start: windowStart, end: windowEnd }, check, effects);
   } finally {
     stopProbe();
@@ -304,6 +330,7 @@ export async function runScenario(app: SimApp, scenario: Scenario, mode: SimMode
     await servers.stop();
     if (clockDir !== undefined) rmSync(clockDir, { recursive: true, force: true });
     untrackCleanup();
+    phaseEnded('teardown');
   }
 }
 
