@@ -15,7 +15,7 @@
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { basename, join } from 'node:path';
-import { build, type Plugin } from 'esbuild';
+import { build, stop, type Plugin } from 'esbuild';
 
 export interface BundledEntry {
   /** Builds the bundle (once; later calls wait for the first). */
@@ -53,6 +53,8 @@ const dependenciesOutside: Plugin = {
 };
 
 let bundles = 0;
+/** Builds under way: esbuild's service process is stopped when none is, not left beside the run. */
+let building = 0;
 
 /** The script at `script` (an absolute path), bundled on the first `ready()`. */
 export function bundledEntry(script: string): BundledEntry {
@@ -62,18 +64,23 @@ export function bundledEntry(script: string): BundledEntry {
     ready() {
       built ??= (async () => {
         const target = join(bundleFolder(), `${++bundles}-${basename(script).replace(/\.ts$/, '')}.mjs`);
-        await build({
-          entryPoints: [script],
-          outfile: target,
-          bundle: true,
-          platform: 'node',
-          format: 'esm',
-          target: 'node20',
-          conditions: ['@fenced/source'],
-          sourcemap: true,
-          logLevel: 'silent',
-          plugins: [dependenciesOutside],
-        });
+        building++;
+        try {
+          await build({
+            entryPoints: [script],
+            outfile: target,
+            bundle: true,
+            platform: 'node',
+            format: 'esm',
+            target: 'node20',
+            conditions: ['@fenced/source'],
+            sourcemap: true,
+            logLevel: 'silent',
+            plugins: [dependenciesOutside],
+          });
+        } finally {
+          if (--building === 0) await stop();
+        }
         outfile = target;
         return target;
       })();

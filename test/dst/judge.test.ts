@@ -3,11 +3,12 @@
 import { fireId } from '@fenced/coordinator';
 import { parseToken, type FencedEvent } from '@fenced/shared';
 import { describe, expect, it } from 'vitest';
-import { EVERY_MS, judge, T0, TTL_MS, type LedgerRow } from './schedule.js';
+import { EVERY_MS, judge, T0, TTL_MS } from './schedule.js';
+import type { LedgerRow, WriteRecord } from './sim-checks.js';
 import type { StoreHistory } from './store-history.js';
 
 const END = T0 + 10 * EVERY_MS + 3 * TTL_MS;
-const row = (i: number, token: number, node = 'n0.1'): LedgerRow => ({ fire: fireId('ledger', T0 + i * EVERY_MS), token: parseToken(token), node });
+const row = (i: number, token: number, node = 'n0.1'): LedgerRow => ({ fire: fireId('ledger', T0 + i * EVERY_MS), token: parseToken(token), node, scheduledAt: T0 + i * EVERY_MS, committedAt: T0 + i * EVERY_MS + 5 });
 const elected = (at: number, nodeId: string, token: number) => ({ at, event: { type: 'lease.acquired', lease: 'billing', nodeId, token: parseToken(token) } as FencedEvent });
 const lost = (at: number, nodeId: string, token: number) => ({ at, event: { type: 'lease.lost', lease: 'billing', nodeId, token: parseToken(token), reason: 'deadline' } as FencedEvent });
 /** The store's history: n0.1 granted token 41 and renewed it, then n1.2 granted 42; no failover. */
@@ -31,17 +32,33 @@ describe("the deterministic simulation's invariants", () => {
   it('fail a stale write committed after a newer token', () => {
     const ledger = clean();
     ledger.splice(5, 1, row(6, 40));
-    expect(judge(ledger, [elected(T0, 'n0.1', 41)], NO_STORE_FAULT, END, true)).toEqual([expect.stringMatching(/^stale write committed: .* with token 40 after token 41$/)]);
+    expect(judge(ledger, [elected(T0, 'n0.1', 41)], NO_STORE_FAULT, END, true)).toEqual([
+      expect.stringMatching(/^staleApplied: stale write applied: .* with token 40 by n0\.1 committed after token 41/),
+      // Token 40 was never granted in this history: the model's check says so too.
+      expect.stringMatching(/^model: not a step of the model: .* committed by n0\.1 with token 40, which no election granted$/),
+    ]);
   });
 
   it('fail a fire applied twice', () => {
-    expect(judge([...clean(), row(3, 41)], [elected(T0, 'n0.1', 41)], NO_STORE_FAULT, END, true)).toEqual([expect.stringMatching(/^fire applied twice: /)]);
+    expect(judge([...clean(), row(3, 41)], [elected(T0, 'n0.1', 41)], NO_STORE_FAULT, END, true)).toEqual([expect.stringMatching(/^duplicates: fire took effect twice: /)]);
   });
 
   it('fail a due fire that never took effect, and a run with no leader ever or none at the end', () => {
     const ledger = clean().filter((r) => r.fire !== fireId('ledger', T0 + 4 * EVERY_MS));
-    expect(judge(ledger, [elected(T0, 'n0.1', 41)], NO_STORE_FAULT, END, true)).toEqual([`1 due fires never took effect, from ${fireId('ledger', T0 + 4 * EVERY_MS)} on`]);
+    expect(judge(ledger, [elected(T0, 'n0.1', 41)], NO_STORE_FAULT, END, true)).toEqual([`missed: fire never took effect: ${fireId('ledger', T0 + 4 * EVERY_MS)}`]);
     expect(judge([], [], NO_STORE_FAULT, END, false)).toEqual(['no leader was ever elected', 'no node leads at the end, after the faults healed']);
+  });
+
+  it("fail what the rest of `pnpm sim`'s checkers catch: an early effect, a dispatch by a node that did not lead, elections out of token order, a refusal the model does not allow", () => {
+    const early = clean();
+    early.splice(2, 1, { ...row(3, 41), committedAt: T0 + 3 * EVERY_MS - 10 });
+    expect(judge(early, [elected(T0, 'n0.1', 41)], NO_STORE_FAULT, END, true)).toEqual([expect.stringMatching(/^early: fire took effect 10 ms early: /)]);
+    const dispatched = { at: T0 + 300, event: { type: 'fire.dispatched', lease: 'billing', nodeId: 'n1.1', job: 'ledger', fireId: fireId('ledger', T0 + 250), token: parseToken(41) } as FencedEvent };
+    expect(judge(clean(), [elected(T0, 'n0.1', 41), dispatched], NO_STORE_FAULT, END, true)).toEqual([expect.stringMatching(/^dispatchWhileLeading: dispatch by a replica that did not lead: n1\.1 /)]);
+    const handedDown = [elected(T0, 'n0.1', 41), lost(T0 + 400, 'n0.1', 41), elected(T0 + 500, 'n1.2', 41)];
+    expect(judge(clean(), handedDown, NO_STORE_FAULT, END, true)).toEqual([expect.stringMatching(/^electionOrder: election out of token order: n1\.2 elected with token 41/)]);
+    const refused: WriteRecord = { at: T0 + 600, node: 'n0.1', fireId: fireId('ledger', T0 + 500), token: 41n, outcome: 'stale' };
+    expect(judge(clean(), [elected(T0, 'n0.1', 41)], NO_STORE_FAULT, END, true, [], [], [refused])).toEqual([expect.stringMatching(/^model: not a step of the model: .* refused as stale with token 41, the highest token granted or committed/)]);
   });
 
   it("fail overlapping beliefs, except where a failover lost the earlier term's grant or renewal", () => {

@@ -35,8 +35,9 @@ import { createGuard } from '@fenced/consumer-guard';
 import { createMemoryFenceDatabase, memoryFences } from '@fenced/consumer-guard/memory';
 import { createCoordinator, createScheduler, fireId, type Coordinator, type Scheduler } from '@fenced/coordinator';
 import { createMemoryLeaseServer, memoryLeases, type MemoryLeases, type MemoryLeaseSnapshot } from '@fenced/coordinator/memory';
-import { parseToken, type FencedEvent } from '@fenced/shared';
+import { parseToken, StaleTokenError, type FencedEvent } from '@fenced/shared';
 import { failpoints, type FailpointName } from '@fenced/shared/failpoints';
+import { effectsOf, historyOf, sharedInvariantFailures, type Exit, type LedgerRow, type NodeEvent, type WriteRecord } from './sim-checks.js';
 import { recordStoreHistory, storeLostEarlierTerm, termAt, termKey, type StoreHistory, type StoreTerm } from './store-history.js';
 
 export const TTL_MS = 1_000;
@@ -124,8 +125,12 @@ export async function runSchedule(options: ScheduleOptions): Promise<ScheduleRes
   try {
     const server = createMemoryLeaseServer();
     const database = createMemoryFenceDatabase();
-    const events: Array<{ at: number; event: FencedEvent }> = [];
+    const events: NodeEvent[] = [];
     const logger = (event: FencedEvent) => events.push({ at: Date.now(), event });
+    // What each node's handler came to, and the incarnations that crashed: the history `pnpm sim`'s
+    // checkers read (sim-checks.ts).
+    const writes: WriteRecord[] = [];
+    const exits: Exit[] = [];
     // Each node's reply delays: a few ms, or a spike past the lease while a fault holds them.
     const spikes = new Map<number, { until: number; ms: number }>();
     // The fence store ends sessions mid-write (the database failing over, an operator's kill): armed
@@ -156,7 +161,24 @@ export async function runSchedule(options: ScheduleOptions): Promise<ScheduleRes
     const startNode = async (slot: number): Promise<void> => {
       const name = `n${slot}.${++incarnations}`;
       const guard = createGuard({ store: memoryFences({ database }), resource: 'ledger' });
-      const handle = guard.wrapHandler(async (_payload, ctx) => ctx.guardedWrite(async (trx) => trx.insert('ledger', { fire: ctx.fireId, token: ctx.token, node: name })));
+      const handle = guard.wrapHandler(async (_payload, ctx) =>
+        ctx.guardedWrite(async (trx) => trx.insert('ledger', { fire: ctx.fireId, token: ctx.token, node: name, scheduledAt: ctx.scheduledAt.getTime(), committedAt: Date.now() })),
+      );
+      // Reports what each call came to, as the real-process replicas do on stdout; the handler the
+      // scheduler is given is still the wrapped one, its result and its throw passed on untouched.
+      const reported = async (envelope: unknown) => {
+        const fire = envelope as { fireId: string; token: bigint | string };
+        const write = (outcome: WriteRecord['outcome']) => writes.push({ at: Date.now(), node: name, fireId: fire.fireId, token: BigInt(fire.token), outcome });
+        write('begin');
+        try {
+          const outcome = await handle(envelope);
+          write(outcome.status === 'applied' ? 'committed' : outcome.status);
+          return outcome;
+        } catch (err) {
+          write(err instanceof StaleTokenError ? 'stale' : 'failed');
+          throw err;
+        }
+      };
       const store = memoryLeases({
         server,
         replyDelayMs: () => {
@@ -165,7 +187,7 @@ export async function runSchedule(options: ScheduleOptions): Promise<ScheduleRes
         },
       });
       const coordinator = createCoordinator({ store, lease: 'billing', nodeId: name, ttlMs: TTL_MS, renewIntervalMs: RENEW_MS, fences: [guard], logger, clock: clocks[slot]! });
-      const scheduler = createScheduler({ coordinator, jobs: { ledger: { everyMs: EVERY_MS, handler: (envelope) => handle(envelope) } }, logger });
+      const scheduler = createScheduler({ coordinator, jobs: { ledger: { everyMs: EVERY_MS, handler: reported } }, logger });
       scheduler.start();
       nodes.set(slot, { name, store, coordinator, scheduler });
       void coordinator.start();
@@ -273,6 +295,7 @@ export async function runSchedule(options: ScheduleOptions): Promise<ScheduleRes
               const node = nodes.get(slot);
               if (node === undefined) return;
               nodes.delete(slot);
+              exits.push({ at: Date.now(), node: node.name });
               // Its connections gone first: stopping then releases nothing (a crash gives nothing back).
               node.store.close();
               void node.scheduler.stop();
@@ -317,7 +340,7 @@ export async function runSchedule(options: ScheduleOptions): Promise<ScheduleRes
     await clock.tickAsync(healMs);
 
     const excused: string[] = [];
-    const failures = judge(database.rows('ledger') as unknown as readonly LedgerRow[], events, history, T0 + faultMs + healMs, [...nodes.values()].some((node) => node.coordinator.isLeader()), slowClocks, excused);
+    const failures = judge(database.rows('ledger') as unknown as readonly LedgerRow[], events, history, T0 + faultMs + healMs, [...nodes.values()].some((node) => node.coordinator.isLeader()), slowClocks, excused, writes, exits);
     return { seed: options.seed, failures, excused, faults: faults.map((f) => `${f.at - T0} ms: [${f.group}] ${f.describe}`), drawn: drawn + clockFaults, fires: database.rows('ledger').length, elections: events.filter((e) => e.event.type === 'lease.acquired').length, events };
   } finally {
     for (const node of nodes.values()) {
@@ -379,12 +402,6 @@ class SkewableClock {
 /** Where a node can be held (failpoints), each the moment a pause does harm at. */
 const STOPS: readonly FailpointName[] = ['lease.acquired-before-dispatch', 'handler.prechecked-before-write', 'lease.renew-sent-before-reply', 'scheduler.dispatched-before-record'];
 
-export interface LedgerRow {
-  readonly fire: string;
-  readonly token: bigint;
-  readonly node: string;
-}
-
 /** The invariants, over the ledger (in commit order) and the nodes' events. */
 export function judge(
   ledger: readonly LedgerRow[],
@@ -395,30 +412,18 @@ export function judge(
   slowClocks: readonly SlowClock[] = [],
   /** Receives each overlap of beliefs excused, and why. */
   excusedOut: string[] = [],
+  writes: readonly WriteRecord[] = [],
+  exits: readonly Exit[] = [],
 ): string[] {
-  const failures: string[] = [];
-  // No stale write commits: one resource here, so the ledger's tokens never go down.
-  for (let i = 1; i < ledger.length; i++) {
-    if (ledger[i]!.token < ledger[i - 1]!.token) failures.push(`stale write committed: ${ledger[i]!.fire} with token ${ledger[i]!.token} after token ${ledger[i - 1]!.token}`);
-  }
-  // Each fire takes effect at most once.
-  const seen = new Set<string>();
-  for (const row of ledger) {
-    if (seen.has(row.fire)) failures.push(`fire applied twice: ${row.fire}`);
-    seen.add(row.fire);
-  }
-  // No due fire lost: every fire due after the first election, up to three TTLs before the end
-  // (the heal's time to catch up), took effect.
+  // The promise over what took effect, the lease's and the model's, judged by `pnpm sim`'s own
+  // checkers: no stale write commits, each fire at most once, every fire due after the first
+  // election up to three TTLs before the end (the heal's time to catch up) takes effect, nothing
+  // early, elections in token order, dispatches only by a leader, every write step one the model allows.
   const firstElection = events.find((e) => e.event.type === 'lease.acquired')?.at;
+  const expectedFireIds: string[] = [];
+  for (let at = firstElection === undefined ? Number.POSITIVE_INFINITY : Math.ceil((firstElection + 1) / EVERY_MS) * EVERY_MS; at <= end - 3 * TTL_MS; at += EVERY_MS) expectedFireIds.push(fireId('ledger', at));
+  const failures = sharedInvariantFailures({ history: historyOf(events, writes, exits), effects: effectsOf(ledger), expectedFireIds, window: { start: T0, end } });
   if (firstElection === undefined) failures.push('no leader was ever elected');
-  else {
-    const lost: string[] = [];
-    for (let at = Math.ceil((firstElection + 1) / EVERY_MS) * EVERY_MS; at <= end - 3 * TTL_MS; at += EVERY_MS) {
-      const id = fireId('ledger', at);
-      if (!seen.has(id)) lost.push(id);
-    }
-    if (lost.length > 0) failures.push(`${lost.length} due fires never took effect, from ${lost[0]} on`);
-  }
   // Beliefs never overlap, unless the store caused it (a failover between the two grants lost a
   // write of the earlier term, see storeLostEarlierTerm) or the earlier leader's clock ran slow
   // during its term, past what the drift margin allows for (the fence's to absorb, judged above).
