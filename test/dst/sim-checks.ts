@@ -7,8 +7,7 @@
  * wall-clock time, a crashed process. The overlap of beliefs is judged by the schedule itself
  * (schedule.ts), which knows what the in-memory store lost and when a clock ran slow.
  */
-import { INVARIANTS, type CheckInput, type HistoryEvent } from '@fenced/chaos';
-import type { Effect } from '@fenced/chaos';
+import { INVARIANTS, type CheckInput, type Effect, type HistoryEvent, type WriteOutcome } from '@fenced/chaos';
 import type { FencedEvent } from '@fenced/shared';
 
 /** One row of the ledger the nodes' handler writes, in commit order. */
@@ -23,7 +22,7 @@ export interface LedgerRow {
 }
 
 /** What a node's wrapped handler came to, as the simulation's replicas report it. */
-export type WriteRecord = { readonly at: number; readonly node: string; readonly fireId: string; readonly token: bigint; readonly outcome: 'begin' | 'committed' | 'stale' | 'duplicate' | 'failed' };
+export type WriteRecord = { readonly at: number; readonly node: string; readonly fireId: string; readonly token: bigint; readonly outcome: WriteOutcome };
 
 /** What one node logged, with the virtual time it logged it. */
 export interface NodeEvent {
