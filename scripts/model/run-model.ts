@@ -14,9 +14,9 @@
  * folder whose path is printed. `--terms N --faults N` check deeper (FAULTS 2 needs TERMS 7: about
  * 46 million states, a minute and 3 GB for safety alone on two cores).
  */
-import { spawnSync } from 'node:child_process';
+import { execFile, spawnSync } from 'node:child_process';
 import { cpSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { availableParallelism, tmpdir, totalmem } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
@@ -95,26 +95,29 @@ interface Check {
   readonly dir: string;
 }
 
-function run(command: string, argv: readonly string[], cwd: string): string {
-  const result = spawnSync(command, argv, { cwd, encoding: 'utf8', maxBuffer: 64 * 1024 * 1024 });
-  if (result.error !== undefined) throw result.error;
-  const output = `${result.stdout}${result.stderr}`;
-  if (result.status !== 0 && command !== './pan') throw new Error(`${command} ${argv.join(' ')} exited ${result.status}:\n${output}`);
-  return output;
+function run(command: string, argv: readonly string[], cwd: string): Promise<string> {
+  return new Promise((resolve, reject) => {
+    execFile(command, argv, { cwd, encoding: 'utf8', maxBuffer: 64 * 1024 * 1024 }, (error, stdout, stderr) => {
+      const output = `${stdout}${stderr}`;
+      // pan exits non-zero when it finds an error: its output says which, and is what is judged.
+      if (error !== null && (command !== './pan' || typeof error.code !== 'number')) reject(new Error(`${command} ${argv.join(' ')} failed (${error.message}):\n${output}`));
+      else resolve(output);
+    });
+  });
 }
 
 /** One exhaustive check: safety (every assertion) or liveness (the LTL claim, weak fairness). */
-function check(kind: 'safety' | 'liveness', defines: readonly string[]): Check {
+async function check(kind: 'safety' | 'liveness', defines: readonly string[]): Promise<Check> {
   const dir = mkdtempSync(join(tmpdir(), 'fenced-model-'));
   cpSync(MODEL, join(dir, 'fencing.pml'));
   const started = performance.now();
   const flags = [`-DNODES=${BOUNDS.nodes}`, `-DRESOURCES=${BOUNDS.resources}`, `-DTERMS=${BOUNDS.terms}`, `-DFAULTS=${BOUNDS.faults}`, ...defines.map((d) => `-D${d}`)];
-  run('spin', [...flags, '-a', 'fencing.pml'], dir);
+  await run('spin', [...flags, '-a', 'fencing.pml'], dir);
   // COLLAPSE compresses each state losslessly (the search stays exhaustive); MEMLIM makes pan stop
   // with an error rather than take the machine.
   const cc = ['-O2', '-w', '-DCOLLAPSE', `-DMEMLIM=${MEMORY_MB}`, ...(kind === 'safety' ? ['-DNOCLAIM'] : ['-DNFAIR=5']), '-o', 'pan', 'pan.c'];
-  run('cc', cc, dir);
-  const output = run('./pan', kind === 'safety' ? ['-m1000000'] : ['-a', '-f', '-m1000000'], dir);
+  await run('cc', cc, dir);
+  const output = await run('./pan', kind === 'safety' ? ['-m1000000'] : ['-a', '-f', '-m1000000'], dir);
   const seconds = (performance.now() - started) / 1000;
   if (/pan: out of memory|error: max search depth too small|pan: reached -DMEMLIM bound/.test(output)) {
     throw new Error(`pan could not finish the ${kind} check (${defines.join(' ') || 'the protocol'}): it needs more memory or depth than allowed\n${output}`);
@@ -124,6 +127,20 @@ function check(kind: 'safety' | 'liveness', defines: readonly string[]): Check {
   if (!Number.isFinite(errors) || !Number.isFinite(states)) throw new Error(`pan's output was not understood:\n${output}`);
   const property = errors === 0 ? null : (PROPERTY_OF.find(([, pattern]) => pattern.test(output))?.[0] ?? null);
   return { errors, states, property, seconds, output, dir };
+}
+
+/**
+ * Starts every job, at most `width` at a time, and returns their promises in the jobs' order: the
+ * checks are independent processes, so the machine's cores share them (and, beside other load, the
+ * scheduler gives several processes more of the machine than one).
+ */
+function pooled<T>(jobs: ReadonlyArray<() => Promise<T>>, width: number): Promise<T>[] {
+  const gates: Promise<unknown>[] = [];
+  return jobs.map((job, i) => {
+    const started = i < width ? job() : gates[i - width]!.then(job, job);
+    gates.push(started.catch(() => undefined));
+    return started;
+  });
 }
 
 /** Keeps a failing check's trail and its replay where they can be read, and says where. */
@@ -137,7 +154,7 @@ function keep(name: string, result: Check): string {
   return kept;
 }
 
-function main(): number {
+async function main(): Promise<number> {
   for (const [tool, argv] of [['spin', ['-V']], ['cc', ['--version']]] as const) {
     const probe = spawnSync(tool, argv, { encoding: 'utf8' });
     if (probe.error !== undefined || probe.status !== 0) {
@@ -149,22 +166,31 @@ function main(): number {
   let errors = 0;
   let unrejected = 0;
   const started = performance.now();
-  for (const configuration of [
+  const configurations = [
     { name: 'fences advanced at election, a lossy failover', defines: [] as string[] },
     { name: 'no fences given to the coordinator', defines: ['ADVANCE=0'] },
-  ]) {
-    for (const kind of ['safety', 'liveness'] as const) {
-      const result = check(kind, configuration.defines);
-      states += result.states;
-      errors += result.errors;
-      const where = result.errors === 0 ? '' : `: ${result.property ?? 'an error'} (${result.property === null ? 'see the output' : PROPERTIES[result.property]}); kept in ${keep(`protocol-${kind}`, result)}`;
-      console.log(`protocol, ${configuration.name}, ${kind}: ${result.states} states, ${result.errors} errors, ${result.seconds.toFixed(1)} s${where}`);
-      rmSync(result.dir, { recursive: true, force: true });
-    }
+  ];
+  const protocolChecks = configurations.flatMap((configuration) => (['safety', 'liveness'] as const).map((kind) => ({ configuration, kind })));
+  // As many at once as there are cores, and no more than half the memory allows at pan's limit each.
+  const width = Math.max(1, Math.min(availableParallelism(), Math.floor(totalmem() / 2 / (MEMORY_MB * 1024 * 1024))));
+  const results = pooled(
+    [
+      ...protocolChecks.map(({ configuration, kind }) => () => check(kind, configuration.defines)),
+      ...VARIANTS.map((variant) => () => check(variant.breaks === 'P7' ? 'liveness' : 'safety', ['VARIANT', variant.define, ...(variant.with ?? [])])),
+    ],
+    width,
+  );
+  // Printed in a fixed order, each as soon as it and those before it are done.
+  for (const [i, { configuration, kind }] of protocolChecks.entries()) {
+    const result = await results[i]!;
+    states += result.states;
+    errors += result.errors;
+    const where = result.errors === 0 ? '' : `: ${result.property ?? 'an error'} (${result.property === null ? 'see the output' : PROPERTIES[result.property]}); kept in ${keep(`protocol-${kind}`, result)}`;
+    console.log(`protocol, ${configuration.name}, ${kind}: ${result.states} states, ${result.errors} errors, ${result.seconds.toFixed(1)} s${where}`);
+    rmSync(result.dir, { recursive: true, force: true });
   }
-  for (const variant of VARIANTS) {
-    const defines = ['VARIANT', variant.define, ...(variant.with ?? [])];
-    const result = check(variant.breaks === 'P7' ? 'liveness' : 'safety', defines);
+  for (const [i, variant] of VARIANTS.entries()) {
+    const result = await results[protocolChecks.length + i]!;
     const rejected = result.errors > 0 && result.property === variant.breaks;
     if (!rejected) unrejected++;
     const verdict = rejected
@@ -173,9 +199,9 @@ function main(): number {
     console.log(`variant ${variant.define} (${variant.bug}): ${verdict}, ${result.seconds.toFixed(1)} s`);
     rmSync(result.dir, { recursive: true, force: true });
   }
-  console.log(`checked in ${((performance.now() - started) / 1000).toFixed(1)} s (${BOUNDS.fires} fires, ${BOUNDS.faults} fault(s) beside the lossy failover)`);
+  console.log(`checked in ${((performance.now() - started) / 1000).toFixed(1)} s, ${width} checks at a time (${BOUNDS.fires} fires, ${BOUNDS.faults} fault(s) beside the lossy failover)`);
   console.log(`model: ${states} states, ${errors} errors, bounds ${BOUNDS.nodes} nodes / ${BOUNDS.resources} resources / ${BOUNDS.terms} terms`);
   return errors > 0 || unrejected > 0 ? 1 : 0;
 }
 
-process.exitCode = main();
+process.exitCode = await main();

@@ -20,6 +20,6 @@ describe('pnpm sim:bullmq', () => {
   // resumes from the fires that took effect, and the run settles only once the queue is drained.
   it('redis-restart: the guarded service is clean (nothing queued is lost with the queue), the control shows damage', async () => {
     // Judged runs only: one the machine starved too long to judge is run again (judgedSimulation).
-    expectGuardedCleanControlDamaged(await judgedSimulation((seed) => simBullmq(['--scenario', 'redis-restart', '--duration', '6s', '--seed', String(seed), '--json']), 7));
+    expectGuardedCleanControlDamaged(await judgedSimulation((seed) => simBullmq(['--scenario', 'redis-restart', '--duration', '6s', '--seed', String(seed), '--parallel', '2', '--json']), 7));
   }, 12 * 60_000);
 });

@@ -16,10 +16,10 @@ const simHttp = (args: string[]) => runScript('examples/http-sim/sim.ts', args, 
 describe('pnpm sim:http', () => {
   it('pause: the late request of a leader frozen after its headers is refused (guarded clean), the control shows damage', async () => {
     // Judged runs only: one the machine starved too long to judge is run again (judgedSimulation).
-    expectGuardedCleanControlDamaged(await judgedSimulation((seed) => simHttp(['--scenario', 'pause', '--duration', '8s', '--seed', String(seed), '--json']), 7));
+    expectGuardedCleanControlDamaged(await judgedSimulation((seed) => simHttp(['--scenario', 'pause', '--duration', '8s', '--seed', String(seed), '--parallel', '2', '--json']), 7));
   }, 12 * 60_000);
 
   it('service-down: every fire the service failed is delivered again and takes effect once (guarded clean), the control applies fires twice', async () => {
-    expectGuardedCleanControlDamaged(await judgedSimulation((seed) => simHttp(['--scenario', 'service-down', '--duration', '8s', '--seed', String(seed), '--json']), 7));
+    expectGuardedCleanControlDamaged(await judgedSimulation((seed) => simHttp(['--scenario', 'service-down', '--duration', '8s', '--seed', String(seed), '--parallel', '2', '--json']), 7));
   }, 12 * 60_000);
 });

@@ -34,18 +34,41 @@ function tryPort(port: number): Promise<number | null> {
   });
 }
 
+/**
+ * Ports this process handed out lately, and until when they stay promised: a port is free to bind
+ * until its server binds it, so two runs side by side in one process (`pnpm sim --parallel`) could
+ * otherwise both be handed it in that moment.
+ */
+const promised = new Map<number, number>();
+const PROMISE_MS = 120_000;
+
+/** Hands out `port` unless this process promised it lately; true when it is now promised. */
+function promise(port: number): boolean {
+  const now = Date.now();
+  for (const [p, until] of promised) if (until <= now) promised.delete(p);
+  if (promised.has(port)) return false;
+  promised.set(port, now + PROMISE_MS);
+  return true;
+}
+
 /** A free TCP port on 127.0.0.1, below the ephemeral range when there is room (see above). */
 export async function freePort(): Promise<number> {
   const low = ephemeralLow();
   if (low - LOWEST >= 1000) {
     for (let attempt = 0; attempt < 50; attempt++) {
-      const port = await tryPort(LOWEST + Math.floor(Math.random() * (low - LOWEST)));
+      const candidate = LOWEST + Math.floor(Math.random() * (low - LOWEST));
+      if (!promise(candidate)) continue;
+      const port = await tryPort(candidate);
       if (port !== null) return port;
+      promised.delete(candidate);
     }
   }
-  const port = await tryPort(0);
-  if (port === null) throw new Error('no free port on 127.0.0.1');
-  return port;
+  for (let attempt = 0; attempt < 50; attempt++) {
+    const port = await tryPort(0);
+    if (port === null) break;
+    if (promise(port)) return port;
+  }
+  throw new Error('no free port on 127.0.0.1');
 }
 
 /** Resolves once something accepts TCP connections on the port, or rejects after `timeoutMs`. */

@@ -15,6 +15,8 @@ export interface SimArgs {
   readonly durationMs: number;
   readonly replicas: number;
   readonly seed: number;
+  /** How many runs go at once (each with its own servers, schema and replicas). */
+  readonly parallel: number;
   /** Where to write the HTML report; undefined: a new temporary folder (the path is printed either way). */
   readonly report: string | undefined;
   readonly json: boolean;
@@ -41,7 +43,7 @@ export function parseDuration(text: string): number {
   return Math.round(value);
 }
 
-export const USAGE = `usage: pnpm sim [--scenario ${[...SCENARIO_NAMES, 'all'].join('|')}[,…]] [--duration 15s] [--replicas 3] [--lease-store ${[...LEASE_STORES, 'default', 'all'].join('|')}] [--seed N] [--report FILE.html] [--json]`;
+export const USAGE = `usage: pnpm sim [--scenario ${[...SCENARIO_NAMES, 'all'].join('|')}[,…]] [--duration 15s] [--replicas 3] [--lease-store ${[...LEASE_STORES, 'default', 'all'].join('|')}] [--seed N] [--parallel N] [--report FILE.html] [--json]`;
 
 /**
  * `appScenarios`: the scenarios the app can run (see `SimApp.scenarios`); `stores`: the lease stores
@@ -60,6 +62,7 @@ export function parseSimArgs(argv: readonly string[], randomSeed: () => number, 
         duration: { type: 'string', default: '15s' },
         replicas: { type: 'string', default: '3' },
         seed: { type: 'string' },
+        parallel: { type: 'string', default: '1' },
         report: { type: 'string' },
         json: { type: 'boolean', default: false },
         help: { type: 'boolean', short: 'h', default: false },
@@ -94,6 +97,8 @@ export function parseSimArgs(argv: readonly string[], randomSeed: () => number, 
   if (targets.length === 0) throw new UsageError(`none of the scenarios chosen runs on the ${storeChoice} lease store`);
   const replicas = Number(values.replicas);
   if (!Number.isInteger(replicas) || replicas < 2 || replicas > 9) throw new UsageError(`--replicas must be a whole number from 2 to 9, not ${values.replicas}`);
+  const parallel = Number(values.parallel);
+  if (!Number.isInteger(parallel) || parallel < 1 || parallel > 8) throw new UsageError(`--parallel must be a whole number from 1 to 8, not ${values.parallel}`);
   let seed = randomSeed();
   if (values.seed !== undefined) {
     seed = Number(values.seed);
@@ -105,6 +110,7 @@ export function parseSimArgs(argv: readonly string[], randomSeed: () => number, 
     durationMs: parseDuration(values.duration),
     replicas,
     seed,
+    parallel,
     report: values.report,
     json: values.json,
     help: values.help,

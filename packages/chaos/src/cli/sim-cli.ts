@@ -168,14 +168,14 @@ export async function runSimCli(app: SimApp, argv: readonly string[], io: CliIo 
   const estimateMs = args.targets.reduce((sum, { scenario }) => sum + 2 * (Math.max(args.durationMs, scenarios[scenario].leastFaultMs ?? 0) + overheadMs(scenario)), 0);
   io.err(
     `sim: ${args.targets.map((t) => scenarioLabel(t.scenario, t.leaseStore)).join(', ')}; ${args.replicas} replicas; ${Math.round(args.durationMs / 1000)} s of faults per run, guarded and control; seed ${args.seed}\n` +
-      `sim: replay with --seed ${args.seed}; about ${Math.ceil(estimateMs / 60_000)} min\n`,
+      `sim: replay with --seed ${args.seed}; about ${Math.ceil(estimateMs / args.parallel / 60_000)} min${args.parallel > 1 ? `, ${args.parallel} runs at a time` : ''}\n`,
   );
-  const runs: ReportRun[] = [];
-  /** The runs' whole results, beside their rows: a failed one is kept with its history and logs. */
-  const results = new Map<ReportRun, RunResult>();
-  let index = 0;
+  /** Every run, in the order of the table: each scenario on each store, guarded then control. */
+  const jobs = args.targets.flatMap(({ scenario, leaseStore }) => (['guarded', 'control'] as SimMode[]).map((mode) => ({ scenario, leaseStore, mode })));
+  /** Each run's row and whole result, at its job's place (runs in parallel finish in any order). */
+  const finished: Array<{ run: ReportRun; result: RunResult } | undefined> = jobs.map(() => undefined);
   let lastPrinted = 0;
-  const progress = (status: RunStatus) => {
+  const progress = (index: number) => (status: RunStatus) => {
     const text = `[${index}/${total}] ${status.scenario} ${status.mode}: ${status.phase}, ${Math.round(status.elapsedMs / 1000)} s of ~${Math.round(status.durationMs / 1000) + 10} s, leader ${status.leader ?? 'none'}${status.token ? ` (token ${status.token})` : ''}`;
     if (io.isTTY) io.err(`\r\x1b[K${text}`);
     else if (Date.now() - lastPrinted >= 5000) {
@@ -183,36 +183,45 @@ export async function runSimCli(app: SimApp, argv: readonly string[], io: CliIo 
       io.err(`${text}\n`);
     }
   };
+  /** Runs job `at` and records its row. */
+  const runJob = async (at: number) => {
+    const { scenario: name, leaseStore, mode } = jobs[at]!;
+    const result = await runScenario(app, scenarios[name], mode, {
+      leaseStore,
+      databaseUrl: postgres.url,
+      replicas: args.replicas,
+      durationMs: args.durationMs,
+      seed: args.seed,
+      ...TIMINGS,
+      onProgress: progress(at + 1),
+    });
+    if (io.isTTY) io.err('\r\x1b[K');
+    const run: ReportRun = { ...result, events: result.history.events, summary: scenarios[name].summary, exercises: scenarios[name].exercises };
+    finished[at] = { run, result };
+    const [row] = resultTableRows([run]);
+    io.err(`[${at + 1}/${total}] ${row![0]} ${row![1]}: ${row![row!.length - 1]}\n`);
+    const verdict = verdictOf(run);
+    if (mode === 'guarded' && !verdict.ok) {
+      for (const v of verdict.inconclusive ? (result.check.inconclusive?.violations ?? []) : result.check.violations) io.err(`  ${v}\n`);
+    }
+  };
 
   try {
-    for (const { scenario: name, leaseStore } of args.targets) {
-      for (const mode of ['guarded', 'control'] as SimMode[]) {
-        index++;
-        const result = await runScenario(app, scenarios[name], mode, {
-          leaseStore,
-          databaseUrl: postgres.url,
-          replicas: args.replicas,
-          durationMs: args.durationMs,
-          seed: args.seed,
-          ...TIMINGS,
-          onProgress: progress,
-        });
-        if (io.isTTY) io.err('\r\x1b[K');
-        const run: ReportRun = { ...result, events: result.history.events, summary: scenarios[name].summary, exercises: scenarios[name].exercises };
-        runs.push(run);
-        results.set(run, result);
-        const [row] = resultTableRows([run]);
-        io.err(`[${index}/${total}] ${row![0]} ${row![1]}: ${row![row!.length - 1]}\n`);
-        const verdict = verdictOf(run);
-        if (mode === 'guarded' && !verdict.ok) {
-          for (const v of verdict.inconclusive ? (result.check.inconclusive?.violations ?? []) : result.check.violations) io.err(`  ${v}\n`);
-        }
-      }
+    // In batches that start together and end together (with --parallel 2, a scenario's guarded run
+    // beside its control): their start-up (servers, replicas loading) and teardown coincide, so no
+    // run's fault time shares the machine with another run's busiest phases.
+    for (let from = 0; from < jobs.length; from += args.parallel) {
+      const batch = jobs.slice(from, from + args.parallel).map((_, i) => runJob(from + i));
+      // Settled, not all: a run that throws must not stop the database under the runs still going.
+      for (const end of await Promise.allSettled(batch)) if (end.status === 'rejected') throw end.reason;
     }
   } finally {
     removeInterrupt();
     await postgres.stop();
   }
+  const runs = finished.map((f) => f!.run);
+  /** The runs' whole results, beside their rows: a failed one is kept with its history and logs. */
+  const results = new Map(finished.map((f) => [f!.run, f!.result]));
 
   const reportPath = args.report === undefined ? join(mkdtempSync(join(tmpdir(), 'fenced-sim-')), 'sim-report.html') : resolve(args.report);
   const command = `pnpm sim ${argv.join(' ')}`.trim();

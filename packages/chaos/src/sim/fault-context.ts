@@ -149,11 +149,19 @@ export class FaultContext {
    */
   waitForLine(match: (node: string, record: Record<string, unknown>) => boolean, timeoutMs: number, pastDeadline = false): Promise<string | undefined> {
     return new Promise((resolve) => {
-      const waiter = { match, resolve: (node: string) => resolve(node) };
-      this.#waiters.add(waiter);
-      setTimeout(() => {
+      // Cleared once a line matches: a timer left behind kept \`pnpm sim\` alive for up to 30 s after
+      // its last run.
+      const timer = setTimeout(() => {
         if (this.#waiters.delete(waiter)) resolve(undefined);
       }, Math.max(0, pastDeadline ? timeoutMs : Math.min(timeoutMs, this.remainingMs)));
+      const waiter = {
+        match,
+        resolve: (node: string) => {
+          clearTimeout(timer);
+          resolve(node);
+        },
+      };
+      this.#waiters.add(waiter);
     });
   }
 
