@@ -50,8 +50,9 @@ step('generated modules', process.execPath, ['scripts/gen-assets.mjs', '--check'
 /**
  * Runs one step beside others: its output is held and printed whole when it ends (interleaved lines
  * from four tools would be unreadable). Resolves when it has ended; its time goes in the summary.
+ * `quietUnlessFailed`: its output (a pack's list of files) is printed only when it fails.
  */
-function sideStep(name, command, args, cwd = root) {
+function sideStep(name, command, args, cwd = root, { quietUnlessFailed = false } = {}) {
   const from = performance.now();
   return new Promise((resolveStep) => {
     const child = spawn(command, args, { cwd, stdio: ['ignore', 'pipe', 'pipe'] });
@@ -59,7 +60,7 @@ function sideStep(name, command, args, cwd = root) {
     child.stdout.on('data', (d) => output.push(d));
     child.stderr.on('data', (d) => output.push(d));
     const ended = (code) => {
-      process.stdout.write(`\n== ${name}\n${Buffer.concat(output).toString()}`);
+      process.stdout.write(`\n== ${name}\n${quietUnlessFailed && code === 0 ? '' : Buffer.concat(output).toString()}`);
       steps.push({ name, code, seconds: Math.round((performance.now() - from) / 1000) });
       resolveStep(code);
     };
@@ -71,24 +72,34 @@ function sideStep(name, command, args, cwd = root) {
   });
 }
 
-/** The packages as a consumer gets them: built, packed, their exports maps and types resolved the way
- * Node (node16) and bundlers resolve them (attw), and their package.json linted (publint). */
+/**
+ * The packages as a consumer gets them: packed as they would be published (each pack builds its
+ * package first, in dependency order: a package's build reads the declarations of those it
+ * imports), then each tarball's exports map and types resolved the way Node (node16) and bundlers
+ * resolve them (attw) and its package.json linted (publint), the ten checks side by side. Packed
+ * once: attw and publint would each pack (and so build) every package again.
+ */
 async function packageChecks() {
   const packages = ['shared', 'coordinator', 'consumer-guard', 'chaos', 'cli'];
   const name = 'package checks (build, publint, attw)';
   const from = performance.now();
-  const built = (await sideStep(`${name}: build`, 'pnpm', ['--reporter', 'silent', 'build'])) === 0;
-  steps.pop();
-  let packaged = built;
-  for (const pkg of built ? packages : []) {
-    const cwd = join(root, 'packages', pkg);
-    const lint = await sideStep(`${name}: publint ${pkg}`, bin('publint'), ['--strict'], cwd);
-    steps.pop();
-    const types = await sideStep(`${name}: attw ${pkg}`, bin('attw'), ['--pack', '.', '--profile', 'esm-only', '--format', 'table-flipped'], cwd);
-    steps.pop();
-    if (lint !== 0 || types !== 0) packaged = false;
+  const tarballs = mkdtempSync(join(tmpdir(), 'fenced-packed-'));
+  const packed = [];
+  for (const pkg of packages) {
+    const out = join(tarballs, `${pkg}.tgz`);
+    if ((await sideStep(`${name}: pack ${pkg}`, 'pnpm', ['pack', '--out', out], join(root, 'packages', pkg), { quietUnlessFailed: true })) !== 0) break;
+    packed.push(out);
   }
-  steps.push({ name, code: packaged ? 0 : 1, seconds: Math.round((performance.now() - from) / 1000) });
+  const checked = await Promise.all(
+    packed.flatMap((tarball, i) => [
+      sideStep(`${name}: publint ${packages[i]}`, bin('publint'), ['run', tarball, '--strict']),
+      sideStep(`${name}: attw ${packages[i]}`, bin('attw'), [tarball, '--profile', 'esm-only', '--format', 'table-flipped']),
+    ]),
+  );
+  rmSync(tarballs, { recursive: true, force: true });
+  // Their own output is above; the summary has one line for them all.
+  steps.splice(0, steps.length, ...steps.filter((s) => !s.name.startsWith(`${name}: `)));
+  steps.push({ name, code: packed.length === packages.length && checked.every((code) => code === 0) ? 0 : 1, seconds: Math.round((performance.now() - from) / 1000) });
 }
 
 // These four read the sources and write nothing the others read, and none depends on timing: side
