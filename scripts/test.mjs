@@ -48,21 +48,19 @@ if (run(process.execPath, ['--import', 'tsx', 'test/support/preflight.ts']) !== 
 step('generated modules', process.execPath, ['scripts/gen-assets.mjs', '--check']);
 
 /**
- * Runs one step beside others: its output is held and printed whole when it ends (interleaved lines
- * from four tools would be unreadable). Resolves when it has ended; its time goes in the summary.
- * `quietUnlessFailed`: its output (a pack's list of files) is printed only when it fails.
+ * Runs a command beside others: its output is held and printed whole when it ends (interleaved lines
+ * from four tools would be unreadable); resolves with its exit code. `quietUnlessFailed`: its output
+ * (a pack's list of files) is printed only when it fails.
  */
-function sideStep(name, command, args, cwd = root, { quietUnlessFailed = false } = {}) {
-  const from = performance.now();
-  return new Promise((resolveStep) => {
+function heldOutput(name, command, args, cwd = root, { quietUnlessFailed = false } = {}) {
+  return new Promise((resolveRun) => {
     const child = spawn(command, args, { cwd, stdio: ['ignore', 'pipe', 'pipe'] });
     const output = [];
     child.stdout.on('data', (d) => output.push(d));
     child.stderr.on('data', (d) => output.push(d));
     const ended = (code) => {
       process.stdout.write(`\n== ${name}\n${quietUnlessFailed && code === 0 ? '' : Buffer.concat(output).toString()}`);
-      steps.push({ name, code, seconds: Math.round((performance.now() - from) / 1000) });
-      resolveStep(code);
+      resolveRun(code);
     };
     child.on('error', (err) => {
       output.push(Buffer.from(`${err.message}\n`));
@@ -72,46 +70,50 @@ function sideStep(name, command, args, cwd = root, { quietUnlessFailed = false }
   });
 }
 
+/** One step of the summary run beside others: `run` resolves with its exit code. */
+async function sideStep(name, run) {
+  const from = performance.now();
+  const code = await run();
+  steps.push({ name, code, seconds: Math.round((performance.now() - from) / 1000) });
+}
+
 /**
  * The packages as a consumer gets them: packed as they would be published (each pack builds its
  * package first, in dependency order: a package's build reads the declarations of those it
  * imports), then each tarball's exports map and types resolved the way Node (node16) and bundlers
  * resolve them (attw) and its package.json linted (publint), the ten checks side by side. Packed
- * once: attw and publint would each pack (and so build) every package again.
+ * once: attw and publint would each pack (and so build) every package again. Resolves with 0 when
+ * every package packed and passed.
  */
 async function packageChecks() {
   const packages = ['shared', 'coordinator', 'consumer-guard', 'chaos', 'cli'];
-  const name = 'package checks (build, publint, attw)';
-  const from = performance.now();
   const tarballs = mkdtempSync(join(tmpdir(), 'fenced-packed-'));
   const packed = [];
   for (const pkg of packages) {
     const out = join(tarballs, `${pkg}.tgz`);
-    if ((await sideStep(`${name}: pack ${pkg}`, 'pnpm', ['pack', '--out', out], join(root, 'packages', pkg), { quietUnlessFailed: true })) !== 0) break;
+    if ((await heldOutput(`pack ${pkg}`, 'pnpm', ['pack', '--out', out], join(root, 'packages', pkg), { quietUnlessFailed: true })) !== 0) break;
     packed.push(out);
   }
   const checked = await Promise.all(
     packed.flatMap((tarball, i) => [
-      sideStep(`${name}: publint ${packages[i]}`, bin('publint'), ['run', tarball, '--strict']),
-      sideStep(`${name}: attw ${packages[i]}`, bin('attw'), [tarball, '--profile', 'esm-only', '--format', 'table-flipped']),
+      heldOutput(`publint ${packages[i]}`, bin('publint'), ['run', tarball, '--strict']),
+      heldOutput(`attw ${packages[i]}`, bin('attw'), [tarball, '--profile', 'esm-only', '--format', 'table-flipped']),
     ]),
   );
   rmSync(tarballs, { recursive: true, force: true });
-  // Their own output is above; the summary has one line for them all.
-  steps.splice(0, steps.length, ...steps.filter((s) => !s.name.startsWith(`${name}: `)));
-  steps.push({ name, code: packed.length === packages.length && checked.every((code) => code === 0) ? 0 : 1, seconds: Math.round((performance.now() - from) / 1000) });
+  return packed.length === packages.length && checked.every((code) => code === 0) ? 0 : 1;
 }
 
 // These four read the sources and write nothing the others read, and none depends on timing: side
 // by side they take the time of the longest on two cores (and beside other load the scheduler gives
 // several processes more of the machine than one).
 await Promise.all([
-  sideStep('type check', bin('tsc'), ['-p', 'tsconfig.json', '--noEmit']),
+  sideStep('type check', () => heldOutput('type check', bin('tsc'), ['-p', 'tsconfig.json', '--noEmit'])),
   // The SDK supports ioredis 5 and 6: the same code type-checks against ioredis 6.0.0 too.
-  sideStep('type check (ioredis 6)', bin('tsc'), ['-p', 'tsconfig.ioredis6.json', '--noEmit']),
+  sideStep('type check (ioredis 6)', () => heldOutput('type check (ioredis 6)', bin('tsc'), ['-p', 'tsconfig.ioredis6.json', '--noEmit'])),
   // The protocol, model-checked by SPIN within its bounds, and every classic bug's variant rejected.
-  sideStep('model (SPIN)', process.execPath, ['--import', 'tsx', 'scripts/model/run-model.ts']),
-  packageChecks(),
+  sideStep('model (SPIN)', () => heldOutput('model (SPIN)', process.execPath, ['--import', 'tsx', 'scripts/model/run-model.ts'])),
+  sideStep('package checks (pack, publint, attw)', packageChecks),
 ]);
 
 const counts = { passed: 0, failed: 0, skipped: 0 };

@@ -20,6 +20,7 @@ import { availableParallelism, tmpdir, totalmem } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
+import pLimit from 'p-limit';
 
 const root = fileURLToPath(new URL('../..', import.meta.url));
 const MODEL = join(root, 'model/fencing.pml');
@@ -129,20 +130,6 @@ async function check(kind: 'safety' | 'liveness', defines: readonly string[]): P
   return { errors, states, property, seconds, output, dir };
 }
 
-/**
- * Starts every job, at most `width` at a time, and returns their promises in the jobs' order: the
- * checks are independent processes, so the machine's cores share them (and, beside other load, the
- * scheduler gives several processes more of the machine than one).
- */
-function pooled<T>(jobs: ReadonlyArray<() => Promise<T>>, width: number): Promise<T>[] {
-  const gates: Promise<unknown>[] = [];
-  return jobs.map((job, i) => {
-    const started = i < width ? job() : gates[i - width]!.then(job, job);
-    gates.push(started.catch(() => undefined));
-    return started;
-  });
-}
-
 /** Keeps a failing check's trail and its replay where they can be read, and says where. */
 function keep(name: string, result: Check): string {
   const kept = join(root, '.model-failures', `${new Date().toISOString().replace(/[:.]/g, '-')}-${name}`);
@@ -173,13 +160,13 @@ async function main(): Promise<number> {
   const protocolChecks = configurations.flatMap((configuration) => (['safety', 'liveness'] as const).map((kind) => ({ configuration, kind })));
   // As many at once as there are cores, and no more than half the memory allows at pan's limit each.
   const width = Math.max(1, Math.min(availableParallelism(), Math.floor(totalmem() / 2 / (MEMORY_MB * 1024 * 1024))));
-  const results = pooled(
-    [
-      ...protocolChecks.map(({ configuration, kind }) => () => check(kind, configuration.defines)),
-      ...VARIANTS.map((variant) => () => check(variant.breaks === 'P7' ? 'liveness' : 'safety', ['VARIANT', variant.define, ...(variant.with ?? [])])),
-    ],
-    width,
-  );
+  // The checks are independent processes: the cores share them (and beside other load the scheduler
+  // gives several processes more of the machine than one).
+  const limit = pLimit(width);
+  const results = [
+    ...protocolChecks.map(({ configuration, kind }) => limit(() => check(kind, configuration.defines))),
+    ...VARIANTS.map((variant) => limit(() => check(variant.breaks === 'P7' ? 'liveness' : 'safety', ['VARIANT', variant.define, ...(variant.with ?? [])]))),
+  ];
   // Printed in a fixed order, each as soon as it and those before it are done.
   for (const [i, { configuration, kind }] of protocolChecks.entries()) {
     const result = await results[i]!;
