@@ -16,10 +16,13 @@ export interface OperatorMutant {
   readonly text: string;
 }
 
+/** Which SQL a file is written in (Lua files have none). */
+export type SqlDialect = 'postgres' | 'mysql';
+
 interface Rule {
   readonly name: string;
   readonly pattern: RegExp;
-  readonly replace: (match: string) => string;
+  readonly replace: (match: string, dialect: SqlDialect) => string;
   readonly languages: ReadonlyArray<'sql' | 'lua'>;
 }
 
@@ -27,8 +30,9 @@ const RULES: readonly Rule[] = [
   // Comparisons: one way each (the other direction of each pair is its own match).
   { name: 'comparison', pattern: /<=/g, replace: () => '<', languages: ['sql', 'lua'] },
   { name: 'comparison', pattern: />=/g, replace: () => '>', languages: ['sql', 'lua'] },
-  { name: 'comparison', pattern: /(?<![<>=~!-])<(?![=>])/g, replace: () => '<=', languages: ['sql', 'lua'] },
-  { name: 'comparison', pattern: /(?<![<>=~!-])>(?![=])/g, replace: () => '>=', languages: ['sql', 'lua'] },
+  // A doubled one is no comparison: a PL/pgSQL block label (`<<fence>>`), a shift.
+  { name: 'comparison', pattern: /(?<![<>=~!-])<(?![=><])/g, replace: () => '<=', languages: ['sql', 'lua'] },
+  { name: 'comparison', pattern: /(?<![<>=~!-])>(?![=>])/g, replace: () => '>=', languages: ['sql', 'lua'] },
   { name: 'comparison', pattern: /==/g, replace: () => '~=', languages: ['lua'] },
   { name: 'comparison', pattern: /~=/g, replace: () => '==', languages: ['lua'] },
   { name: 'comparison', pattern: /<>|!=/g, replace: () => '=', languages: ['sql'] },
@@ -39,7 +43,9 @@ const RULES: readonly Rule[] = [
   { name: 'clock', pattern: /\bNOW\(6\)/gi, replace: () => 'SYSDATE(6)', languages: ['sql'] },
   // Row locks: dropped, or weakened.
   { name: 'lock', pattern: /\s+FOR (UPDATE|SHARE|NO KEY UPDATE)\b/gi, replace: () => '', languages: ['sql'] },
-  { name: 'lock', pattern: /\bFOR UPDATE\b/gi, replace: () => 'FOR SHARE', languages: ['sql'] },
+  // Weakened to the shared lock of the file's dialect: MariaDB has no `FOR SHARE` (a mutant that does
+  // not parse would count as killed by every test).
+  { name: 'lock', pattern: /\bFOR UPDATE\b/gi, replace: (_match, dialect) => (dialect === 'mysql' ? 'LOCK IN SHARE MODE' : 'FOR SHARE'), languages: ['sql'] },
   { name: 'lock', pattern: /\s+LOCK IN SHARE MODE\b/gi, replace: () => '', languages: ['sql'] },
   { name: 'extreme', pattern: /\bGREATEST\(/gi, replace: () => 'LEAST(', languages: ['sql'] },
   { name: 'extreme', pattern: /\bLEAST\(/gi, replace: () => 'GREATEST(', languages: ['sql'] },
@@ -81,8 +87,8 @@ function codeOnly(text: string, language: 'sql' | 'lua'): string {
   return out.join('');
 }
 
-/** Every one-change mutant of `text`, a file in `language`, in the order of the file. */
-export function operatorMutants(text: string, language: 'sql' | 'lua'): OperatorMutant[] {
+/** Every one-change mutant of `text`, a file in `language` (SQL of `dialect`), in the order of the file. */
+export function operatorMutants(text: string, language: 'sql' | 'lua', dialect: SqlDialect = 'postgres'): OperatorMutant[] {
   const code = codeOnly(text, language);
   const mutants: Array<OperatorMutant & { readonly at: number }> = [];
   const seen = new Set<string>();
@@ -90,7 +96,7 @@ export function operatorMutants(text: string, language: 'sql' | 'lua'): Operator
     if (!rule.languages.includes(language)) continue;
     for (const match of code.matchAll(rule.pattern)) {
       const at = match.index!;
-      const replacement = rule.replace(match[0]);
+      const replacement = rule.replace(match[0], dialect);
       const mutated = text.slice(0, at) + replacement + text.slice(at + match[0].length);
       if (seen.has(mutated)) continue;
       seen.add(mutated);

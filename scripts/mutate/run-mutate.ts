@@ -15,7 +15,8 @@
  * docs/planted-bugs.md) and ends with one line: `mutate: <file>: N mutants, K killed, S survived
  * (P % killed) in T s`. Exits 1 on a survivor.
  */
-import { spawnSync } from 'node:child_process';
+import { spawn, spawnSync } from 'node:child_process';
+import { once } from 'node:events';
 import { readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
@@ -33,6 +34,17 @@ const COVERING: ReadonlyArray<readonly [RegExp, readonly string[]]> = [
   [/^packages\/consumer-guard\/src\/mysql\//, ['test/fence-store/conformance-mysql.test.ts', 'test/mysql/mysql-guard.test.ts', 'test/lease-checked/conformance-mysql.test.ts']],
 ];
 
+/**
+ * Options for every PostgreSQL session of a mutant's tests (node-postgres reads PGOPTIONS): a mutant
+ * can turn a function's retry loop into one that never ends, and the server would run it on after its
+ * test gave up, its client gone, burning a core under every later mutant. A statement that runs 30 s
+ * is a hang (no test's statement runs near that long: its test fails, so the mutant is killed, as
+ * Stryker counts a timeout), and the server checks every second that the client of a running
+ * statement is still there. (The MariaDB of a run is its own, stopped
+ * with the run.)
+ */
+const BOUNDED_STATEMENTS = [process.env['PGOPTIONS'], '-c statement_timeout=30000', '-c client_connection_check_interval=1000'].filter(Boolean).join(' ');
+
 const { values } = parseArgs({ options: { module: { type: 'string' }, tests: { type: 'string' } } });
 const file = values.module?.replace(/^\.\//, '');
 if (file === undefined || !/\.(sql|lua|ts)$/.test(file) || file.endsWith('.test.ts')) {
@@ -47,7 +59,7 @@ if (tests === undefined) {
 }
 
 const original = readFileSync(join(root, file), 'utf8');
-const mutants = operatorMutants(original, file.endsWith('.lua') ? 'lua' : 'sql');
+const mutants = operatorMutants(original, file.endsWith('.lua') ? 'lua' : 'sql', file.includes('/mysql/') ? 'mysql' : 'postgres');
 const started = performance.now();
 const scratch = scratchCopy('fenced-mutate-');
 const survivors: string[] = [];
@@ -60,7 +72,7 @@ try {
     const report = join(scratch, 'mutate-report.json');
     rmSync(report, { force: true });
     if (gen.status === 0) {
-      spawnSync(join(scratch, 'node_modules', '.bin', 'vitest'), ['run', '--project', 'unit', '--reporter=json', `--outputFile=${report}`, ...tests], { cwd: scratch, env: { ...process.env, CI: 'true' }, encoding: 'utf8', timeout: 10 * 60_000 });
+      await runTests(scratch, ['run', '--project', 'unit', '--reporter=json', `--outputFile=${report}`, ...tests]);
     }
     const verdict = gen.status !== 0 ? 'killed (the generated modules refuse it)' : verdictOf(report, scratch);
     if (verdict.startsWith('killed')) killed++;
@@ -70,6 +82,35 @@ try {
 } finally {
   writeFileSync(join(scratch, file), original);
   rmSync(scratch, { recursive: true, force: true });
+}
+
+/**
+ * Runs vitest in the scratch copy in a process group of its own, for ten minutes at most. A run past
+ * that (a mutant that hangs the run) is ended with everything it started: the servers of the unit
+ * project's global setup (a private MariaDB, an etcd cluster) are its children, and a vitest killed
+ * alone leaves them running under every later mutant.
+ */
+async function runTests(scratch: string, args: readonly string[]): Promise<void> {
+  const child = spawn(join(scratch, 'node_modules', '.bin', 'vitest'), args, { cwd: scratch, env: { ...process.env, CI: 'true', PGOPTIONS: BOUNDED_STATEMENTS }, stdio: 'ignore', detached: true });
+  const exited = once(child, 'exit');
+  const signalGroup = (signal: NodeJS.Signals) => {
+    try {
+      process.kill(-child.pid!, signal);
+    } catch {
+      // The group is gone already.
+    }
+  };
+  let timer: NodeJS.Timeout | undefined;
+  const ranOut = new Promise<'ran out'>((resolve) => (timer = setTimeout(() => resolve('ran out'), 10 * 60_000)));
+  if ((await Promise.race([exited, ranOut])) === 'ran out') {
+    signalGroup('SIGTERM');
+    const grace = setTimeout(() => signalGroup('SIGKILL'), 10_000);
+    await exited;
+    clearTimeout(grace);
+  }
+  clearTimeout(timer);
+  // Whatever of the group outlived vitest (a server its teardown never reached) goes with it.
+  signalGroup('SIGKILL');
 }
 
 /**

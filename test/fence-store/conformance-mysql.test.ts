@@ -32,7 +32,7 @@ describeFenceStoreConformance({
   async kill(session) {
     await db.pool.query(`KILL CONNECTION ${Number(session)}`);
   },
-  async waitForLockWait() {
+  async waitForLockWait(sessions = 1) {
     // A statement on the fences that has run for 100 ms on loopback waits on a lock. (MariaDB's
     // INNODB_TRX does not always list a transaction that waits inside a procedure; its PROCESSLIST,
     // with TIME_MS, does.)
@@ -41,7 +41,7 @@ describeFenceStoreConformance({
         `SELECT COUNT(*) AS n FROM information_schema.PROCESSLIST WHERE DB = ? AND COMMAND = 'Query' AND INFO LIKE '%fenced_fences%' AND TIME_MS > 100`,
         [db.name],
       );
-      return Number((rows as Array<{ n: number }>)[0]!.n) > 0;
+      return Number((rows as Array<{ n: number }>)[0]!.n) >= sessions;
     }, 20_000);
   },
   async recordNewerMigration() {
@@ -67,6 +67,10 @@ describeFenceStoreConformance({
     },
     async insertEffectIn(tx, resource, token) {
       await tx.executeSql('INSERT INTO effects (resource, token) VALUES (?, ?)', [resource, token.toString()]);
+    },
+    async countEffectsIn(tx, resource) {
+      const { rows } = await tx.executeSql('SELECT COUNT(*) AS n FROM effects WHERE resource = ?', [resource]);
+      return Number((rows as Array<{ n: number }>)[0]!.n);
     },
   },
 });

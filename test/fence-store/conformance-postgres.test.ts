@@ -32,7 +32,7 @@ describeFenceStoreConformance({
   async kill(session) {
     await schema.pool.query('SELECT pg_terminate_backend($1)', [Number(session)]);
   },
-  waitForLockWait: () => waitForLockWait(schema.pool, ''),
+  waitForLockWait: (sessions) => waitForLockWait(schema.pool, '', 20_000, sessions),
   async recordNewerMigration() {
     await schema.pool.query(`INSERT INTO "${schema.name}".fenced_fences_migrations (id) VALUES (999999)`);
     return { undo: async () => void (await schema.pool.query(`DELETE FROM "${schema.name}".fenced_fences_migrations WHERE id = 999999`)) };
@@ -54,6 +54,10 @@ describeFenceStoreConformance({
     },
     async insertEffectIn(tx, resource, token) {
       await tx.executeSql('INSERT INTO effects (resource, token) VALUES ($1, $2)', [resource, token.toString()]);
+    },
+    async countEffectsIn(tx, resource) {
+      const { rows } = await tx.executeSql('SELECT count(*)::int AS n FROM effects WHERE resource = $1', [resource]);
+      return (rows[0] as { n: number }).n;
     },
   },
 });

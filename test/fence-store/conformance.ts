@@ -31,8 +31,8 @@ export interface FenceStoreHarness {
   sessionOf(trx: unknown): Promise<string>;
   /** Ends a session from outside, as an operator or a failover would. */
   kill(session: string): Promise<void>;
-  /** Resolves once some session of the harness's database waits on a lock. */
-  waitForLockWait(): Promise<void>;
+  /** Resolves once `sessions` (default 1) sessions of the harness's database wait on a lock. */
+  waitForLockWait(sessions?: number): Promise<void>;
   /** Records a migration newer than this version knows (`undo` removes it). */
   recordNewerMigration(): Promise<{ undo(): Promise<void> }>;
   /**
@@ -50,6 +50,11 @@ export interface FenceStoreHarness {
         guard(resource: string): Guard<unknown>;
         begin(): Promise<CallerTransaction>;
         insertEffectIn(tx: TransactionExecutor, resource: string, token: bigint): Promise<void>;
+        /**
+         * A plain (non-locking) read of the effects in the caller's transaction: under REPEATABLE READ
+         * (MySQL's default) it fixes the snapshot every later plain read of the transaction sees.
+         */
+        countEffectsIn(tx: TransactionExecutor, resource: string): Promise<number>;
       }
     | { readonly without: string };
 }
@@ -405,6 +410,42 @@ export function describeFenceStoreConformance(harness: FenceStoreHarness): void 
       expect(await guard.lastAppliedFire()).toBe(null);
     });
 
+    it('two lowerings that meet wait for each other: the audit chains them (each records the fence the other left), and 1, the lowest token, is a fence too', async () => {
+      // Both wait on a write of the fence's own token, which shares the row. A lowering that read the
+      // fence without its lock would record a fence another lowering had already replaced; one that
+      // only shared the row would deadlock with the other when both go to write it.
+      const resource = name();
+      const writer = harness.guard(resource);
+      await writer.guardedWrite(50n, (trx) => harness.insertEffect(trx, resource, 50n));
+      const holding = gate();
+      const release = gate();
+      const write = writer.guardedWrite(50n, async (trx) => {
+        await harness.insertEffect(trx, resource, 50n);
+        holding.open();
+        await release.promise;
+      });
+      await holding.promise;
+      const operators = [harness.guard(resource), harness.guard(resource)];
+      const lowerings = [
+        operators[0]!.lowerFence({ token: 30n, actor: 'ops@example', reason: 'a forged token poisoned the fence' }),
+        operators[1]!.lowerFence({ token: 20n, actor: 'oncall@example', reason: 'the same incident, a second hand' }),
+      ];
+      await harness.waitForLockWait(2);
+      release.open();
+      await write;
+      const previous = await Promise.all(lowerings);
+      const thirtyFirst = previous[0] === 50n;
+      expect(previous).toEqual(thirtyFirst ? [50n, 30n] : [20n, 50n]);
+      const last = thirtyFirst ? 20n : 30n;
+      expect(await writer.highest()).toBe(last);
+      const audit = await writer.auditLog(resource, 2);
+      expect(audit.map((entry) => [entry.from, entry.to])).toEqual(thirtyFirst ? [[30n, 20n], [50n, 30n]] : [[20n, 30n], [50n, 20n]]);
+      expect(await writer.lowerFence({ token: 1n, actor: 'ops@example', reason: 'start the resource over' })).toBe(last);
+      expect(await writer.highest()).toBe(1n);
+      await writer.guardedWrite(2n, (trx) => harness.insertEffect(trx, resource, 2n));
+      expect(await harness.effects(resource)).toEqual([50n, 50n, 2n]);
+    });
+
     it('a writer that saw a fence before another process lowered it compares what it meets as numbers, whatever their digit counts', async () => {
       // A writer keeps what it last saw of each fence (its hint of which path a write takes): another
       // process lowers the fence under it, from three digits to one; the tokens the writer then
@@ -460,6 +501,14 @@ export function describeFenceStoreConformance(harness: FenceStoreHarness): void 
     const writeIn = 'without' in harness.writeIn ? null : harness.writeIn;
     const skippedWhy = 'without' in harness.writeIn ? ` (skipped: ${harness.writeIn.without})` : '';
     describe(`writeIn: the check inside a transaction the caller holds${skippedWhy}`, () => {
+      /** A maker of envelopes of distinct fires of one job (on `hour` of a day), each of the token given. */
+      const firesOn = (hour: number) => {
+        let at = 0;
+        return (token: bigint): Envelope => createEnvelope({ job: 'batch', scheduledAt: Date.UTC(2026, 11, 4, hour, 0, 0, at++), token: parseToken(token), issuer: 'node-a', payload: null });
+      };
+      /** A transactional handler each of whose fires writes one effect of its token on `resource`. */
+      const effectHandler = (guard: Guard<unknown>, resource: string) => guard.wrapTransactionalHandler(async (_payload, ctx) => ctx.guardedWrite((tx) => writeIn!.insertEffectIn(tx, resource, ctx.token)));
+
       it.skipIf(writeIn === null)('refuses a lower token with fn never run; an accepted write, its fence raise and its fire claim commit or roll back with the caller', async () => {
         const role = writeIn!;
         const resource = name();
@@ -511,15 +560,14 @@ export function describeFenceStoreConformance(harness: FenceStoreHarness): void 
 
       it.skipIf(writeIn === null)("a batch in the caller's transaction is judged in order as one write after another: stale below the fence the fires before it left, a fire twice a duplicate, the rest applied, alike on both paths", async () => {
         const role = writeIn!;
-        let at = 0;
-        const fire = (token: bigint): Envelope => createEnvelope({ job: 'batch', scheduledAt: Date.UTC(2026, 11, 4, 10, 0, 0, at++), token: parseToken(token), issuer: 'node-a', payload: null });
+        const fire = firesOn(10);
         const envelopes = [fire(5n), fire(5n), fire(7n), fire(6n), fire(7n)];
         envelopes.splice(2, 0, envelopes[1]!); // the same fire twice in one batch
         const statuses: Record<string, string[]> = {};
         for (const path of ['batch', 'one by one'] as const) {
           const resource = name();
           const guard = role.guard(resource);
-          const handle = guard.wrapTransactionalHandler(async (_payload, ctx) => ctx.guardedWrite((tx) => role.insertEffectIn(tx, resource, ctx.token)));
+          const handle = effectHandler(guard, resource);
           const caller = await role.begin();
           const outcomes = [];
           if (path === 'batch') outcomes.push(...(await handle.batch(envelopes, caller.tx)));
@@ -533,6 +581,116 @@ export function describeFenceStoreConformance(harness: FenceStoreHarness): void 
         }
         expect(statuses['batch']).toEqual(['applied', 'applied', 'duplicate', 'applied', 'stale', 'applied']);
         expect(statuses['batch']).toEqual(statuses['one by one']);
+      });
+
+      it.skipIf(writeIn === null)('a caller whose transaction read before a raise committed still meets the newest fence: a token between is refused, and the fence never goes down to it', async () => {
+        const role = writeIn!;
+        const resource = name();
+        const guard = role.guard(resource);
+        await guard.advance(5n);
+        const caller = await role.begin();
+        try {
+          expect(await role.countEffectsIn(caller.tx, resource)).toBe(0);
+          // Another process raises the fence and commits, after the caller's snapshot was taken.
+          await harness.guard(resource).advance(10n);
+          await expect(guard.guardedWriteIn(caller.tx, 7n, (tx) => role.insertEffectIn(tx, resource, 7n))).rejects.toMatchObject({ code: 'STALE_TOKEN', highest: 10n });
+        } finally {
+          await caller.rollback();
+        }
+        expect(await guard.highest()).toBe(10n);
+        expect(await harness.effects(resource)).toEqual([]);
+      });
+
+      it.skipIf(writeIn === null)("a batch holds the fence's lock until the caller's transaction ends, also when it only shares the fence: batches of that token go on side by side, an advance waits for them; the lowest token, 1, is a batch's token too", async () => {
+        const role = writeIn!;
+        const resource = name();
+        const guard = role.guard(resource);
+        const handle = effectHandler(guard, resource);
+        const fire = firesOn(11);
+        let caller = await role.begin();
+        expect((await handle.batch([fire(1n), fire(1n)], caller.tx)).map((o) => o.status)).toEqual(['applied', 'applied']);
+        await caller.commit();
+        await guard.advance(5n);
+        // The fence is at the batch's token: the batch shares the row, and still holds it. Another
+        // batch of that token goes on beside it; an advance waits for both.
+        caller = await role.begin();
+        expect((await handle.batch([fire(5n), fire(5n)], caller.tx)).map((o) => o.status)).toEqual(['applied', 'applied']);
+        const beside = await role.begin();
+        let timer: ReturnType<typeof setTimeout> | undefined;
+        const waited = new Promise<string[]>((resolve) => (timer = setTimeout(() => resolve(['still waiting after 20 s']), 20_000)));
+        let advanced = false;
+        let advancing: Promise<void> | undefined;
+        try {
+          expect(await Promise.race([handle.batch([fire(5n)], beside.tx).then((outcomes) => outcomes.map((o) => o.status)), waited])).toEqual(['applied']);
+          advancing = guard.advance(6n).then(() => void (advanced = true));
+          await harness.waitForLockWait();
+          expect(advanced).toBe(false);
+        } finally {
+          clearTimeout(timer);
+          await caller.commit();
+          await beside.commit();
+        }
+        await advancing;
+        caller = await role.begin();
+        expect((await handle.batch([fire(5n)], caller.tx)).map((o) => o.status)).toEqual(['stale']);
+        await caller.rollback();
+        expect(await harness.effects(resource)).toEqual([1n, 1n, 5n, 5n, 5n]);
+      });
+
+      it.skipIf(writeIn === null)('a batch that raises the fence meets raises in flight without harm: it judges its fires by the fence they commit, never lowers it, and two such batches that wait together both go through', async () => {
+        const role = writeIn!;
+        const fire = firesOn(12);
+        /** A guarded write of `token` on `resource` held open inside fn until the returned release is called. */
+        const holdWrite = async (resource: string, token: bigint) => {
+          const inside = gate();
+          const release = gate();
+          const write = harness.guard(resource).guardedWrite(token, async (trx) => {
+            await harness.insertEffect(trx, resource, token);
+            inside.open();
+            await release.promise;
+          });
+          await inside.promise;
+          return async () => {
+            release.open();
+            await write;
+          };
+        };
+        // A raise to 60 in flight; a batch of token 55 waits for it, then finds 55 stale.
+        const first = name();
+        const guard = role.guard(first);
+        const handle = effectHandler(guard, first);
+        await guard.advance(50n);
+        let finish = await holdWrite(first, 60n);
+        const caller = await role.begin();
+        const judged = handle.batch([fire(55n)], caller.tx);
+        try {
+          await harness.waitForLockWait();
+        } finally {
+          await finish();
+        }
+        expect(await judged).toMatchObject([{ status: 'stale', highest: 60n }]);
+        await caller.commit();
+        expect(await guard.highest()).toBe(60n);
+        expect(await harness.effects(first)).toEqual([60n]);
+        // A write of the fence's own token in flight; two batches of a higher token wait for it together.
+        const second = name();
+        const other = role.guard(second);
+        const handleOther = effectHandler(other, second);
+        await other.advance(50n);
+        finish = await holdWrite(second, 50n);
+        const callers = [await role.begin(), await role.begin()];
+        const batches = callers.map((c) => handleOther.batch([fire(55n)], c.tx).then(async (outcomes) => {
+          await c.commit();
+          return outcomes.map((o) => o.status);
+        }));
+        try {
+          await harness.waitForLockWait(2);
+        } finally {
+          await finish();
+        }
+        expect(await Promise.all(batches)).toEqual([['applied'], ['applied']]);
+        expect(await other.highest()).toBe(55n);
+        expect(await harness.effects(second)).toEqual([50n, 55n, 55n]);
       });
 
       it.skipIf(writeIn === null)("holds the fence's lock until the caller's transaction ends: a higher write waits for it, and a lower one after it is refused", async () => {

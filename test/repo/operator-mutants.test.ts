@@ -25,6 +25,17 @@ describe('operator mutants of SQL and Lua', () => {
     expect(changes(lua, 'lua')).toEqual(['2: == → ~=', '3: + 1 → (removed)', '4: ~= → ==', '4: < → <=']);
   });
 
+  it("weaken a row lock to the file's own dialect: MariaDB has no FOR SHARE", () => {
+    const sql = 'SELECT token INTO v FROM fences WHERE resource = p FOR UPDATE;';
+    expect(operatorMutants(sql, 'sql', 'mysql').map((m) => m.text)).toEqual(['SELECT token INTO v FROM fences WHERE resource = p;', 'SELECT token INTO v FROM fences WHERE resource = p LOCK IN SHARE MODE;']);
+    expect(operatorMutants(sql, 'sql', 'postgres').map((m) => m.text)[1]).toBe('SELECT token INTO v FROM fences WHERE resource = p FOR SHARE;');
+  });
+
+  it('take no block label or shift for a comparison', () => {
+    const sql = ['<<fence>>', 'LOOP', '  EXIT fence WHEN a < b OR (c << 2) > d OR (e >> 1) = f;', 'END LOOP;'].join('\n');
+    expect(changes(sql, 'sql')).toEqual(['3: < → <=', '3: > → >=']);
+  });
+
   it('make exactly one change per mutant, leaving the rest of the file as it was', () => {
     const text = 'SELECT a FROM t WHERE a < 1 AND b < 2;';
     const mutants = operatorMutants(text, 'sql');

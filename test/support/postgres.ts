@@ -15,12 +15,17 @@ export function testDatabaseUrl(): string {
   return inject('databaseUrl');
 }
 
-/** A pg pool on the test database whose connections use `schema` first on their search path. */
+/**
+ * A pg pool on the test database whose connections use `schema` first on their search path. The
+ * session options of the environment (PGOPTIONS, which node-postgres reads only when a pool names no
+ * options of its own) are kept: `pnpm mutate` bounds every statement of a mutant's tests with them.
+ */
 export function createPool(options: { schema?: string; max?: number; connectionString?: string } = {}): pg.Pool {
+  const sessionOptions = [process.env['PGOPTIONS'], options.schema === undefined ? undefined : `-c search_path=${options.schema},public`].filter((option) => option !== undefined && option !== '');
   const pool = new pg.Pool({
     connectionString: options.connectionString ?? testDatabaseUrl(),
     max: options.max ?? 10,
-    ...(options.schema === undefined ? {} : { options: `-c search_path=${options.schema},public` }),
+    ...(sessionOptions.length === 0 ? {} : { options: sessionOptions.join(' ') }),
   });
   // An idle client that loses its connection emits on the pool; without a listener that kills the process.
   pool.on('error', () => {});
@@ -92,20 +97,20 @@ export function countingPool(pool: pg.Pool): { pool: pg.Pool; counts: { connects
 }
 
 /**
- * Resolves once a backend of this database is waiting on a lock while running a statement whose text
- * contains `marker` (a test file's schema name, say): the moment a test knows a transaction is blocked, rather
+ * Resolves once `sessions` backends of this database (one by default) wait on a lock while running a
+ * statement whose text contains `marker` (a test file's schema name, say): the moment a test knows a transaction is blocked, rather
  * than hoping a fixed sleep was long enough on a busy machine. Rejects after `timeoutMs`.
  */
-export async function waitForLockWait(pool: pg.Pool, marker: string, timeoutMs = 20_000): Promise<void> {
+export async function waitForLockWait(pool: pg.Pool, marker: string, timeoutMs = 20_000, sessions = 1): Promise<void> {
   const blocked = async () => {
     const { rows } = await pool.query(
       `SELECT count(*)::int AS n FROM pg_stat_activity
         WHERE datname = current_database() AND wait_event_type = 'Lock' AND pid <> pg_backend_pid() AND strpos(query, $1) > 0`,
       [marker],
     );
-    return (rows[0] as { n: number }).n > 0;
+    return (rows[0] as { n: number }).n >= sessions;
   };
   await waitFor(blocked, timeoutMs).catch(() => {
-    throw new Error(`no statement containing ${JSON.stringify(marker)} waited on a lock within ${timeoutMs} ms`);
+    throw new Error(`fewer than ${sessions} statements containing ${JSON.stringify(marker)} waited on a lock within ${timeoutMs} ms`);
   });
 }

@@ -205,19 +205,25 @@ describe.each(['kysely', 'pg.Pool'] as const)('createPostgresGuard over %s', (ki
     await guard.guardedWrite(21n, insert('new leader'));
   });
 
-  it('advance waits for an in-flight lower-token write, then fences it out', async () => {
-    const guard = makeGuard(resource);
-    await guard.guardedWrite(1n, insert('base'));
+  /** A guarded write of `token` held inside fn (its check done, its row lock held) until `release()`. */
+  async function holdWrite(guard: ReturnType<typeof makeGuard>, token: bigint, note: string) {
     let release!: () => void;
     const held = new Promise<void>((r) => (release = r));
     let entered!: () => void;
     const inside = new Promise<void>((r) => (entered = r));
-    const slowWrite = guard.guardedWrite(1n, async (trx, ctx) => {
+    const done = guard.guardedWrite(token, async (trx, ctx) => {
       entered();
       await held;
-      return insert('in flight')(trx, ctx);
+      return insert(note)(trx, ctx);
     });
     await inside;
+    return { release, done };
+  }
+
+  it('advance waits for an in-flight lower-token write, then fences it out', async () => {
+    const guard = makeGuard(resource);
+    await guard.guardedWrite(1n, insert('base'));
+    const { release, done: slowWrite } = await holdWrite(guard, 1n, 'in flight');
     let advanced = false;
     const advancing = guard.advance(2n).then(() => (advanced = true));
     await waitForLockWait(schema.pool, schema.name); // the advance reached PostgreSQL and waits…
@@ -226,6 +232,26 @@ describe.each(['kysely', 'pg.Pool'] as const)('createPostgresGuard over %s', (ki
     await slowWrite; // the in-flight write validated first, so it commits
     await advancing;
     await expectCode(guard.guardedWrite(1n, insert('late')), 'STALE_TOKEN');
+  });
+
+  it("a write of the fence's own token from a process that never saw the fence shares the row: it does not wait for the term's write in flight", async () => {
+    // The process guesses a raise (it knows no fence), and the check's first statement is the raise;
+    // it must not match an equal fence, or the write takes the row exclusively and a term's writes
+    // queue one behind another after every restart.
+    const writer = makeGuard(resource);
+    await writer.guardedWrite(7n, insert('first'));
+    const { release, done: inFlight } = await holdWrite(writer, 7n, 'in flight');
+    const restarted = makeGuard(resource);
+    let timer: NodeJS.Timeout | undefined;
+    const waited = new Promise<string>((resolve) => (timer = setTimeout(() => resolve('still waiting after 20 s'), 20_000)));
+    try {
+      expect(await Promise.race([restarted.guardedWrite(7n, insert('beside')).then(() => 'committed'), waited])).toBe('committed');
+    } finally {
+      clearTimeout(timer);
+      release();
+    }
+    await inFlight;
+    expect(await restarted.highest()).toBe(7n);
   });
 
   describe('bad input changes nothing', () => {
@@ -350,5 +376,18 @@ describe('PostgreSQL unreachable', () => {
     const err = await expectCode(guard.migrate(), 'SCHEMA_TOO_NEW');
     expect(err).toMatchObject({ databaseRevision: 999, supportedRevision: 7 });
     expect((await schema.pool.query(`SELECT id FROM "${schema.name}"."${table}_migrations" ORDER BY id`)).rows).toEqual(before);
+  });
+});
+
+describe('the fence table itself', () => {
+  it('holds positive tokens only, even against a hand-written statement (an operator editing the table)', async () => {
+    const guard = createPostgresGuard({ db: schema.pool, resource: 'hand-edited', schema: schema.name });
+    await guard.migrate();
+    await guard.guardedWrite(5n, async () => undefined);
+    const fences = `"${schema.name}".fenced_fences`;
+    for (const statement of [`INSERT INTO ${fences} (resource, token) VALUES ('hand-inserted', 0)`, `UPDATE ${fences} SET token = 0 WHERE resource = 'hand-edited'`]) {
+      await expect(schema.pool.query(statement), statement).rejects.toMatchObject({ code: '23514' });
+    }
+    expect(await guard.highest()).toBe(5n);
   });
 });

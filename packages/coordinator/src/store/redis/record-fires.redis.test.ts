@@ -36,12 +36,25 @@ describe('record-fires script', () => {
     expect(await redis.hgetall(fires())).toEqual({ a: '1000', ':dispatched:a': '1003', b: '2000', ':dispatched:b': '2001', c: '500', ':failover-gap': '42' });
   });
 
-  it('keeps a later fire already recorded: a record never moves a job back', async () => {
+  it('takes a batch of no fires, whole triples all the same: it records the failover gap alone, or nothing', async () => {
+    prefix = uniquePrefix('recfires');
+    await redis.set(lease(), OURS);
+    const scripts = schedulerScripts(redis);
+    expect(await scripts.recordFires(lease(), fires(), OURS, [])).toBe(1);
+    expect(await redis.exists(fires())).toBe(0);
+    expect(await scripts.recordFires(lease(), fires(), OURS, [], 42)).toBe(1);
+    expect(await redis.hgetall(fires())).toEqual({ ':failover-gap': '42' });
+  });
+
+  it('keeps a later or the same fire already recorded: a record never moves a job back, nor its dispatch time', async () => {
     prefix = uniquePrefix('recfires');
     await redis.set(lease(), OURS);
     await redis.hset(fires(), { a: '5000', ':dispatched:a': '5001' });
     const scripts = schedulerScripts(redis);
     expect(await scripts.recordFires(lease(), fires(), OURS, [{ job: 'a', scheduledAt: 4000, dispatchedAt: 4002 }, { job: 'b', scheduledAt: 1 }])).toBe(1);
+    expect(await redis.hgetall(fires())).toEqual({ a: '5000', ':dispatched:a': '5001', b: '1' });
+    // The same fire recorded again (a dispatch retried): the first dispatch time stands.
+    expect(await scripts.recordFires(lease(), fires(), OURS, [{ job: 'a', scheduledAt: 5000, dispatchedAt: 5900 }])).toBe(1);
     expect(await redis.hgetall(fires())).toEqual({ a: '5000', ':dispatched:a': '5001', b: '1' });
   });
 
