@@ -40,8 +40,7 @@ const COVERING: ReadonlyArray<readonly [RegExp, readonly string[]]> = [
  * test gave up, its client gone, burning a core under every later mutant. A statement that runs 30 s
  * is a hang (no test's statement runs near that long: its test fails, so the mutant is killed, as
  * Stryker counts a timeout), and the server checks every second that the client of a running
- * statement is still there. (The MariaDB of a run is its own, stopped
- * with the run.)
+ * statement is still there. (The MariaDB of a run is its own, stopped with the run.)
  */
 const BOUNDED_STATEMENTS = [process.env['PGOPTIONS'], '-c statement_timeout=30000', '-c client_connection_check_interval=1000'].filter(Boolean).join(' ');
 

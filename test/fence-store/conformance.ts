@@ -5,7 +5,7 @@
 // handler, nothing above the seam that could absorb a store's bug.
 import { createEnvelope, isFencedError, parseToken, type Envelope } from '@fenced/shared';
 import type { FenceGuard, Guard, TransactionExecutor } from '@fenced/consumer-guard';
-import { waitFor } from '#test-support';
+import { resultWithin, waitFor } from '#test-support';
 import { randomBytes } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
@@ -77,6 +77,25 @@ function gate(): { promise: Promise<void>; open: () => void } {
 }
 
 export function describeFenceStoreConformance(harness: FenceStoreHarness): void {
+  /**
+   * A guarded write of `token` by `guard`, its effect written and its fence lock held inside fn until
+   * the returned `finish` (which lets it commit and waits for it) is called.
+   */
+  async function holdWrite(guard: FenceGuard<unknown>, resource: string, token: bigint): Promise<() => Promise<void>> {
+    const inside = gate();
+    const release = gate();
+    const write = guard.guardedWrite(token, async (trx) => {
+      await harness.insertEffect(trx, resource, token);
+      inside.open();
+      await release.promise;
+    });
+    await inside.promise;
+    return async () => {
+      release.open();
+      await write;
+    };
+  }
+
   describe(`fence store conformance: ${harness.name}`, () => {
     beforeAll(async () => {
       await harness.setup();
@@ -350,14 +369,7 @@ export function describeFenceStoreConformance(harness: FenceStoreHarness): void 
       const resource = name();
       const guard = harness.guard(resource, { takeover: { graceMs: 50, timeoutMs: 5000 } });
       await guard.advance(5n);
-      const inFn = gate();
-      const release = gate();
-      const newer = guard.guardedWrite(writer, async (trx) => {
-        await harness.insertEffect(trx, resource, writer);
-        inFn.open();
-        await release.promise;
-      });
-      await inFn.promise;
+      const finish = await holdWrite(guard, resource, writer);
       const advance = guard.advance(6n).catch((err: unknown) => err);
       try {
         await harness.waitForLockWait();
@@ -366,9 +378,8 @@ export function describeFenceStoreConformance(harness: FenceStoreHarness): void 
         const seen = performance.now();
         await waitFor(() => performance.now() - seen > 10 * 50, 5000);
       } finally {
-        release.open();
+        await finish();
       }
-      await newer;
       expect(await advance).toMatchObject({ code: 'FENCE_AHEAD', highest: writer });
       expect(await harness.effects(resource)).toEqual([writer]);
     });
@@ -417,22 +428,17 @@ export function describeFenceStoreConformance(harness: FenceStoreHarness): void 
       const resource = name();
       const writer = harness.guard(resource);
       await writer.guardedWrite(50n, (trx) => harness.insertEffect(trx, resource, 50n));
-      const holding = gate();
-      const release = gate();
-      const write = writer.guardedWrite(50n, async (trx) => {
-        await harness.insertEffect(trx, resource, 50n);
-        holding.open();
-        await release.promise;
-      });
-      await holding.promise;
+      const finish = await holdWrite(writer, resource, 50n);
       const operators = [harness.guard(resource), harness.guard(resource)];
       const lowerings = [
         operators[0]!.lowerFence({ token: 30n, actor: 'ops@example', reason: 'a forged token poisoned the fence' }),
         operators[1]!.lowerFence({ token: 20n, actor: 'oncall@example', reason: 'the same incident, a second hand' }),
       ];
-      await harness.waitForLockWait(2);
-      release.open();
-      await write;
+      try {
+        await harness.waitForLockWait(2);
+      } finally {
+        await finish();
+      }
       const previous = await Promise.all(lowerings);
       const thirtyFirst = previous[0] === 50n;
       expect(previous).toEqual(thirtyFirst ? [50n, 30n] : [20n, 50n]);
@@ -616,17 +622,14 @@ export function describeFenceStoreConformance(harness: FenceStoreHarness): void 
         caller = await role.begin();
         expect((await handle.batch([fire(5n), fire(5n)], caller.tx)).map((o) => o.status)).toEqual(['applied', 'applied']);
         const beside = await role.begin();
-        let timer: ReturnType<typeof setTimeout> | undefined;
-        const waited = new Promise<string[]>((resolve) => (timer = setTimeout(() => resolve(['still waiting after 20 s']), 20_000)));
         let advanced = false;
         let advancing: Promise<void> | undefined;
         try {
-          expect(await Promise.race([handle.batch([fire(5n)], beside.tx).then((outcomes) => outcomes.map((o) => o.status)), waited])).toEqual(['applied']);
+          expect(await resultWithin(handle.batch([fire(5n)], beside.tx).then((outcomes) => outcomes.map((o) => o.status)), 20_000, ['still waiting after 20 s'])).toEqual(['applied']);
           advancing = guard.advance(6n).then(() => void (advanced = true));
           await harness.waitForLockWait();
           expect(advanced).toBe(false);
         } finally {
-          clearTimeout(timer);
           await caller.commit();
           await beside.commit();
         }
@@ -640,27 +643,12 @@ export function describeFenceStoreConformance(harness: FenceStoreHarness): void 
       it.skipIf(writeIn === null)('a batch that raises the fence meets raises in flight without harm: it judges its fires by the fence they commit, never lowers it, and two such batches that wait together both go through', async () => {
         const role = writeIn!;
         const fire = firesOn(12);
-        /** A guarded write of `token` on `resource` held open inside fn until the returned release is called. */
-        const holdWrite = async (resource: string, token: bigint) => {
-          const inside = gate();
-          const release = gate();
-          const write = harness.guard(resource).guardedWrite(token, async (trx) => {
-            await harness.insertEffect(trx, resource, token);
-            inside.open();
-            await release.promise;
-          });
-          await inside.promise;
-          return async () => {
-            release.open();
-            await write;
-          };
-        };
         // A raise to 60 in flight; a batch of token 55 waits for it, then finds 55 stale.
         const first = name();
         const guard = role.guard(first);
         const handle = effectHandler(guard, first);
         await guard.advance(50n);
-        let finish = await holdWrite(first, 60n);
+        let finish = await holdWrite(harness.guard(first), first, 60n);
         const caller = await role.begin();
         const judged = handle.batch([fire(55n)], caller.tx);
         try {
@@ -677,7 +665,7 @@ export function describeFenceStoreConformance(harness: FenceStoreHarness): void 
         const other = role.guard(second);
         const handleOther = effectHandler(other, second);
         await other.advance(50n);
-        finish = await holdWrite(second, 50n);
+        finish = await holdWrite(harness.guard(second), second, 50n);
         const callers = [await role.begin(), await role.begin()];
         const batches = callers.map((c) => handleOther.batch([fire(55n)], c.tx).then(async (outcomes) => {
           await c.commit();

@@ -98,8 +98,9 @@ export function countingPool(pool: pg.Pool): { pool: pg.Pool; counts: { connects
 
 /**
  * Resolves once `sessions` backends of this database (one by default) wait on a lock while running a
- * statement whose text contains `marker` (a test file's schema name, say): the moment a test knows a transaction is blocked, rather
- * than hoping a fixed sleep was long enough on a busy machine. Rejects after `timeoutMs`.
+ * statement whose text contains `marker` (a test file's schema name, say): the moment a test knows a
+ * transaction is blocked, rather than hoping a fixed sleep was long enough on a busy machine. Rejects
+ * after `timeoutMs`.
  */
 export async function waitForLockWait(pool: pg.Pool, marker: string, timeoutMs = 20_000, sessions = 1): Promise<void> {
   const blocked = async () => {

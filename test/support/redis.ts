@@ -28,6 +28,19 @@ export async function deleteKeys(redis: Redis, prefix: string): Promise<void> {
   } while (cursor !== '0');
 }
 
+/**
+ * What `promise` settles with, or `late` once `timeoutMs` have passed first: for a test that shows
+ * something does not wait (a bounded wait, never a sleep), without leaving its timer behind.
+ */
+export async function resultWithin<T, L>(promise: Promise<T>, timeoutMs: number, late: L): Promise<T | L> {
+  let timer: ReturnType<typeof setTimeout> | undefined;
+  try {
+    return await Promise.race([promise, new Promise<L>((resolve) => (timer = setTimeout(() => resolve(late), timeoutMs)))]);
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
 /** Resolves when `predicate` holds, polling every `everyMs`; rejects after `timeoutMs`. */
 export async function waitFor(predicate: () => boolean | Promise<boolean>, timeoutMs = 5000, everyMs = 5): Promise<void> {
   const deadline = performance.now() + timeoutMs;

@@ -1,5 +1,5 @@
 import { isFencedError, MAX_TOKEN, type FencedEvent } from '@fenced/shared';
-import { createPool, createTestSchema, kyselyOver, waitForLockWait } from '#test-support';
+import { createPool, createTestSchema, kyselyOver, resultWithin, waitForLockWait } from '#test-support';
 import type { Generated, Kysely } from 'kysely';
 import type pg from 'pg';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
@@ -242,12 +242,9 @@ describe.each(['kysely', 'pg.Pool'] as const)('createPostgresGuard over %s', (ki
     await writer.guardedWrite(7n, insert('first'));
     const { release, done: inFlight } = await holdWrite(writer, 7n, 'in flight');
     const restarted = makeGuard(resource);
-    let timer: NodeJS.Timeout | undefined;
-    const waited = new Promise<string>((resolve) => (timer = setTimeout(() => resolve('still waiting after 20 s'), 20_000)));
     try {
-      expect(await Promise.race([restarted.guardedWrite(7n, insert('beside')).then(() => 'committed'), waited])).toBe('committed');
+      expect(await resultWithin(restarted.guardedWrite(7n, insert('beside')).then(() => 'committed'), 20_000, 'still waiting after 20 s')).toBe('committed');
     } finally {
-      clearTimeout(timer);
       release();
     }
     await inFlight;
