@@ -3,8 +3,9 @@
  * picked by hand. Not part of `pnpm test`: each mutant runs tests (half a minute to a minute each for
  * a store's suite on two cores; a second or so for a pure module's).
  *
- * - A TypeScript module goes to StrykerJS (stryker.config.mjs): its mutators over the unit project's
- *   tests that import the module, each mutant against the tests that covered its line.
+ * - A TypeScript module goes to StrykerJS (stryker.config.mjs): its mutators over the tests that
+ *   cover it (below, or `--tests`; for a module not listed, the unit project's tests that import it),
+ *   each mutant against the tests that covered its line.
  * - A SQL or Lua file, which Stryker does not reach, gets the operator mutants of
  *   operator-mutants.ts (comparisons, clocks, row locks, GREATEST/LEAST, a `+ 1`): one scratch copy
  *   of the repository, each mutant written into it in turn, the generated modules rebuilt, and the
@@ -32,6 +33,10 @@ const COVERING: ReadonlyArray<readonly [RegExp, readonly string[]]> = [
   [/^packages\/consumer-guard\/src\/postgres\//, ['test/fence-store/conformance-postgres.test.ts', 'packages/consumer-guard/src/postgres/postgres-guard.pg.test.ts', 'packages/consumer-guard/src/postgres/takeover.pg.test.ts', 'packages/consumer-guard/src/postgres/concurrency.pg.test.ts', 'test/lease-checked/conformance-postgres.test.ts']],
   [/^packages\/coordinator\/src\/store\/mysql\//, ['test/lease-store/conformance-mysql.test.ts', 'test/lease-checked/conformance-mysql.test.ts']],
   [/^packages\/consumer-guard\/src\/mysql\//, ['test/fence-store/conformance-mysql.test.ts', 'test/mysql/mysql-guard.test.ts', 'test/lease-checked/conformance-mysql.test.ts']],
+  // The takeover and the handler wrapper (TypeScript, for StrykerJS): tests reach them through the
+  // package's index, which vitest's related files do not follow.
+  [/^packages\/consumer-guard\/src\/takeover\//, ['packages/consumer-guard/src/takeover/advance-with-takeover.test.ts', 'test/fence-store/conformance-memory.test.ts', 'test/fence-store/conformance-postgres.test.ts', 'packages/consumer-guard/src/postgres/takeover.pg.test.ts', 'test/coordinator/frozen-leader.test.ts']],
+  [/^packages\/consumer-guard\/src\/handler\//, ['packages/consumer-guard/src/handler/wrap-handler.test.ts', 'packages/consumer-guard/src/handler/wrap-handler.pg.test.ts', 'test/metrics/metrics.test.ts', 'test/http/http-fences.test.ts', 'test/mysql/mysql-guard.test.ts', 'test/queues/bullmq-processor.test.ts', 'test/queues/graphile-worker.test.ts', 'test/repo/failpoints.test.ts', 'test/coordinator/record-refused.test.ts']],
 ];
 
 /**
@@ -50,8 +55,9 @@ if (file === undefined || !/\.(sql|lua|ts)$/.test(file) || file.endsWith('.test.
   process.stderr.write('mutate: --module names one .ts, .sql or .lua file of the repository (for example packages/coordinator/src/scheduler/catch-up.ts)\n');
   process.exit(2);
 }
-if (file.endsWith('.ts')) process.exit(strykerOn(file));
 const tests = values.tests?.split(',') ?? COVERING.find(([folder]) => folder.test(file))?.[1];
+// A TypeScript module with no tests named runs against every unit test that imports it.
+if (file.endsWith('.ts')) process.exit(strykerOn(file, tests ?? []));
 if (tests === undefined) {
   process.stderr.write(`mutate: no tests are known to cover ${file}: name them with --tests a,b\n`);
   process.exit(2);

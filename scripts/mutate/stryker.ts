@@ -11,16 +11,17 @@ interface StrykerReport {
 }
 
 /**
- * Runs StrykerJS on one TypeScript module (stryker.config.mjs) and prints the survivors and the
+ * Runs StrykerJS on one TypeScript module (stryker.config.mjs), against `tests` (none named: every
+ * unit test that imports it), and prints the survivors and the
  * summary line. Killed: a test failed, or timed out. Survived: every covering test passed, or no test
  * covered the mutant (both count against the module). Left out of the count: mutants that do not
  * compile or crash the runner (Stryker's CompileError and RuntimeError), and ignored ones.
  * @returns the exit code: 0 with no survivor.
  */
-export function strykerOn(file: string): number {
+export function strykerOn(file: string, tests: readonly string[]): number {
   const started = performance.now();
   rmSync(REPORT, { force: true });
-  const run = spawnSync(join(root, 'node_modules', '.bin', 'stryker'), ['run', '--mutate', file], { cwd: root, stdio: ['ignore', 'inherit', 'inherit'], env: { ...process.env, CI: 'true' } });
+  const run = spawnSync(join(root, 'node_modules', '.bin', 'stryker'), ['run', '--mutate', file], { cwd: root, stdio: ['ignore', 'inherit', 'inherit'], env: { ...process.env, CI: 'true', FENCED_MUTATE_TESTS: tests.join(',') } });
   let report: StrykerReport;
   try {
     report = JSON.parse(readFileSync(REPORT, 'utf8')) as StrykerReport;

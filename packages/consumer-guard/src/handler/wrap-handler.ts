@@ -70,8 +70,8 @@ export interface HandlerSettings {
   readonly keys: VerificationKeys | undefined;
   readonly maxPayloadBytes: number;
   readonly logger: FencedLogger | undefined;
-  /** Counts and times each run (the guard's instruments); absent, nothing is recorded. */
-  readonly metrics?: GuardMetrics;
+  /** Counts and times each run (the guard's instruments, on the global meter provider unless given one). */
+  readonly metrics: GuardMetrics;
 }
 
 /** The idempotency key of a fire on a resource: stable, opaque, 43 characters. */
@@ -126,7 +126,6 @@ export function wrapHandler<Trx, T>(
       throw err;
     }
   };
-  if (metrics === undefined) return run;
   return async (input, call) => {
     const startedAt = performance.now();
     try {
@@ -193,10 +192,14 @@ export function handlerContext<Trx>(
   };
 }
 
-/** How a run that threw reads as an outcome: refused before it started, stale, or failed. */
+/**
+ * How a run that threw reads as an outcome: refused before it started (its envelope: a bad token in
+ * one is INVALID_ENVELOPE), stale, or failed. An INVALID_TOKEN is the handler's own or its store's
+ * (a token it passed, a token the store answered), so a failure.
+ */
 export function handlerFailureOf(err: unknown): HandlerRunOutcome {
   if (isFencedError(err, 'STALE_TOKEN')) return 'stale';
-  if (isFencedError(err, 'INVALID_ENVELOPE') || isFencedError(err, 'BAD_SIGNATURE') || isFencedError(err, 'INVALID_TOKEN')) return 'refused';
+  if (isFencedError(err, 'INVALID_ENVELOPE') || isFencedError(err, 'BAD_SIGNATURE')) return 'refused';
   return 'failed';
 }
 
@@ -204,7 +207,9 @@ export function handlerFailureOf(err: unknown): HandlerRunOutcome {
 function combineSignals(callSignal: AbortSignal | undefined, timeoutMs: number | undefined, startedAt: number): AbortSignal {
   const signals: AbortSignal[] = [];
   if (callSignal !== undefined) signals.push(callSignal);
-  if (timeoutMs !== undefined) signals.push(AbortSignal.timeout(Math.max(0, timeoutMs - (performance.now() - startedAt))));
-  if (signals.length === 1) return signals[0]!;
-  return signals.length === 0 ? new AbortController().signal : AbortSignal.any(signals);
+  // AbortSignal.timeout takes whole milliseconds only (a fraction throws RangeError): rounded up, so
+  // the signal never aborts before the timeout.
+  if (timeoutMs !== undefined) signals.push(AbortSignal.timeout(Math.max(0, Math.ceil(timeoutMs - (performance.now() - startedAt)))));
+  // Built once per run, and only when read: of none, a signal that never aborts.
+  return AbortSignal.any(signals);
 }

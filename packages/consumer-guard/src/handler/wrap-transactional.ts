@@ -61,7 +61,7 @@ export function wrapTransactionalHandler<T>(
       try {
         return receiveEnvelope(input, settings, port.resource);
       } catch (err) {
-        settings.metrics?.handler(startedAt, port.resource, 'refused');
+        settings.metrics.handler(startedAt, port.resource, 'refused');
         throw err;
       }
     });
@@ -70,7 +70,7 @@ export function wrapTransactionalHandler<T>(
       const { token, fireId } = envelope;
       const { verdict, fence } = verdicts[i]!;
       const outcome = verdict === 'claimed' ? await runClaimed(envelope, tx, port.resource, calls[i]?.signal, startedAt) : verdict === 'stale' ? { status: 'stale' as const, fireId, token, highest: fence } : { status: 'duplicate' as const, fireId, token };
-      settings.metrics?.handler(startedAt, port.resource, outcome.status);
+      settings.metrics.handler(startedAt, port.resource, outcome.status);
       outcomes.push(outcome);
     }
     return outcomes;
@@ -87,7 +87,7 @@ export function wrapTransactionalHandler<T>(
     } catch (err) {
       // A guard of another resource the handler called may refuse; the batch's own check is done.
       if (isFencedError(err, 'STALE_TOKEN')) return { status: 'stale', fireId, token, highest: err.highest };
-      settings.metrics?.handler(startedAt, resource, handlerFailureOf(err));
+      settings.metrics.handler(startedAt, resource, handlerFailureOf(err));
       throw err;
     }
   }

@@ -1,4 +1,5 @@
 import type { Token } from '@fenced/shared';
+import { setTimeout as sleep } from 'node:timers/promises';
 
 /**
  * The election-time advance when a deposed leader's transaction blocks it, for any fence store.
@@ -57,13 +58,17 @@ export async function advanceWithTakeover<Waiter>(
   if (policy === false) return done;
   let settled = false;
   const reported = new Set<string>();
+  // Settling ends the grace period in progress: a pending timer would hold a process that is done
+  // open for up to `graceMs` (a minute at most), once for every advance it ran.
+  const gracePeriods = new AbortController();
   const finished = done.then(
     () => void (settled = true),
     () => void (settled = true),
   );
+  void finished.then(() => gracePeriods.abort());
   for (;;) {
-    await Promise.race([finished, delay(policy.graceMs)]);
-    if (settled) return done;
+    await Promise.race([finished, gracePeriod(policy.graceMs, gracePeriods.signal)]);
+    // Once settled (in the grace period or since), this race ends at once and the check returns.
     const session = await Promise.race([waiter, finished.then(() => undefined)]).catch(() => undefined);
     if (settled) return done;
     if (session === undefined) continue;
@@ -71,8 +76,8 @@ export async function advanceWithTakeover<Waiter>(
     try {
       blockers = await store.endBlockers(session, token);
     } catch {
-      // Finding blockers is best effort: the advance is still bounded by its own timeout.
-      if (settled) return done;
+      // Finding blockers is best effort: the advance is still bounded by its own timeout (and once
+      // it has settled, the next turn returns before any search).
       continue;
     }
     // A blocker this role may not end is found again every grace period: report it once.
@@ -85,6 +90,7 @@ export async function advanceWithTakeover<Waiter>(
   }
 }
 
-function delay(ms: number): Promise<void> {
-  return new Promise((resolve) => setTimeout(resolve, ms));
+/** Resolves after `ms`, or at once (its timer cleared) when `signal` aborts. */
+function gracePeriod(ms: number, signal: AbortSignal): Promise<void> {
+  return sleep(ms, undefined, { signal }).catch(() => undefined);
 }
