@@ -12,10 +12,10 @@ interface StrykerReport {
 
 /**
  * Runs StrykerJS on one TypeScript module (stryker.config.mjs), against `tests` (none named: every
- * unit test that imports it), and prints the survivors and the
- * summary line. Killed: a test failed, or timed out. Survived: every covering test passed, or no test
- * covered the mutant (both count against the module). Left out of the count: mutants that do not
- * compile or crash the runner (Stryker's CompileError and RuntimeError), and ignored ones.
+ * unit test that imports it), and prints the survivors and the summary line. Killed: a test failed,
+ * or timed out. Survived: every covering test passed, or no test covered the mutant (both count
+ * against the module). Left out of the count: mutants that do not compile or crash the runner
+ * (Stryker's CompileError and RuntimeError), and ignored ones.
  * @returns the exit code: 0 with no survivor.
  */
 export function strykerOn(file: string, tests: readonly string[]): number {

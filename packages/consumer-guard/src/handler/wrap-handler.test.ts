@@ -11,6 +11,7 @@ import { idempotencyKey } from './wrap-handler.js';
 // each refusal resolves or throws, what every run records, and the one write a run may make.
 
 const SECRET = 'a-secret-of-thirty-two-bytes-or-more!!';
+const KEY = { kid: 'k1', secret: SECRET };
 const stops: Array<() => Promise<unknown>> = [];
 afterEach(async () => {
   for (const stop of stops.splice(0)) await stop();
@@ -108,11 +109,11 @@ describe('wrapHandler', () => {
     });
     await expect(handle({ v: 1, job: 'invoices', fireId: 'invoices@20261201T100000.000Z' })).rejects.toSatisfy((err: unknown) => isFencedError(err, 'INVALID_ENVELOPE'));
     await expect(handle(fire(7n))).rejects.toSatisfy((err: unknown) => isFencedError(err, 'BAD_SIGNATURE'));
-    const forged = { ...signEnvelope(fire(7n), { kid: 'k1', secret: SECRET }), token: 'not a token' };
+    const forged = { ...signEnvelope(fire(7n), KEY), token: 'not a token' };
     await expect(handle(forged)).rejects.toSatisfy((err: unknown) => isFencedError(err, 'INVALID_ENVELOPE') || isFencedError(err, 'INVALID_TOKEN'));
-    await expect(handle(signEnvelope(fire(7n, 'boom'), { kid: 'k1', secret: SECRET }))).rejects.toThrow('the handler failed');
-    await expect(handle(signEnvelope(fire(7n, 'bad token'), { kid: 'k1', secret: SECRET }))).rejects.toSatisfy((err: unknown) => isFencedError(err, 'INVALID_TOKEN'));
-    expect(await handle(signEnvelope(fire(7n, 'ok'), { kid: 'k1', secret: SECRET }))).toMatchObject({ status: 'applied', result: 'ok' });
+    await expect(handle(signEnvelope(fire(7n, 'boom'), KEY))).rejects.toThrow('the handler failed');
+    await expect(handle(signEnvelope(fire(7n, 'bad token'), KEY))).rejects.toSatisfy((err: unknown) => isFencedError(err, 'INVALID_TOKEN'));
+    expect(await handle(signEnvelope(fire(7n, 'ok'), KEY))).toMatchObject({ status: 'applied', result: 'ok' });
     expect(await runs(metrics, 'refused')).toBe(3);
     expect(await runs(metrics, 'failed')).toBe(2);
     expect(await runs(metrics, 'applied')).toBe(1);

@@ -61,11 +61,11 @@ export async function advanceWithTakeover<Waiter>(
   // Settling ends the grace period in progress: a pending timer would hold a process that is done
   // open for up to `graceMs` (a minute at most), once for every advance it ran.
   const gracePeriods = new AbortController();
-  const finished = done.then(
-    () => void (settled = true),
-    () => void (settled = true),
-  );
-  void finished.then(() => gracePeriods.abort());
+  const settle = () => {
+    settled = true;
+    gracePeriods.abort();
+  };
+  const finished = done.then(settle, settle);
   for (;;) {
     await Promise.race([finished, gracePeriod(policy.graceMs, gracePeriods.signal)]);
     // Once settled (in the grace period or since), this race ends at once and the check returns.
