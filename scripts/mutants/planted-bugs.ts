@@ -27,6 +27,8 @@ export interface PlantedBug {
 const MIGRATIONS = 'packages/consumer-guard/src/postgres/migrations';
 const LEASE_SQL = 'packages/coordinator/src/store/postgres/migrations/000001.sql';
 const PG_LEASE_TESTS = ['test/lease-store/conformance-postgres.test.ts'];
+/** The PostgreSQL lease store's own tests, its functions at their edges among them. */
+const PG_LEASE_FUNCTION_TESTS = 'packages/coordinator/src/store/postgres/postgres-leases.pg.test.ts';
 const MYSQL_FENCE_TESTS = ['test/fence-store/conformance-mysql.test.ts'];
 const HTTP_TESTS = ['test/http/http-fences.test.ts'];
 const MEMORY_LEASE_TESTS = ['test/lease-store/conformance-memory.test.ts'];
@@ -35,6 +37,8 @@ const MEMORY_FENCES = 'packages/consumer-guard/src/memory/memory-store.ts';
 const MEMORY_FENCE_TESTS = ['test/fence-store/conformance-memory.test.ts'];
 const MYSQL_LEASE_SQL = 'packages/coordinator/src/store/mysql/migrations/000001.sql';
 const MYSQL_LEASE_TESTS = ['test/lease-store/conformance-mysql.test.ts'];
+/** The MySQL lease procedures at their edges: a pinned session clock, a row another session holds. */
+const MYSQL_LEASE_PROCEDURE_TESTS = ['test/lease-store/mysql-lease-procedures.test.ts'];
 const MYSQL_GUARD_LEASE_SQL = 'packages/consumer-guard/src/mysql/migrations/000003.sql';
 const MYSQL_LEASE_CHECK_TESTS = ['test/lease-checked/conformance-mysql.test.ts'];
 const ETCD_LEASE_TESTS = ['test/lease-store/conformance-etcd.test.ts', 'test/etcd/etcd-leases.test.ts', 'packages/coordinator/src/store/etcd/etcd-sessions.etcd.test.ts'];
@@ -1038,6 +1042,68 @@ export const PLANTED_BUGS: readonly PlantedBug[] = [
     find: '  DELETE FROM :MEMBERS WHERE grp = p_group AND expires_us <= v_now;',
     replace: '  DELETE FROM :MEMBERS WHERE grp = p_group AND FALSE;',
     tests: MYSQL_LEASE_TESTS,
+  },
+  {
+    id: 'pg-takeover-ends-other-leases',
+    layer: 'survival',
+    bug: "the PostgreSQL election's takeover ends every announced write of a token at most the lease's, whatever lease it checks: a live write of another lease is killed",
+    file: LEASE_SQL,
+    find: '         AND strpos(a.application_name, v_tag) > 0\n',
+    replace: '',
+    tests: ['test/lease-checked/conformance-postgres.test.ts'],
+  },
+  {
+    id: 'pg-renew-clock-before-lock',
+    layer: 'lease',
+    bug: 'the PostgreSQL renew judges and extends its leases in the statement that waits for their rows, by a clock read before the wait: a lease that ran out meanwhile is extended, and the reply dates itself before the wait',
+    file: LEASE_SQL,
+    find: '  PERFORM 1 FROM :LEASES l WHERE l.name = ANY (p_names) ORDER BY l.name FOR NO KEY UPDATE;\n',
+    replace: '',
+    tests: [PG_LEASE_FUNCTION_TESTS],
+  },
+  {
+    id: 'pg-record-clock-before-lock',
+    layer: 'scheduler',
+    bug: 'the PostgreSQL fire record judges the lease in the statement that waits for its row, by a clock read before the wait: a record under a lease that ran out meanwhile commits',
+    file: LEASE_SQL,
+    find: [
+      '  PERFORM 1 FROM :LEASES l WHERE l.name = p_lease AND l.token = p_token AND l.holder = p_node FOR KEY SHARE;',
+      '  IF NOT FOUND THEN',
+      '    RETURN 0;',
+      '  END IF;',
+      '  -- Judged once the row is held, in a statement of its own: in the statement that waits for the row,',
+      '  -- the clock would be read before the wait (see :RENEW_FN).',
+      '  PERFORM 1 FROM :LEASES l WHERE l.name = p_lease AND l.token = p_token AND l.holder = p_node AND l.expires_at > clock_timestamp();',
+    ].join('\n'),
+    replace: '  PERFORM 1 FROM :LEASES l WHERE l.name = p_lease AND l.token = p_token AND l.holder = p_node AND l.expires_at > clock_timestamp() FOR KEY SHARE;',
+    tests: [PG_LEASE_FUNCTION_TESTS],
+  },
+  {
+    id: 'mysql-acquire-shares-lease-row',
+    layer: 'lease',
+    bug: "the MySQL acquire copies the lease row's token into a new term row with INSERT ... SELECT: under REPEATABLE READ it holds the lease row shared before it takes it exclusively, and a renew queued between the two deadlocks with the election",
+    file: MYSQL_LEASE_SQL,
+    find: '    INSERT IGNORE INTO :TERMS (name, token) VALUES (p_name, 0);',
+    replace: '    INSERT IGNORE INTO :TERMS (name, token) SELECT name, token FROM :LEASES WHERE name = p_name;',
+    tests: MYSQL_LEASE_PROCEDURE_TESTS,
+  },
+  {
+    id: 'mysql-renew-clock-before-lock',
+    layer: 'lease',
+    bug: 'the MySQL renew reads the clock before it holds the lease rows: a lease that ends while the renew waits for its row is extended anyway',
+    file: MYSQL_LEASE_SQL,
+    find: "PATH '$[0]')) a ON l.name = CONVERT(a.name USING binary)\n     FOR UPDATE;",
+    replace: "PATH '$[0]')) a ON l.name = CONVERT(a.name USING binary);",
+    tests: MYSQL_LEASE_PROCEDURE_TESTS,
+  },
+  {
+    id: 'mysql-record-term-unlocked',
+    layer: 'scheduler',
+    bug: 'the MySQL fire record reads the term row without a share lock: an election no longer waits for a record of the term it ends, which commits under the new term',
+    file: MYSQL_LEASE_SQL,
+    find: 'SELECT token, holder INTO v_token, v_holder FROM :TERMS WHERE name = p_lease LOCK IN SHARE MODE;',
+    replace: 'SELECT token, holder INTO v_token, v_holder FROM :TERMS WHERE name = p_lease;',
+    tests: MYSQL_LEASE_PROCEDURE_TESTS,
   },
   {
     id: 'polled-release-heard-always',

@@ -31,8 +31,8 @@ const COVERING: ReadonlyArray<readonly [RegExp, readonly string[]]> = [
   [/^packages\/(consumer-guard\/src\/redis|shared\/src)\/lua\//, ['packages/consumer-guard/src/redis/redis-guard.redis.test.ts', 'test/mysql/mysql-guard.test.ts']],
   [/^packages\/coordinator\/src\/store\/postgres\//, ['test/lease-store/conformance-postgres.test.ts', 'packages/coordinator/src/store/postgres/postgres-leases.pg.test.ts', 'test/lease-checked/conformance-postgres.test.ts']],
   [/^packages\/consumer-guard\/src\/postgres\//, ['test/fence-store/conformance-postgres.test.ts', 'packages/consumer-guard/src/postgres/postgres-guard.pg.test.ts', 'packages/consumer-guard/src/postgres/takeover.pg.test.ts', 'packages/consumer-guard/src/postgres/concurrency.pg.test.ts', 'test/lease-checked/conformance-postgres.test.ts']],
-  [/^packages\/coordinator\/src\/store\/mysql\//, ['test/lease-store/conformance-mysql.test.ts', 'test/lease-checked/conformance-mysql.test.ts']],
-  [/^packages\/consumer-guard\/src\/mysql\//, ['test/fence-store/conformance-mysql.test.ts', 'test/mysql/mysql-guard.test.ts', 'test/lease-checked/conformance-mysql.test.ts']],
+  [/^packages\/coordinator\/src\/store\/mysql\//, ['test/lease-store/conformance-mysql.test.ts', 'test/lease-store/mysql-lease-procedures.test.ts', 'test/lease-checked/conformance-mysql.test.ts']],
+  [/^packages\/consumer-guard\/src\/mysql\//, ['test/fence-store/conformance-mysql.test.ts', 'test/mysql/mysql-guard.test.ts', 'test/lease-checked/conformance-mysql.test.ts', 'test/lease-store/mysql-lease-procedures.test.ts']],
   // The takeover and the handler wrapper (TypeScript, for StrykerJS): tests reach them through the
   // package's index, which vitest's related files do not follow.
   [/^packages\/consumer-guard\/src\/takeover\//, ['packages/consumer-guard/src/takeover/advance-with-takeover.test.ts', 'test/fence-store/conformance-memory.test.ts', 'test/fence-store/conformance-postgres.test.ts', 'packages/consumer-guard/src/postgres/takeover.pg.test.ts', 'test/coordinator/frozen-leader.test.ts']],

@@ -49,6 +49,8 @@ export interface LeaseCheckedHarness {
 }
 
 let n = 0;
+/** The effect another lease's write inserts: a value no term's token reaches in these tests. */
+const OTHER_LEASE_EFFECT = 4_000_000_000n;
 
 /**
  * A lease-checked write that freezes inside its transaction once its row is in (its process stops
@@ -162,8 +164,21 @@ export function describeLeaseCheckedConformance(harness: LeaseCheckedHarness): v
       expect(await rows(won.token)).toBe(1);
     });
 
-    it('an election ends a frozen write of the expired term after its grace period, and the write applies nothing', async () => {
+    it('an election ends a frozen write of the expired term after its grace period, and the write applies nothing; an open write of another lease goes on', async () => {
       const { a, b, guard } = setup({ graceMs: 200, timeoutMs: 10_000 });
+      // Another lease's live term, granted first (so its token is at most the election's: ending
+      // writes by their token alone would end it), with a write open through the election.
+      const other = setup();
+      const otherWon = await other.a.acquire(30_000, 5000);
+      if (!otherWon.won) throw new Error('not granted');
+      let finishOther!: () => void;
+      let otherChecked = false;
+      const otherWriting = other.guard.guardedWrite(otherWon.token, async (connection) => {
+        await insert(OTHER_LEASE_EFFECT)(connection);
+        otherChecked = true;
+        await new Promise<void>((resolve) => (finishOther = resolve));
+      });
+      await waitFor(() => otherChecked, 5000);
       const won = await a.acquire(300, 5000);
       if (!won.won) throw new Error('not granted');
       // Frozen inside its transaction: its process comes back only after the next term has begun.
@@ -178,6 +193,9 @@ export function describeLeaseCheckedConformance(harness: LeaseCheckedHarness): v
       const error = await frozen.then(() => undefined, (err: unknown) => err);
       expect(isFencedError(error, 'GUARD_UNAVAILABLE')).toBe(true);
       expect(await rows(won.token)).toBe(0);
+      finishOther();
+      await otherWriting;
+      expect(await rows(OTHER_LEASE_EFFECT)).toBe(1);
     });
 
     it("an election never ends a write of the live term: a standby's retries do not even queue behind it", async () => {

@@ -52,6 +52,10 @@ export async function startPgBouncer(options: PgBouncerOptions): Promise<PgBounc
       `pool_mode = ${options.poolMode ?? 'transaction'}`,
       'default_pool_size = 4',
       'max_client_conn = 100',
+      // node-postgres sends PGOPTIONS as the `options` startup parameter, which PgBouncer refuses
+      // ("unsupported startup parameter") unless told to ignore it: pnpm mutate bounds every
+      // statement of a mutant's tests that way, and a client refused here failed every test through it.
+      'ignore_startup_parameters = options',
       `logfile = ${join(dir, 'pgbouncer.log')}`,
       '',
     ].join('\n'),

@@ -121,6 +121,148 @@ describe('migrations', () => {
   });
 });
 
+describe('its functions at their edges', () => {
+  const fn = (suffix: string) => `"${schema.name}"."fenced_fences_${suffix}"`;
+  const acquire = (lease: string, ttlMs: number, graceMs: number, takeoverMs: number) =>
+    schema.pool.query(`SELECT won, token FROM ${fn('lease_acquire')}($1, $2, $3, $4, $5)`, [lease, 'node-a', ttlMs, graceMs, takeoverMs]);
+  const renew = (lease: string, token: string, ttlMs: number) => schema.pool.query(`SELECT renewed FROM ${fn('lease_renew')}($1, $2, $3, $4)`, [[lease], [token], ['node-a'], ttlMs]);
+  const beat = (group: string, ttlMs: number) => schema.pool.query(`SELECT members FROM ${fn('member_beat')}($1, $2, $3)`, [group, 'member-a', ttlMs]);
+  const refused = { code: '22023' };
+
+  it('take the least of each bound (a TTL and a grace period of 1 ms, no takeover budget) and refuse one less with 22023, changing nothing', async () => {
+    const lease = `edges-${++n}`;
+    await expect(acquire(lease, 0, 250, 10_000)).rejects.toMatchObject(refused);
+    await expect(acquire(lease, 1_000, 0, 10_000)).rejects.toMatchObject(refused);
+    await expect(acquire(lease, 1_000, 250, -1)).rejects.toMatchObject(refused);
+    expect((await schema.pool.query(`SELECT 1 FROM "${schema.name}".fenced_fences_leases WHERE name = $1`, [lease])).rows).toEqual([]);
+    const { rows } = await acquire(lease, 60_000, 1, 0);
+    expect(rows).toEqual([{ won: true, token: '1' }]);
+    await expect(renew(lease, '1', 0)).rejects.toMatchObject(refused);
+    expect((await renew(lease, '1', 1)).rows).toEqual([{ renewed: true }]);
+    expect((await acquire(`${lease}-short`, 1, 1, 0)).rows).toEqual([{ won: true, token: '1' }]);
+    await expect(beat(`${lease}-group`, 0)).rejects.toMatchObject(refused);
+    expect((await beat(`${lease}-group`, 1)).rows).toEqual([{ members: ['member-a'] }]);
+  });
+
+  it('the election record keeps the newest elections of each lease, as many as it is told', async () => {
+    for (const keep of [32, 5, 1]) {
+      const lease = `elections-${++n}`;
+      for (let token = 1; token <= 40; token++) await schema.pool.query(`SELECT ${fn('lease_elected')}($1, $2, 'node-a', 1000, 1, false, $3)`, [lease, token, keep]);
+      const { rows } = await schema.pool.query(`SELECT count(*)::int AS n, min(token)::int AS oldest FROM "${schema.name}".fenced_fences_elections WHERE lease = $1`, [lease]);
+      expect(rows[0], `keep ${keep}`).toEqual({ n: keep, oldest: 41 - keep });
+    }
+  });
+
+  // Judged after a wait: another session holds the lease row (as an acquire or a renew in flight
+  // holds it), the call waits for it, and what it decides must be by the clock after the wait.
+  describe('after a wait for the lease row', () => {
+    /** A session of its own that holds `lease`'s row FOR UPDATE until `release()`, which answers the server's clock (µs) just before it lets go. */
+    async function holdRow(lease: string) {
+      const holder = new pg.Client({ connectionString: testDatabaseUrl() });
+      await holder.connect();
+      stoppers.push(() => holder.end().catch(() => undefined));
+      await holder.query('BEGIN');
+      await holder.query(`SELECT 1 FROM "${schema.name}".fenced_fences_leases WHERE name = $1 FOR UPDATE`, [lease]);
+      return {
+        async release(): Promise<bigint> {
+          const { rows } = await holder.query(`SELECT ${NOW_US} AS now`);
+          await holder.query('COMMIT');
+          return BigInt(rows[0].now);
+        },
+      };
+    }
+    /** Runs `sql` on a session of its own and resolves once it waits on a lock (or settled); `result` settles with the call. */
+    async function waitingCall(sql: string, values: unknown[]) {
+      const client = new pg.Client({ connectionString: testDatabaseUrl() });
+      await client.connect();
+      stoppers.push(() => client.end().catch(() => undefined));
+      const pid = (await client.query('SELECT pg_backend_pid() AS pid')).rows[0].pid as number;
+      let done = false;
+      const result = client.query(sql, values).then(
+        (r) => r.rows,
+        (error: unknown) => ({ error }),
+      );
+      void result.finally(() => (done = true));
+      await waitFor(async () => done || (await schema.pool.query(`SELECT 1 FROM pg_stat_activity WHERE pid = $1 AND wait_event_type = 'Lock'`, [pid])).rows.length > 0, 20_000, 20);
+      return { result };
+    }
+    const NOW_US = `floor(extract(epoch FROM clock_timestamp()) * 1000000)::bigint::text`;
+    const serverUs = async () => BigInt((await schema.pool.query(`SELECT ${NOW_US} AS now`)).rows[0].now);
+    const leaseRow = async (lease: string) =>
+      (
+        await schema.pool.query(
+          `SELECT floor(extract(epoch FROM expires_at) * 1000000)::bigint::text AS expires, floor(extract(epoch FROM renewed_at) * 1000000)::bigint::text AS renewed, floor(extract(epoch FROM granted_at) * 1000000)::bigint::text AS granted FROM "${schema.name}".fenced_fences_leases WHERE name = $1`,
+          [lease],
+        )
+      ).rows[0] as { expires: string; renewed: string; granted: string };
+    const ACQUIRE_SQL = () => `SELECT won, token, remaining_ms::text, now_us::text, ended FROM ${fn('lease_acquire')}($1, $2, $3, $4, $5)`;
+    const RENEW_SQL = () => `SELECT renewed, now_us::text FROM ${fn('lease_renew')}($1, $2, $3, $4)`;
+
+    it('acquire: decides, and dates the grant, by the clock after the wait', async () => {
+      const lease = `after-wait-${++n}`;
+      await acquire(lease, 1, 250, 10_000);
+      await waitFor(async () => (await serverUs()) > BigInt((await leaseRow(lease)).expires), 10_000, 5);
+      const row = await holdRow(lease);
+      const granting = await waitingCall(ACQUIRE_SQL(), [lease, 'node-b', 60_000, 5_000, 10_000]);
+      const released = await row.release();
+      const [reply] = (await granting.result) as Array<{ won: boolean; now_us: string }>;
+      expect(reply).toMatchObject({ won: true, token: '2' });
+      expect(BigInt(reply!.now_us)).toBeGreaterThanOrEqual(released);
+      const stamped = await leaseRow(lease);
+      expect(BigInt(stamped.granted)).toBeGreaterThanOrEqual(released);
+      expect(BigInt(stamped.expires) - BigInt(stamped.granted)).toBe(60_000_000n);
+    });
+
+    it('acquire: gives up at its takeover budget when what holds the row is no write it may end, and says when', async () => {
+      const lease = `give-up-${++n}`;
+      await acquire(lease, 1, 250, 10_000);
+      const row = await holdRow(lease);
+      const before = await serverUs();
+      const [reply] = (await (await waitingCall(ACQUIRE_SQL(), [lease, 'node-b', 60_000, 50, 300])).result) as Array<{ won: boolean; remaining_ms: string; now_us: string; ended: number }>;
+      await row.release();
+      expect(reply).toMatchObject({ won: false, remaining_ms: '0', ended: 0 });
+      expect(BigInt(reply!.now_us)).toBeGreaterThanOrEqual(before + 300_000n);
+    });
+
+    it('renew: extends from, and answers, the clock after the wait; a lease that ran out during the wait is not renewed', async () => {
+      const lease = `renew-wait-${++n}`;
+      const [live] = (await acquire(lease, 60_000, 250, 10_000)).rows as Array<{ token: string }>;
+      let row = await holdRow(lease);
+      let renewing = await waitingCall(RENEW_SQL(), [[lease], [live!.token], ['node-a'], 60_000]);
+      const released = await row.release();
+      const [reply] = (await renewing.result) as Array<{ renewed: boolean; now_us: string }>;
+      expect(reply!.renewed).toBe(true);
+      expect(BigInt(reply!.now_us)).toBeGreaterThanOrEqual(released);
+      const stamped = await leaseRow(lease);
+      expect(BigInt(stamped.renewed)).toBeGreaterThanOrEqual(released);
+      expect(BigInt(stamped.expires)).toBeGreaterThanOrEqual(released + 60_000_000n);
+
+      // Long enough that the renew waits well before the end; on a machine starved for longer it
+      // arrives after the end, and the answer is the same.
+      const short = `renew-ends-${++n}`;
+      const [ending] = (await acquire(short, 2_000, 250, 10_000)).rows as Array<{ token: string }>;
+      row = await holdRow(short);
+      renewing = await waitingCall(RENEW_SQL(), [[short], [ending!.token], ['node-a'], 60_000]);
+      const end = BigInt((await leaseRow(short)).expires);
+      await waitFor(async () => (await serverUs()) > end, 10_000, 20);
+      await row.release();
+      expect(((await renewing.result) as Array<{ renewed: boolean }>)[0]!.renewed).toBe(false);
+    });
+
+    it('record fires: a lease that ran out while the record waited for its row records nothing', async () => {
+      const lease = `record-wait-${++n}`;
+      const [won] = (await acquire(lease, 2_000, 250, 10_000)).rows as Array<{ token: string }>;
+      const row = await holdRow(lease);
+      const recording = await waitingCall(`SELECT ${fn('record_fires')}($1, $2, 'node-a', NULL, ARRAY['invoices'], ARRAY[1000]::bigint[], ARRAY[1001]::bigint[]) AS recorded`, [lease, won!.token]);
+      const end = BigInt((await leaseRow(lease)).expires);
+      await waitFor(async () => (await serverUs()) > end, 10_000, 20);
+      await row.release();
+      expect(await recording.result).toEqual([{ recorded: 0 }]);
+      expect((await schema.pool.query(`SELECT 1 FROM "${schema.name}".fenced_fences_fires WHERE lease = $1`, [lease])).rows).toEqual([]);
+    });
+  });
+});
+
 describe('hearing releases', () => {
   it('a standby hears a release by NOTIFY, and says so', async () => {
     const events: FencedEvent[] = [];
@@ -169,6 +311,16 @@ describe('hearing releases', () => {
     });
     afterAll(async () => {
       await bouncer?.stop();
+    });
+
+    it('takes a client that sends startup options (node-postgres sends PGOPTIONS so), which PgBouncer ignores', async () => {
+      const client = new pg.Client({ connectionString: bouncer.url, options: '-c statement_timeout=30s' });
+      await client.connect();
+      try {
+        expect((await client.query('SELECT 1 AS one')).rows).toEqual([{ one: 1 }]);
+      } finally {
+        await client.end();
+      }
     });
 
     it('finds that LISTEN does not deliver there, falls back to polling and says why, and hands over all the same', async () => {

@@ -97,7 +97,10 @@ BEGIN
     IF NOT v_found THEN
       INSERT IGNORE INTO :LEASES (name, token) VALUES (p_name, 0);
     END IF;
-    INSERT IGNORE INTO :TERMS (name, token) SELECT name, token FROM :LEASES WHERE name = p_name;
+    -- The term row's first token is never read: a grant sets it before it commits. (Copied from the
+    -- lease row by INSERT ... SELECT, it held that row in share mode under REPEATABLE READ until the
+    -- FOR UPDATE below, and a renew queued between the two deadlocked with the election.)
+    INSERT IGNORE INTO :TERMS (name, token) VALUES (p_name, 0);
     SET v_found = TRUE;
     SELECT token INTO v_next FROM :TERMS WHERE name = p_name FOR UPDATE;
     SELECT token, holder, expires_us INTO v_token, v_holder, v_expires FROM :LEASES WHERE name = p_name FOR UPDATE;
@@ -210,11 +213,13 @@ DROP PROCEDURE IF EXISTS :RECORD_ELECTION_PROC $$
 CREATE PROCEDURE :RECORD_ELECTION_PROC(IN p_lease VARBINARY(255), IN p_token BIGINT, IN p_node VARBINARY(255), IN p_ttl_ms BIGINT, IN p_fences INT, IN p_regressed BOOLEAN, IN p_keep INT)
   MODIFIES SQL DATA
 BEGIN
+  -- The newest kept is the first; the oldest kept, this many after it (a variable: LIMIT takes no expression).
+  DECLARE v_skip INT DEFAULT GREATEST(COALESCE(p_keep, 1), 1) - 1;
   INSERT IGNORE INTO :ELECTIONS (lease, token, node, ttl_ms, fences, regressed, at_us)
   VALUES (p_lease, p_token, p_node, p_ttl_ms, p_fences, p_regressed, TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', UTC_TIMESTAMP(6)));
   DELETE FROM :ELECTIONS
    WHERE lease = p_lease
-     AND token < (SELECT k.token FROM (SELECT token FROM :ELECTIONS WHERE lease = p_lease ORDER BY token DESC LIMIT 1 OFFSET 31) k);
+     AND token < (SELECT k.token FROM (SELECT token FROM :ELECTIONS WHERE lease = p_lease ORDER BY token DESC LIMIT 1 OFFSET v_skip) k);
 END $$
 
 -- The scheduler's record: per lease, the same fields as the Redis hash (store/fire-log.ts): a job's

@@ -149,7 +149,11 @@ BEGIN
   IF cardinality(p_names) IS DISTINCT FROM cardinality(p_tokens) OR cardinality(p_names) IS DISTINCT FROM cardinality(p_nodes) THEN
     RAISE EXCEPTION USING ERRCODE = '22023', MESSAGE = 'renew: names, tokens and node ids must pair up';
   END IF;
-  -- clock_timestamp() inside the statement: evaluated again for a row that was locked and changed meanwhile.
+  -- The asked rows locked first (in name order, as every batch locks them), then judged and extended
+  -- by the clock read after any wait. In the statement that waits, PostgreSQL evaluates a row's
+  -- conditions and new values before it waits for the row, and again only when the row changed
+  -- meanwhile, not when it was only locked: a lease that ran out during the wait was extended.
+  PERFORM 1 FROM :LEASES l WHERE l.name = ANY (p_names) ORDER BY l.name FOR NO KEY UPDATE;
   RETURN QUERY
     WITH asked AS (
       SELECT u.name, u.token, u.node, u.ord FROM unnest(p_names, p_tokens, p_nodes) WITH ORDINALITY AS u(name, token, node, ord)
@@ -232,9 +236,13 @@ BEGIN
      OR array_position(p_scheduled, NULL) IS NOT NULL OR array_position(p_jobs, NULL) IS NOT NULL THEN
     RAISE EXCEPTION USING ERRCODE = '22023', MESSAGE = 'record fires: jobs, scheduled times and dispatch times must pair up';
   END IF;
-  PERFORM 1 FROM :LEASES l
-   WHERE l.name = p_lease AND l.token = p_token AND l.holder = p_node AND l.expires_at > clock_timestamp()
-     FOR KEY SHARE;
+  PERFORM 1 FROM :LEASES l WHERE l.name = p_lease AND l.token = p_token AND l.holder = p_node FOR KEY SHARE;
+  IF NOT FOUND THEN
+    RETURN 0;
+  END IF;
+  -- Judged once the row is held, in a statement of its own: in the statement that waits for the row,
+  -- the clock would be read before the wait (see :RENEW_FN).
+  PERFORM 1 FROM :LEASES l WHERE l.name = p_lease AND l.token = p_token AND l.holder = p_node AND l.expires_at > clock_timestamp();
   IF NOT FOUND THEN
     RETURN 0;
   END IF;
