@@ -54,7 +54,7 @@ async function main(): Promise<number> {
   if (values.seed !== undefined) {
     const faults = values.faults === undefined ? undefined : parseFaults(values.faults);
     const result = await runSchedule({ seed: parseSeed(values.seed), ...(faults === undefined ? {} : { faults }) });
-    console.log(`dst: seed ${hex(result.seed)}: ${result.fires} fires took effect, ${result.elections} elections`);
+    console.log(`dst: seed ${hex(result.seed)}: ${result.fires} fires took effect, ${result.elections} elections, ${result.takeovers} writes ended by a takeover`);
     for (const fault of result.faults) console.log(`  fault at ${fault}`);
     if (values.events === true) for (const { at, event } of result.events) console.log(`  +${at - T0} ms ${JSON.stringify(event, (_key, value: unknown) => (typeof value === 'bigint' ? `${value}` : value))}`);
     for (const excused of result.excused) console.log(`  excused: ${excused}`);

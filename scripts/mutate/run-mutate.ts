@@ -33,6 +33,11 @@ const COVERING: ReadonlyArray<readonly [RegExp, readonly string[]]> = [
   [/^packages\/consumer-guard\/src\/postgres\//, ['test/fence-store/conformance-postgres.test.ts', 'packages/consumer-guard/src/postgres/postgres-guard.pg.test.ts', 'packages/consumer-guard/src/postgres/takeover.pg.test.ts', 'packages/consumer-guard/src/postgres/concurrency.pg.test.ts', 'test/lease-checked/conformance-postgres.test.ts']],
   [/^packages\/coordinator\/src\/store\/mysql\//, ['test/lease-store/conformance-mysql.test.ts', 'test/lease-store/mysql-lease-procedures.test.ts', 'test/lease-checked/conformance-mysql.test.ts']],
   [/^packages\/consumer-guard\/src\/mysql\//, ['test/fence-store/conformance-mysql.test.ts', 'test/mysql/mysql-guard.test.ts', 'test/lease-checked/conformance-mysql.test.ts', 'test/lease-store/mysql-lease-procedures.test.ts']],
+  // The in-memory stores (TypeScript, for StrykerJS): their conformance suites, the deterministic
+  // simulation that runs on them, and the tests that run a coordinator or a guard on them, all through
+  // the package's memory entry point (which vitest's related files do not follow).
+  [/^packages\/coordinator\/src\/store\/memory\//, ['test/lease-store/conformance-memory.test.ts', 'test/dst/dst.test.ts', 'test/coordinator/record-refused.test.ts', 'test/coordinator/superseded-term.test.ts']],
+  [/^packages\/consumer-guard\/src\/memory\//, ['test/fence-store/conformance-memory.test.ts', 'test/dst/dst.test.ts', 'packages/consumer-guard/src/takeover/advance-with-takeover.test.ts', 'packages/consumer-guard/src/handler/wrap-handler.test.ts', 'test/coordinator/record-refused.test.ts', 'test/coordinator/superseded-term.test.ts']],
   // The takeover and the handler wrapper (TypeScript, for StrykerJS): tests reach them through the
   // package's index, which vitest's related files do not follow.
   [/^packages\/consumer-guard\/src\/takeover\//, ['packages/consumer-guard/src/takeover/advance-with-takeover.test.ts', 'test/fence-store/conformance-memory.test.ts', 'test/fence-store/conformance-postgres.test.ts', 'packages/consumer-guard/src/postgres/takeover.pg.test.ts', 'test/coordinator/frozen-leader.test.ts']],

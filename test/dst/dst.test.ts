@@ -22,16 +22,25 @@ describe('the deterministic simulation', () => {
   it(`${SEEDS} seeded schedules of faults: no stale write, no fire twice, no fire lost, no overlapping beliefs, a leader at the end`, async () => {
     const failed: string[] = [];
     let slowClockOverlaps = 0;
+    let pausedOverlaps = 0;
+    let takeovers = 0;
     for (let seed = FROM; seed < FROM + SEEDS; seed++) {
       const result = await runSchedule({ seed });
       if (result.failures.length > 0) failed.push(`seed 0x${seed.toString(16)} (pnpm dst --seed 0x${seed.toString(16)}): ${result.failures.join('; ')} after ${result.faults.join(', ')}`);
       // Every schedule did work: fires took effect and someone was elected.
       expect(result.fires, `seed 0x${seed.toString(16)}`).toBeGreaterThan(20);
       slowClockOverlaps += result.excused.filter((e) => e.endsWith('clock ran slow')).length;
+      pausedOverlaps += result.excused.filter((e) => e.endsWith('was paused')).length;
+      takeovers += result.takeovers;
     }
     expect(failed).toEqual([]);
     // The slow clocks bit: leaders believed past their lease, and the fence absorbed it.
     expect(slowClockOverlaps).toBeGreaterThan(0);
+    // So did the pauses: leaders paused past their lease while another was elected, each of which
+    // dropped its belief as it ran again.
+    expect(pausedOverlaps).toBeGreaterThan(0);
+    // And elections ended the writes of deposed leaders frozen in their transactions (the takeover).
+    expect(takeovers).toBeGreaterThan(0);
   }, 300_000);
 
   it.each(REGRESSIONS)('replays the regression schedule $seed (faults $faults) cleanly', async ({ seed, faults }) => {
@@ -40,7 +49,7 @@ describe('the deterministic simulation', () => {
     expect(result.faults.length).toBeGreaterThan(0);
   });
 
-  it('leaves faults out without changing the ones it keeps: the last of the drawn, clock faults included', async () => {
+  it('leaves faults out without changing the ones it keeps: the last of the drawn, clock faults and pauses included', async () => {
     for (let seed = FROM; seed < FROM + 20; seed++) {
       const whole = await runSchedule({ seed });
       const last = whole.drawn - 1;

@@ -89,7 +89,26 @@ describe("the deterministic simulation's invariants", () => {
     expect(judge(clean(), overlapping, NO_STORE_FAULT, END, true, [{ slot: 1, from: T0 + 100, to: T0 + 300 }])).toEqual(overlap);
     expect(judge(clean(), overlapping, NO_STORE_FAULT, END, true, [{ slot: 2, from: T0, to: END }])).toEqual(overlap);
     expect(judge(clean(), overlapping, NO_STORE_FAULT, END, true, [{ slot: 0, from: T0 + 501, to: T0 + 900 }])).toEqual(overlap);
-    // Nor a stretch that ended before its term began.
-    expect(judge(clean(), [elected(T0 + 200, 'n0.1', 41), elected(T0 + 500, 'n1.2', 42)], NO_STORE_FAULT, END, true, [{ slot: 0, from: T0, to: T0 + 100 }])).toEqual(overlap);
+    // Nor a stretch that ended before its term began (n0.1's grant, at T0).
+    expect(judge(clean(), [elected(T0 + 200, 'n0.1', 41), elected(T0 + 500, 'n1.2', 42)], NO_STORE_FAULT, END, true, [{ slot: 0, from: T0 - 300, to: T0 - 100 }])).toEqual(overlap);
+    // Its term began at the grant, not when the reply reached it: a stretch in between counts (the
+    // node counts its lease from when it sent the acquire).
+    expect(judge(clean(), [elected(T0 + 200, 'n0.1', 41), elected(T0 + 500, 'n1.2', 42)], NO_STORE_FAULT, END, true, [{ slot: 0, from: T0, to: T0 + 100 }])).toEqual([]);
+  });
+
+  it('excuse an overlap where the earlier leader was paused at the election, if it dropped its belief on the first turn after it ran again', () => {
+    const overlapping = [elected(T0, 'n0.1', 41), elected(T0 + 500, 'n1.2', 42), lost(T0 + 600, 'n0.1', 41)];
+    const overlap = [expect.stringMatching(/^n1\.2 elected at \+500 ms while n0\.1 led/)];
+    const judged = (pausedSpans: Parameters<typeof judge>[9]) => judge(clean(), overlapping, NO_STORE_FAULT, END, true, [], [], [], [], pausedSpans);
+    // Paused from +100 to +599 ms: the lost belief at +600 is the first turn after it.
+    expect(judged([{ node: 'n0.1', from: T0 + 100, to: T0 + 599 }])).toEqual([]);
+    // Ran again at +590 and believed on until +600: its deadline's check did not run on resume.
+    expect(judged([{ node: 'n0.1', from: T0 + 100, to: T0 + 590 }])).toEqual([expect.stringMatching(/^n0\.1, paused from \+100 to \+590 ms, still believed it led after it ran again \(dropped at \+600 ms\)$/)]);
+    // Never dropped at all.
+    expect(judge(clean(), overlapping.slice(0, 2), NO_STORE_FAULT, END, true, [], [], [], [], [{ node: 'n0.1', from: T0 + 100, to: T0 + 599 }])).toEqual([expect.stringMatching(/still believed it led after it ran again \(never dropped\)$/)]);
+    // Another node's pause, another incarnation's, or a pause over before the election excuses nothing.
+    expect(judged([{ node: 'n1.2', from: T0 + 100, to: T0 + 599 }])).toEqual(overlap);
+    expect(judged([{ node: 'n0.2', from: T0 + 100, to: T0 + 599 }])).toEqual(overlap);
+    expect(judged([{ node: 'n0.1', from: T0 + 100, to: T0 + 499 }])).toEqual(overlap);
   });
 });

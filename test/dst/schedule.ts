@@ -13,22 +13,25 @@
  * slow or partitioned network), a node held at one of the SDK's failpoints for up to three TTLs (a
  * grantee before its election's advance, a leader between its pre-check and its write, a renew whose
  * reply is held, a fire applied and not yet recorded), a node crashed (its connections gone, nothing
- * released) and restarted, the fence store ending write sessions mid-write (each write fails and
+ * released but what the fence store frees of its ended sessions) and restarted, the fence store ending write sessions mid-write (each write fails and
  * nothing of it commits: the scheduler's retry must deliver the fire), and another session holding
  * the fence's row lock for up to two TTLs (writes and the election's advance wait behind it); and,
  * from a stream of its own, in half the schedules one or two stretches of a machine's clock running
  * slow (0.5 to 0.95 of the real rate for one to three TTLs: its node counts its lease as longer than
- * the store does). Left out (not modelled here): a whole process paused (its every timer held while
- * others run: one global virtual clock cannot hold one node's timers; the failpoints hold the flow
- * that matters), a clock that runs fast or jumps (a monotonic clock does neither, and a fast one only
- * shortens a lease), and skew of the wall clock (due times come from the store's clock); `pnpm sim`
- * runs those against real processes.
+ * the store does); and, from a third stream, in a quarter of the schedules one or two whole-process
+ * pauses (a node's every timer, reply, release notice and lock grant held for half a TTL to three
+ * TTLs while the others run, as SIGSTOP or a long GC pause holds a real process: process-pauses.ts,
+ * which also says what of a paused node still runs). Left out (not modelled here): a clock that runs
+ * fast or jumps (a monotonic clock does neither, and a fast one only shortens a lease), and skew of
+ * the wall clock (due times come from the store's clock); `pnpm sim` runs those against real
+ * processes.
  *
  * Invariants, checked after the faults and a heal: no stale write commits (committed tokens per
  * resource never go down), each fire takes effect at most once, no due fire is lost (every fire due
  * after the first election and before the end of the heal took effect), beliefs never overlap
- * (outside a lossy failover, where two holders are the store's fault, and a leader whose clock ran
- * slow: the fence's to absorb), and a leader leads at the end.
+ * (outside a lossy failover, where two holders are the store's fault, a leader whose clock ran
+ * slow: the fence's to absorb, and a leader paused at the election, which must drop its belief on
+ * the first turn after it runs again), and a leader leads at the end.
  */
 import FakeTimers from '@sinonjs/fake-timers';
 import { createGuard } from '@fenced/consumer-guard';
@@ -37,6 +40,7 @@ import { createCoordinator, createScheduler, fireId, type Coordinator, type Sche
 import { createMemoryLeaseServer, memoryLeases, type MemoryLeases, type MemoryLeaseSnapshot } from '@fenced/coordinator/memory';
 import { parseToken, StaleTokenError, type FencedEvent } from '@fenced/shared';
 import { failpoints, type FailpointName } from '@fenced/shared/failpoints';
+import { ProcessPauses } from './process-pauses.js';
 import { effectsOf, historyOf, sharedInvariantFailures, type Exit, type LedgerRow, type NodeEvent, type WriteRecord } from './sim-checks.js';
 import { recordStoreHistory, storeLostEarlierTerm, termAt, termKey, type StoreHistory, type StoreTerm } from './store-history.js';
 
@@ -71,6 +75,8 @@ export interface ScheduleResult {
   readonly drawn: number;
   readonly fires: number;
   readonly elections: number;
+  /** Writes of a deposed term that an election's takeover ended (a writer frozen in its transaction). */
+  readonly takeovers: number;
   /** Every event the nodes logged, with its virtual time: what `pnpm dst --seed` prints. */
   readonly events: ReadonlyArray<{ readonly at: number; readonly event: FencedEvent }>;
 }
@@ -121,6 +127,14 @@ export async function runSchedule(options: ScheduleOptions): Promise<ScheduleRes
     toFake: ['setTimeout', 'clearTimeout', 'setInterval', 'clearInterval', 'setImmediate', 'clearImmediate', 'Date', 'performance'],
     loopLimit: 1_000_000,
   });
+  // Whole-process pauses, from a stream of their own (as the clock faults below): drawn before the
+  // nodes start, since only a schedule that draws one runs its nodes in contexts of their own.
+  const pauseRandom = seededRandom(options.seed ^ PAUSE_STREAM);
+  const pauseBetween = (low: number, high: number) => Math.floor(low + pauseRandom() * (high - low));
+  const drawnPauses = pauseRandom() < 0.75 ? [] : Array.from({ length: pauseBetween(1, 3) }, () => ({ at: T0 + pauseBetween(500, faultMs - 500), slot: pauseBetween(0, NODES), ms: pauseBetween(TTL_MS / 2, TTL_MS * 3) }));
+  const pauses = drawnPauses.length > 0 ? new ProcessPauses() : undefined;
+  pauses?.install();
+  const asNode = <T>(slot: number, fn: () => T): T => (pauses === undefined ? fn() : pauses.runAs(slot, fn));
   const nodes = new Map<number, Node>();
   try {
     const server = createMemoryLeaseServer();
@@ -158,9 +172,52 @@ export async function runSchedule(options: ScheduleOptions): Promise<ScheduleRes
     const clocks = Array.from({ length: NODES }, () => new SkewableClock());
     const slowClocks: SlowClock[] = [];
 
-    const startNode = async (slot: number): Promise<void> => {
+    // What a paused node's stores send it waits for its resume: the lease server's release notices
+    // (set off by another node's release) and the fence store's lock grants (by another's commit).
+    const serverOf = (slot: number): typeof server =>
+      pauses === undefined
+        ? server
+        : new Proxy(server, {
+            get: (target, key) => {
+              if (key === 'listen') return (lease: string, onRelease: () => void) => target.listen(lease, () => pauses.deliver(slot, onRelease));
+              const value: unknown = Reflect.get(target, key);
+              return typeof value === 'function' ? value.bind(target) : value;
+            },
+          });
+    // Each node's sessions on the fence store, which a crash ends (its connections close, and the
+    // database ends their sessions: a lock one held is freed, a wait one was in fails).
+    const sessionsOf = new Map<number, Set<string>>();
+    let takeovers = 0;
+    const databaseOf = (slot: number): typeof database => {
+      const sessions = new Set<string>();
+      sessionsOf.set(slot, sessions);
+      return new Proxy(database, {
+        get: (target, key) => {
+          if (key === 'lock')
+            return (...args: Parameters<typeof database.lock>) => {
+              sessions.add(args[1].session);
+              const locked = target.lock(...args);
+              return pauses === undefined ? locked : locked.then(async (release) => (await pauses.gate(slot), release));
+            };
+          // A node ends another's session only in an election's takeover: counted, to show it ran.
+          if (key === 'kill')
+            return (session: string) => {
+              const ended = target.kill(session);
+              if (ended) takeovers++;
+              return ended;
+            };
+          const value: unknown = Reflect.get(target, key);
+          return typeof value === 'function' ? value.bind(target) : value;
+        },
+      });
+    };
+    // Stretches in which a node's process was paused, for the judge.
+    const pausedSpans: PausedSpan[] = [];
+
+    const startNode = (slot: number): Promise<void> => asNode(slot, () => startIncarnation(slot));
+    const startIncarnation = async (slot: number): Promise<void> => {
       const name = `n${slot}.${++incarnations}`;
-      const guard = createGuard({ store: memoryFences({ database }), resource: 'ledger' });
+      const guard = createGuard({ store: memoryFences({ database: databaseOf(slot) }), resource: 'ledger' });
       const handle = guard.wrapHandler(async (_payload, ctx) =>
         ctx.guardedWrite(async (trx) => trx.insert('ledger', { fire: ctx.fireId, token: ctx.token, node: name, scheduledAt: ctx.scheduledAt.getTime(), committedAt: Date.now() })),
       );
@@ -180,7 +237,7 @@ export async function runSchedule(options: ScheduleOptions): Promise<ScheduleRes
         }
       };
       const store = memoryLeases({
-        server,
+        server: serverOf(slot),
         replyDelayMs: () => {
           const spike = spikes.get(slot);
           return spike !== undefined && Date.now() < spike.until ? spike.ms : between(0, 6);
@@ -296,8 +353,14 @@ export async function runSchedule(options: ScheduleOptions): Promise<ScheduleRes
               if (node === undefined) return;
               nodes.delete(slot);
               exits.push({ at: Date.now(), node: node.name });
+              // A paused process killed: what it held dies with it.
+              if (pauses?.isPaused(slot) === true) {
+                pauses.forget(slot);
+                pausedSpans.push({ node: node.name, from: pausedSince.get(slot)!, to: Date.now() });
+              }
               // Its connections gone first: stopping then releases nothing (a crash gives nothing back).
               node.store.close();
+              for (const session of sessionsOf.get(slot) ?? []) database.kill(session);
               void node.scheduler.stop();
               void node.coordinator.stop();
               setTimeout(() => void startNode(slot), downMs);
@@ -329,6 +392,29 @@ export async function runSchedule(options: ScheduleOptions): Promise<ScheduleRes
         },
       });
     }
+    // Pauses, numbered after the clock faults.
+    const pausedSince = new Map<number, number>();
+    const resume = (slot: number) => {
+      const node = nodes.get(slot);
+      if (pauses === undefined || !pauses.isPaused(slot) || node === undefined) return;
+      pausedSpans.push({ node: node.name, from: pausedSince.get(slot)!, to: Date.now() });
+      pauses.resume(slot);
+    };
+    for (const [i, { at, slot, ms }] of drawnPauses.entries()) {
+      const group = drawn + clockFaults + i;
+      if (options.faults !== undefined && !options.faults.includes(group)) continue;
+      faults.push({
+        at,
+        group,
+        describe: `n${slot}'s process paused for ${ms} ms`,
+        run: () => {
+          if (pauses === undefined || pauses.isPaused(slot) || !nodes.has(slot)) return;
+          pauses.pause(slot);
+          pausedSince.set(slot, Date.now());
+          setTimeout(() => resume(slot), ms);
+        },
+      });
+    }
     faults.sort((a, b) => a.at - b.at);
     for (const fault of faults) {
       await clock.tickAsync(Math.max(0, fault.at - Date.now()));
@@ -337,11 +423,12 @@ export async function runSchedule(options: ScheduleOptions): Promise<ScheduleRes
     await clock.tickAsync(Math.max(0, T0 + faultMs - Date.now()));
     spikes.clear();
     failpoints.disarm();
+    for (const slot of nodes.keys()) resume(slot);
     await clock.tickAsync(healMs);
 
     const excused: string[] = [];
-    const failures = judge(database.rows('ledger') as unknown as readonly LedgerRow[], events, history, T0 + faultMs + healMs, [...nodes.values()].some((node) => node.coordinator.isLeader()), slowClocks, excused, writes, exits);
-    return { seed: options.seed, failures, excused, faults: faults.map((f) => `${f.at - T0} ms: [${f.group}] ${f.describe}`), drawn: drawn + clockFaults, fires: database.rows('ledger').length, elections: events.filter((e) => e.event.type === 'lease.acquired').length, events };
+    const failures = judge(database.rows('ledger') as unknown as readonly LedgerRow[], events, history, T0 + faultMs + healMs, [...nodes.values()].some((node) => node.coordinator.isLeader()), slowClocks, excused, writes, exits, pausedSpans);
+    return { seed: options.seed, failures, excused, faults: faults.map((f) => `${f.at - T0} ms: [${f.group}] ${f.describe}`), drawn: drawn + clockFaults + drawnPauses.length, fires: database.rows('ledger').length, elections: events.filter((e) => e.event.type === 'lease.acquired').length, takeovers, events };
   } finally {
     for (const node of nodes.values()) {
       node.store.close();
@@ -350,6 +437,7 @@ export async function runSchedule(options: ScheduleOptions): Promise<ScheduleRes
     }
     failpoints.disarm();
     await clock.runAllAsync().catch(() => undefined);
+    pauses?.uninstall();
     clock.uninstall();
     globalThis.setImmediate = realSetImmediate;
     Math.random = realRandom;
@@ -368,6 +456,17 @@ function afterMicrotasks(callback: () => void): void {
 
 /** Seeds the clock faults' stream apart from the others (any odd constant would do). */
 const CLOCK_STREAM = 0x2545f491;
+/** The first turn of the event loop after a timer, in virtual time: fake-timers runs it a millisecond on. */
+const NEXT_TURN_MS = 1;
+/** Seeds the pauses' stream apart from the others. */
+const PAUSE_STREAM = 0x9e3779b1;
+
+/** A stretch in which a node's whole process was paused (virtual epoch ms). */
+export interface PausedSpan {
+  readonly node: string;
+  readonly from: number;
+  readonly to: number;
+}
 
 /** A stretch in which a machine's clock ran slow (virtual epoch ms). */
 export interface SlowClock {
@@ -414,6 +513,7 @@ export function judge(
   excusedOut: string[] = [],
   writes: readonly WriteRecord[] = [],
   exits: readonly Exit[] = [],
+  pausedSpans: readonly PausedSpan[] = [],
 ): string[] {
   // The promise over what took effect, the lease's and the model's, judged by `pnpm sim`'s own
   // checkers: no stale write commits, each fire at most once, every fire due after the first
@@ -434,10 +534,22 @@ export function judge(
       const term = termAt(history, termKey(event.nodeId, event.token), at);
       for (const [other, belief] of leading) {
         if (other === event.nodeId) continue;
-        const clockRanSlow = slowClocks.some((c) => other.startsWith(`n${c.slot}.`) && c.from <= at && c.to >= belief.since);
+        // Its term began at the grant (the memory store grants as the request arrives, which is when
+        // the node starts counting), not when the reply reached it: a clock slow in between counts.
+        const termFrom = Math.min(belief.since, belief.term?.grantedAt ?? belief.since);
+        const clockRanSlow = slowClocks.some((c) => other.startsWith(`n${c.slot}.`) && c.from <= at && c.to >= termFrom);
         const storeLost = term !== undefined && belief.term !== undefined && (belief.term.writes[0]! < term.writes[0]! ? storeLostEarlierTerm(history, belief.term, term) : storeLostEarlierTerm(history, term, belief.term));
-        const excused = clockRanSlow || storeLost;
-        if (excused) excusedOut.push(`${event.nodeId} elected at +${at - T0} ms while ${other} led: ${storeLost ? 'the store lost the earlier term' : `${other}'s clock ran slow`}`);
+        // A leader paused at the election believes on only because its process cannot run to see its
+        // deadline pass: it must drop the belief on the first turn of its event loop after it runs
+        // again (its deadline's timer, held, fires then; fake-timers puts a turn taken inside a timer
+        // a millisecond on).
+        const pause = pausedSpans.find((p) => p.node === other && p.from <= at && p.to >= at);
+        if (pause !== undefined && !storeLost && !clockRanSlow) {
+          const dropped = events.find((e) => e.event.type === 'lease.lost' && e.event.nodeId === other && e.at >= belief.since);
+          if (dropped === undefined || dropped.at > pause.to + NEXT_TURN_MS) failures.push(`${other}, paused from +${pause.from - T0} to +${pause.to - T0} ms, still believed it led after it ran again (${dropped === undefined ? 'never dropped' : `dropped at +${dropped.at - T0} ms`})`);
+        }
+        const excused = clockRanSlow || storeLost || pause !== undefined;
+        if (excused) excusedOut.push(`${event.nodeId} elected at +${at - T0} ms while ${other} led: ${storeLost ? 'the store lost the earlier term' : clockRanSlow ? `${other}'s clock ran slow` : `${other} was paused`}`);
         if (!excused) failures.push(`${event.nodeId} elected at +${at - T0} ms while ${other} led (since +${belief.since - T0} ms)`);
       }
       leading.set(event.nodeId, { since: at, term });

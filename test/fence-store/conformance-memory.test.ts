@@ -1,5 +1,7 @@
 import { createMemoryFenceDatabase, createMemoryGuard, type MemoryTransaction } from '@fenced/consumer-guard/memory';
+import { parseToken } from '@fenced/shared';
 import { waitFor } from '#test-support';
+import { describe, expect, it } from 'vitest';
 import { describeFenceStoreConformance } from './conformance.js';
 
 // One database is the store; each guard on it is one process's connection to it.
@@ -35,4 +37,43 @@ describeFenceStoreConformance({
     return { undo: async () => void database.migrations.delete(999999) };
   },
   writeIn: { without: 'the in-memory store has no transaction a caller could hold (its writes run in transactions of their own)' },
+});
+
+describe('the in-memory fence database', () => {
+  /** 'granted' if `lock` has been granted by the time every settled promise has run, else 'waiting'. */
+  const state = (lock: Promise<unknown>) => Promise.race([lock.then(() => 'granted'), new Promise((resolve) => setImmediate(() => resolve('waiting')))]);
+
+  it('frees the lock of a session it ends at once, while its holder is frozen, and the holder waking later frees nothing of the next one', async () => {
+    const frozen = database.begin();
+    const lateRelease = await database.lock('kill-frees-lock', { session: frozen.session, token: parseToken(1n) }, 0);
+    const next = database.lock('kill-frees-lock', { session: 'next', token: parseToken(2n) }, 0);
+    expect(await state(next)).toBe('waiting');
+    expect(database.kill(frozen.session)).toBe(true);
+    expect(await state(next)).toBe('granted');
+    const third = database.lock('kill-frees-lock', { session: 'third', token: parseToken(3n) }, 0);
+    // The frozen holder wakes and releases: the lock is the next one's, not its to give.
+    lateRelease();
+    expect(await state(third)).toBe('waiting');
+    (await next)();
+    expect(await state(third)).toBe('granted');
+    (await third)();
+  });
+
+  it('ends a session that waits for a lock (its wait fails, typed, and the queue goes on), and one that holds a lock outside a transaction (an advance)', async () => {
+    const advance = database.newSession();
+    const releaseAdvance = await database.lock('kill-ends-waits', { session: advance, token: null }, 0);
+    const waiter = database.begin();
+    const waiting = database.lock('kill-ends-waits', { session: waiter.session, token: parseToken(1n) }, 0);
+    const behind = database.lock('kill-ends-waits', { session: 'behind', token: parseToken(2n) }, 0);
+    expect(database.kill(waiter.session)).toBe(true);
+    await expect(waiting).rejects.toMatchObject({ code: 'GUARD_UNAVAILABLE' });
+    expect(database.lockWaits).toBe(1);
+    expect(database.kill(advance)).toBe(true);
+    expect(await state(behind)).toBe('granted');
+    releaseAdvance();
+    (await behind)();
+    // Ended once: a session ended, or done, is no longer open.
+    expect(database.kill(advance)).toBe(false);
+    expect(database.kill(waiter.session)).toBe(false);
+  });
 });

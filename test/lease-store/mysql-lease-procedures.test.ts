@@ -119,6 +119,17 @@ async function grant(connection: PoolConnection, lease: string, node: string, tt
   return String(row!['token']);
 }
 
+/**
+ * A lease named from `prefix` granted to node-a for 1 s on a new session whose clock is pinned at T:
+ * the opening of every test at the microsecond a lease ends. Answers the lease, the session and the token.
+ */
+async function pinnedGrant(prefix: string): Promise<{ lease: string; s: Session; token: string }> {
+  const lease = unique(prefix);
+  const s = await session();
+  await pin(s, T);
+  return { lease, s, token: await grant(s, lease, 'node-a', 1000) };
+}
+
 const renewed = async (connection: PoolConnection, lease: string, token: string, node: string, ttlMs: number) =>
   Number((await call(connection, RENEW, [JSON.stringify([[lease, token, node]]), ttlMs]))[0]!['renewed']);
 
@@ -127,10 +138,7 @@ const members = async (connection: PoolConnection, group: string, member: string
 
 describe('MySQL lease store procedures, at the microsecond a lease ends (a pinned session clock)', () => {
   it('acquire: a lease granted at T for t ms is held one microsecond before T + t (1 ms left) and granted to the next node at T + t', async () => {
-    const lease = unique('edge-acquire');
-    const s = await session();
-    await pin(s, T);
-    const token = await grant(s, lease, 'node-a', 1000);
+    const { lease, s, token } = await pinnedGrant('edge-acquire');
     await pin(s, T + SECOND_US - 1n);
     expect((await call(s, ACQUIRE, [lease, 'node-b', 1000, WAIT_S]))[0]).toMatchObject({ won: 0, holder: `${token}:node-a`, remaining_ms: 1 });
     await pin(s, T + SECOND_US);
@@ -139,10 +147,7 @@ describe('MySQL lease store procedures, at the microsecond a lease ends (a pinne
   });
 
   it('renew: extends its lease one microsecond before the end, not at the end (where the acquire grants it)', async () => {
-    const lease = unique('edge-renew');
-    const s = await session();
-    await pin(s, T);
-    const token = await grant(s, lease, 'node-a', 1000);
+    const { lease, s, token } = await pinnedGrant('edge-renew');
     await pin(s, T + SECOND_US - 1n);
     expect(await renewed(s, lease, token, 'node-a', 1000)).toBe(1);
     // Now held until T + 2 s - 1 µs.
@@ -152,10 +157,7 @@ describe('MySQL lease store procedures, at the microsecond a lease ends (a pinne
   });
 
   it('record fires: records one microsecond before the lease ends, nothing at the end', async () => {
-    const lease = unique('edge-record');
-    const s = await session();
-    await pin(s, T);
-    const token = await grant(s, lease, 'node-a', 1000);
+    const { lease, s, token } = await pinnedGrant('edge-record');
     await pin(s, T + SECOND_US - 1n);
     expect((await call(s, RECORD_FIRES, [lease, token, 'node-a', null, JSON.stringify([['invoices', 1_000, 1_001]])]))[0]).toMatchObject({ recorded: 1 });
     await pin(s, T + SECOND_US);
@@ -176,10 +178,7 @@ describe('MySQL lease store procedures, at the microsecond a lease ends (a pinne
   });
 
   it("the guard's lease check (a lease-checked write) passes one microsecond before the lease ends and refuses at the end, with the term's token", async () => {
-    const lease = unique('edge-check');
-    const s = await session();
-    await pin(s, T);
-    const token = await grant(s, lease, 'node-a', 1000);
+    const { lease, s, token } = await pinnedGrant('edge-check');
     await pin(s, T + SECOND_US - 1n);
     await s.beginTransaction();
     await s.query(LEASE_CHECK, [lease, token, 'node-a']);
@@ -272,10 +271,7 @@ describe('MySQL lease store procedures, judging after a wait (another session ho
   });
 
   it('record fires: an election waits for a record of the term it ends that is between its check and its commit, and the record commits under its own term', async () => {
-    const lease = unique('record-election');
-    const s = await session();
-    await pin(s, T);
-    const token = await grant(s, lease, 'node-a', 1000);
+    const { lease, token } = await pinnedGrant('record-election');
     // Another writer of the fire log's row (uncommitted) holds the record between its check and its write.
     const blocker = await holding('INSERT INTO fenced_fences_fires (lease, field, value) VALUES (?, ?, ?)', [lease, 'invoices', 500]);
     const recording = await waiting((recorder) => call(recorder, RECORD_FIRES, [lease, token, 'node-a', null, JSON.stringify([['invoices', 1_000, 1_001]])]), {

@@ -49,7 +49,7 @@ interface LockHolder {
 
 interface ResourceLock {
   holder: LockHolder | null;
-  readonly queue: Array<{ readonly who: LockHolder; readonly grant: () => void }>;
+  readonly queue: Array<{ readonly who: LockHolder; readonly grant: () => void; readonly fail: (reason: Error) => void }>;
 }
 
 /** The shared state of the in-memory fence store (see `memoryFences`). */
@@ -63,6 +63,8 @@ export class MemoryFenceDatabase {
   readonly #enders = new Map<string, (reason: Error) => void>();
   /** The resource each waiting session waits for. */
   readonly #waiting = new Map<string, string>();
+  /** The release of each lock held, by its holder's session: ending a session frees its lock. */
+  readonly #held = new Map<string, () => void>();
   /** Sessions are numbered per database, as a server numbers its backends: the same run names the same sessions. */
   #sessions = 0;
 
@@ -99,7 +101,7 @@ export class MemoryFenceDatabase {
       this.#waiting.set(who.session, resource);
       try {
         await new Promise<void>((resolve, reject) => {
-          const entry = { who, grant: resolve };
+          const entry = { who, grant: resolve, fail: reject };
           held.queue.push(entry);
           if (timeoutMs > 0) {
             setTimeout(() => {
@@ -115,13 +117,16 @@ export class MemoryFenceDatabase {
       }
     }
     let released = false;
-    return () => {
+    const release = () => {
       if (released) return;
       released = true;
+      this.#held.delete(who.session);
       const next = held.queue.shift();
       held.holder = next?.who ?? null;
       next?.grant();
     };
+    this.#held.set(who.session, release);
+    return release;
   }
 
   /** Who holds the lock of the resource `session` waits for, if it waits. */
@@ -177,12 +182,24 @@ export class MemoryFenceDatabase {
     }
   }
 
-  /** Ends `session` from outside, as an operator or a failover ends a database session. True when it was open. */
+  /**
+   * Ends `session` from outside, as an operator, a failover or a dead client's closed connection ends
+   * a database session: its transaction fails, its wait for a lock fails, and the lock it held is
+   * freed at once, as a database frees it: whatever its holder does next (it may be a process that
+   * is frozen, or gone) no longer keeps the others waiting. True when it was open.
+   */
   kill(session: string): boolean {
     const end = this.#enders.get(session);
-    if (end === undefined) return false;
+    const release = this.#held.get(session);
+    const waitingFor = this.#waiting.get(session);
+    if (end === undefined && release === undefined && waitingFor === undefined) return false;
+    const reason = new GuardUnavailableError(`memory fence store: session ${session} was ended during the write; nothing of it was applied`, { cause: undefined });
     this.#enders.delete(session);
-    end(new GuardUnavailableError(`memory fence store: session ${session} was ended during the write; nothing of it was applied`, { cause: undefined }));
+    release?.();
+    const queue = waitingFor === undefined ? [] : (this.#locks.get(waitingFor)?.queue ?? []);
+    const at = queue.findIndex((entry) => entry.who.session === session);
+    if (at >= 0) queue.splice(at, 1)[0]!.fail(reason);
+    end?.(reason);
     return true;
   }
 

@@ -1,7 +1,7 @@
 import { isFencedError, parseToken, type Token } from '@fenced/shared';
 import { createMemoryFenceDatabase, createMemoryGuard } from '@fenced/consumer-guard/memory';
 import { waitFor } from '#test-support';
-import { describe, expect, it } from 'vitest';
+import { describe, expect, it, vi } from 'vitest';
 import { advanceWithTakeover, type BlockingWrite, type TakeoverStore } from './advance-with-takeover.js';
 
 // The takeover loop against its own promise, below the fence stores that use it (their conformance
@@ -147,5 +147,21 @@ describe('advanceWithTakeover', () => {
     const outcome = await frozen.catch((err: unknown) => err);
     expect(isFencedError(outcome, 'GUARD_UNAVAILABLE') || isFencedError(outcome, 'STALE_TOKEN')).toBe(true);
     expect(await guard.highest()).toBe(4n);
+  });
+  it('runs its grace periods on the global timers, so that fake timers (a test\'s, a simulator\'s virtual time) drive it', async () => {
+    const { store, searches, commit } = scriptedStore(async () => []);
+    vi.useFakeTimers({ toFake: ['setTimeout', 'clearTimeout'] });
+    try {
+      const advance = advanceWithTakeover(store, 'r', five, { graceMs: 60_000, timeoutMs: 90_000 }, () => {});
+      await vi.advanceTimersByTimeAsync(60_000);
+      expect(searches).toHaveLength(1);
+      await vi.advanceTimersByTimeAsync(60_000);
+      expect(searches).toHaveLength(2);
+      commit();
+      await advance;
+      expect(vi.getTimerCount()).toBe(0);
+    } finally {
+      vi.useRealTimers();
+    }
   });
 });

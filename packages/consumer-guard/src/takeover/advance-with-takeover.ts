@@ -1,5 +1,4 @@
 import type { Token } from '@fenced/shared';
-import { setTimeout as sleep } from 'node:timers/promises';
 
 /**
  * The election-time advance when a deposed leader's transaction blocks it, for any fence store.
@@ -90,7 +89,23 @@ export async function advanceWithTakeover<Waiter>(
   }
 }
 
-/** Resolves after `ms`, or at once (its timer cleared) when `signal` aborts. */
+/**
+ * Resolves after `ms`, or at once (its timer cleared) when `signal` aborts. The global `setTimeout`,
+ * not `node:timers/promises`: fake timers (vitest's, @sinonjs/fake-timers, the deterministic
+ * simulation's) replace the global, and cannot reach the ESM binding of the other, whose real timer
+ * would leave an advance under virtual time never ending a blocker.
+ */
 function gracePeriod(ms: number, signal: AbortSignal): Promise<void> {
-  return sleep(ms, undefined, { signal }).catch(() => undefined);
+  return new Promise((resolve) => {
+    if (signal.aborted) return resolve();
+    const ended = () => {
+      clearTimeout(timer);
+      resolve();
+    };
+    const timer = setTimeout(() => {
+      signal.removeEventListener('abort', ended);
+      resolve();
+    }, ms);
+    signal.addEventListener('abort', ended, { once: true });
+  });
 }
