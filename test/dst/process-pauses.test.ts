@@ -27,8 +27,8 @@ describe('a whole-process pause in the deterministic simulation', () => {
   it("holds the paused node's timers while the others run, then runs them on resume, in the order they fell due", async () => {
     pauses.runAs(0, () => {
       setTimeout(note('a0'), 150);
-      setTimeout(note('b0'), 100);
-      setImmediate(note('c0'));
+      setTimeout((what: string) => note(what)(), 100, 'b0');
+      setImmediate((what: string) => note(what)(), 'c0');
     });
     pauses.runAs(1, () => setTimeout(note('a1'), 100));
     setTimeout(note('harness'), 120);

@@ -42,14 +42,13 @@ export class ProcessPauses {
     const fakeClearTimeout = globalThis.clearTimeout as unknown as Cancel;
     const fakeSetImmediate = globalThis.setImmediate as unknown as (callback: () => void) => Timer;
     const fakeClearImmediate = globalThis.clearImmediate as unknown as Cancel;
-    const wrap =
-      (schedule: (callback: () => void, ms: number) => Timer) =>
-      (callback: (...args: unknown[]) => void, ms = 0, ...args: unknown[]): Timer => {
-        const slot = this.#context.getStore();
-        if (slot === undefined) return schedule(() => callback(...args), ms);
-        const timer: Timer = schedule(() => this.#due(slot, timer, () => callback(...args)), ms);
-        return timer;
-      };
+    /** Sets `run` through `schedule` as the current node's (held while it is paused), or as no node's. */
+    const scheduleAs = (schedule: (callback: () => void) => Timer, run: () => void): Timer => {
+      const slot = this.#context.getStore();
+      if (slot === undefined) return schedule(run);
+      const timer: Timer = schedule(() => this.#due(slot, timer, run));
+      return timer;
+    };
     const cancel = (clear: Cancel) => (timer: Timer | undefined) => {
       if (timer !== undefined && typeof timer === 'object') {
         for (const held of this.#held.values()) {
@@ -61,8 +60,8 @@ export class ProcessPauses {
       }
       clear(timer);
     };
-    globalThis.setTimeout = wrap((callback, ms) => fakeSetTimeout(callback, ms)) as unknown as typeof setTimeout;
-    globalThis.setImmediate = wrap((callback) => fakeSetImmediate(callback)) as unknown as typeof setImmediate;
+    globalThis.setTimeout = ((callback: (...args: unknown[]) => void, ms?: number, ...args: unknown[]) => scheduleAs((run) => fakeSetTimeout(run, ms), () => callback(...args))) as unknown as typeof setTimeout;
+    globalThis.setImmediate = ((callback: (...args: unknown[]) => void, ...args: unknown[]) => scheduleAs((run) => fakeSetImmediate(run), () => callback(...args))) as unknown as typeof setImmediate;
     globalThis.clearTimeout = cancel(fakeClearTimeout) as typeof clearTimeout;
     globalThis.clearImmediate = cancel(fakeClearImmediate) as typeof clearImmediate;
     this.#restore = () => {

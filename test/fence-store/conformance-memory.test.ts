@@ -1,5 +1,5 @@
 import { createMemoryFenceDatabase, createMemoryGuard, type MemoryTransaction } from '@fenced/consumer-guard/memory';
-import { parseToken } from '@fenced/shared';
+import { GuardUnavailableError, parseToken } from '@fenced/shared';
 import { waitFor } from '#test-support';
 import { describe, expect, it } from 'vitest';
 import { describeFenceStoreConformance } from './conformance.js';
@@ -75,5 +75,48 @@ describe('the in-memory fence database', () => {
     // Ended once: a session ended, or done, is no longer open.
     expect(database.kill(advance)).toBe(false);
     expect(database.kill(waiter.session)).toBe(false);
+  });
+
+  it('fails a wait for a lock past its bound, typed, and takes it out of the queue: the lock passes it by', async () => {
+    const releaseHolder = await database.lock('lock-bound', { session: 'holder', token: parseToken(1n) }, 0);
+    const bounded = database.lock('lock-bound', { session: 'bounded', token: null }, 20);
+    // An advance's session (no transaction) ended while it waits: its wait fails too.
+    const advance = database.newSession();
+    const ended = database.lock('lock-bound', { session: advance, token: null }, 0);
+    const behind = database.lock('lock-bound', { session: 'behind', token: parseToken(2n) }, 0);
+    expect(database.kill(advance)).toBe(true);
+    await expect(ended).rejects.toMatchObject({ code: 'GUARD_UNAVAILABLE' });
+    await expect(bounded).rejects.toThrow(new GuardUnavailableError("memory fence store: lock-bound: waited 20 ms for the fence's lock", { cause: undefined }));
+    expect(database.blockerOf('behind')).toMatchObject({ session: 'holder' });
+    expect(database.blockerOf('bounded')).toBeNull();
+    releaseHolder();
+    expect(await state(behind)).toBe('granted');
+    expect(database.blockerOf('behind')).toBeNull();
+    (await behind)();
+  });
+
+  it('a transaction reads what committed and its own pending rows; once ended, it reads and writes nothing, and says so', async () => {
+    const fresh = createMemoryFenceDatabase();
+    expect(fresh.audit).toEqual([]);
+    expect(fresh.newSession()).toBe('memory-1');
+    const committed = fresh.begin();
+    expect(committed.session).toBe('memory-2');
+    committed.insert('t', { n: 1 });
+    fresh.applyRows(committed);
+    fresh.close(committed);
+    // Done: no longer a session to end.
+    expect(fresh.kill(committed.session)).toBe(false);
+    const tx = fresh.begin();
+    tx.insert('t', { n: 2 });
+    expect(tx.rows('t')).toEqual([{ n: 1 }, { n: 2 }]);
+    expect(tx.isEnded()).toBe(false);
+    // Ended before it took any lock: still an open session.
+    expect(fresh.kill(tx.session)).toBe(true);
+    expect(tx.isEnded()).toBe(true);
+    const ended = `memory fence store: session ${tx.session} was ended during the write; nothing of it was applied`;
+    await expect(tx.ended).rejects.toThrow(new GuardUnavailableError(ended, { cause: undefined }));
+    expect(() => tx.insert('t', { n: 3 })).toThrow(ended);
+    expect(() => tx.rows('t')).toThrow(ended);
+    expect(fresh.rows('t')).toEqual([{ n: 1 }]);
   });
 });
