@@ -13,8 +13,9 @@
  * slow or partitioned network), a node held at one of the SDK's failpoints for up to three TTLs (a
  * grantee before its election's advance, a leader between its pre-check and its write, a renew whose
  * reply is held, a fire applied and not yet recorded), a node crashed (its connections gone, nothing
- * released but what the fence store frees of its ended sessions) and restarted, the fence store ending write sessions mid-write (each write fails and
- * nothing of it commits: the scheduler's retry must deliver the fire), and another session holding
+ * released but what the fence store frees of its ended sessions) and restarted, the fence store
+ * ending write sessions mid-write (each write fails and nothing of it commits: the scheduler's retry
+ * must deliver the fire), and another session holding
  * the fence's row lock for up to two TTLs (writes and the election's advance wait behind it); and,
  * from a stream of its own, in half the schedules one or two stretches of a machine's clock running
  * slow (0.5 to 0.95 of the real rate for one to three TTLs: its node counts its lease as longer than

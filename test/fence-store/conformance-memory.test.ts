@@ -1,7 +1,7 @@
 import { createMemoryFenceDatabase, createMemoryGuard, type MemoryTransaction } from '@fenced/consumer-guard/memory';
 import { GuardUnavailableError, parseToken } from '@fenced/shared';
 import { waitFor } from '#test-support';
-import { describe, expect, it } from 'vitest';
+import { describe, expect, it, vi } from 'vitest';
 import { describeFenceStoreConformance } from './conformance.js';
 
 // One database is the store; each guard on it is one process's connection to it.
@@ -95,6 +95,23 @@ describe('the in-memory fence database', () => {
     (await behind)();
   });
 
+  it('a bounded wait granted in time is done with its bound: when the bound passes, the queue behind it is untouched', async () => {
+    vi.useFakeTimers({ toFake: ['setTimeout', 'clearTimeout'] });
+    try {
+      const releaseHolder = await database.lock('bound-granted', { session: 'holder', token: parseToken(1n) }, 0);
+      const bounded = database.lock('bound-granted', { session: 'bounded', token: null }, 50);
+      const behind = database.lock('bound-granted', { session: 'behind', token: parseToken(2n) }, 0);
+      releaseHolder();
+      const releaseBounded = await bounded;
+      await vi.advanceTimersByTimeAsync(100);
+      releaseBounded();
+      await expect(behind).resolves.toBeTypeOf('function');
+      (await behind)();
+    } finally {
+      vi.useRealTimers();
+    }
+  });
+
   it('a transaction reads what committed and its own pending rows; once ended, it reads and writes nothing, and says so', async () => {
     const fresh = createMemoryFenceDatabase();
     expect(fresh.audit).toEqual([]);
@@ -109,6 +126,7 @@ describe('the in-memory fence database', () => {
     const tx = fresh.begin();
     tx.insert('t', { n: 2 });
     expect(tx.rows('t')).toEqual([{ n: 1 }, { n: 2 }]);
+    expect(tx.rows('none')).toEqual([]);
     expect(tx.isEnded()).toBe(false);
     // Ended before it took any lock: still an open session.
     expect(fresh.kill(tx.session)).toBe(true);
