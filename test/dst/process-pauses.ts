@@ -24,6 +24,7 @@ import { AsyncLocalStorage } from 'node:async_hooks';
 type Timer = ReturnType<typeof setTimeout>;
 type Schedule = (callback: () => void, ms?: number) => Timer;
 type Cancel = (timer: Timer | undefined) => void;
+type Fakes = Pick<typeof globalThis, 'setTimeout' | 'clearTimeout' | 'setImmediate' | 'clearImmediate'>;
 
 export class ProcessPauses {
   readonly #context = new AsyncLocalStorage<number>();
@@ -34,14 +35,17 @@ export class ProcessPauses {
   readonly #resumed = new Map<number, Array<() => void>>();
   /** A held timer set again on resume: the timer its node holds, and the one that will now fire. */
   readonly #reset = new WeakMap<object, Timer>();
-  #restore: (() => void) | undefined;
+  /** The (fake) timer functions found on `globalThis` at install, which the wrappers call. */
+  #fakes: Fakes | undefined;
 
   /** Wraps the (fake) timer functions on `globalThis`; {@link uninstall} puts them back. */
   install(): void {
-    const fakeSetTimeout = globalThis.setTimeout as unknown as Schedule;
-    const fakeClearTimeout = globalThis.clearTimeout as unknown as Cancel;
-    const fakeSetImmediate = globalThis.setImmediate as unknown as (callback: () => void) => Timer;
-    const fakeClearImmediate = globalThis.clearImmediate as unknown as Cancel;
+    const fakes: Fakes = { setTimeout: globalThis.setTimeout, clearTimeout: globalThis.clearTimeout, setImmediate: globalThis.setImmediate, clearImmediate: globalThis.clearImmediate };
+    this.#fakes = fakes;
+    const fakeSetTimeout = fakes.setTimeout as unknown as Schedule;
+    const fakeClearTimeout = fakes.clearTimeout as unknown as Cancel;
+    const fakeSetImmediate = fakes.setImmediate as unknown as (callback: () => void) => Timer;
+    const fakeClearImmediate = fakes.clearImmediate as unknown as Cancel;
     /** Sets `run` through `schedule` as the current node's (held while it is paused), or as no node's. */
     const scheduleAs = (schedule: (callback: () => void) => Timer, run: () => void): Timer => {
       const slot = this.#context.getStore();
@@ -64,25 +68,11 @@ export class ProcessPauses {
     globalThis.setImmediate = ((callback: (...args: unknown[]) => void, ...args: unknown[]) => scheduleAs((run) => fakeSetImmediate(run), () => callback(...args))) as unknown as typeof setImmediate;
     globalThis.clearTimeout = cancel(fakeClearTimeout) as typeof clearTimeout;
     globalThis.clearImmediate = cancel(fakeClearImmediate) as typeof clearImmediate;
-    this.#restore = () => {
-      globalThis.setTimeout = fakeSetTimeout as unknown as typeof setTimeout;
-      globalThis.clearTimeout = fakeClearTimeout as typeof clearTimeout;
-      globalThis.setImmediate = fakeSetImmediate as unknown as typeof setImmediate;
-      globalThis.clearImmediate = fakeClearImmediate as typeof clearImmediate;
-    };
-    this.#rescheduleHeld = (slot, held) => {
-      for (const { timer, run } of held) {
-        // Immediates, not timeouts of 0 (which fire a millisecond on): Node runs every timer that fell
-        // due during a pause on the first turn of its loop after it.
-        const again = fakeSetImmediate(() => this.#due(slot, timer, run));
-        if (timer !== undefined && typeof timer === 'object') this.#reset.set(timer, again);
-      }
-    };
   }
 
   uninstall(): void {
-    this.#restore?.();
-    this.#restore = undefined;
+    if (this.#fakes !== undefined) Object.assign(globalThis, this.#fakes);
+    this.#fakes = undefined;
     this.#context.disable();
   }
 
@@ -119,7 +109,13 @@ export class ProcessPauses {
     if (!this.#paused.delete(slot)) return;
     const held = this.#held.get(slot) ?? [];
     this.#held.delete(slot);
-    this.#rescheduleHeld(slot, held);
+    const setImmediate = this.#fakes?.setImmediate as unknown as (callback: () => void) => Timer;
+    for (const { timer, run } of held) {
+      // Immediates, not timeouts of 0 (which fire a millisecond on): Node runs every timer that fell
+      // due during a pause on the first turn of its loop after it.
+      const again = setImmediate(() => this.#due(slot, timer, run));
+      if (timer !== undefined && typeof timer === 'object') this.#reset.set(timer, again);
+    }
     const waiting = this.#resumed.get(slot) ?? [];
     this.#resumed.delete(slot);
     for (const resolve of waiting) this.runAs(slot, resolve);
@@ -131,10 +127,6 @@ export class ProcessPauses {
     this.#held.delete(slot);
     this.#resumed.delete(slot);
   }
-
-  #rescheduleHeld: (slot: number, held: ReadonlyArray<{ readonly timer: Timer | undefined; readonly run: () => void }>) => void = () => {
-    throw new Error('ProcessPauses: install() first');
-  };
 
   #due(slot: number, timer: Timer | undefined, run: () => void): void {
     if (!this.#paused.has(slot)) {

@@ -176,15 +176,7 @@ export async function runSchedule(options: ScheduleOptions): Promise<ScheduleRes
     // What a paused node's stores send it waits for its resume: the lease server's release notices
     // (set off by another node's release) and the fence store's lock grants (by another's commit).
     const serverOf = (slot: number): typeof server =>
-      pauses === undefined
-        ? server
-        : new Proxy(server, {
-            get: (target, key) => {
-              if (key === 'listen') return (lease: string, onRelease: () => void) => target.listen(lease, () => pauses.deliver(slot, onRelease));
-              const value: unknown = Reflect.get(target, key);
-              return typeof value === 'function' ? value.bind(target) : value;
-            },
-          });
+      pauses === undefined ? server : withOverrides(server, { listen: (lease: string, onRelease: () => void) => server.listen(lease, () => pauses.deliver(slot, onRelease)) });
     // Each node's sessions on the fence store, which a crash ends (its connections close, and the
     // database ends their sessions: a lock one held is freed, a wait one was in fails).
     const sessionsOf = new Map<number, Set<string>>();
@@ -192,28 +184,25 @@ export async function runSchedule(options: ScheduleOptions): Promise<ScheduleRes
     const databaseOf = (slot: number): typeof database => {
       const sessions = new Set<string>();
       sessionsOf.set(slot, sessions);
-      return new Proxy(database, {
-        get: (target, key) => {
-          if (key === 'lock')
-            return (...args: Parameters<typeof database.lock>) => {
-              sessions.add(args[1].session);
-              const locked = target.lock(...args);
-              return pauses === undefined ? locked : locked.then(async (release) => (await pauses.gate(slot), release));
-            };
-          // A node ends another's session only in an election's takeover: counted, to show it ran.
-          if (key === 'kill')
-            return (session: string) => {
-              const ended = target.kill(session);
-              if (ended) takeovers++;
-              return ended;
-            };
-          const value: unknown = Reflect.get(target, key);
-          return typeof value === 'function' ? value.bind(target) : value;
+      return withOverrides(database, {
+        lock: (...args: Parameters<typeof database.lock>) => {
+          sessions.add(args[1].session);
+          const locked = database.lock(...args);
+          return pauses === undefined ? locked : locked.then(async (release) => (await pauses.gate(slot), release));
+        },
+        // A node ends another's session only in an election's takeover: counted, to show it ran.
+        kill: (session: string) => {
+          const ended = database.kill(session);
+          if (ended) takeovers++;
+          return ended;
         },
       });
     };
-    // Stretches in which a node's process was paused, for the judge.
+    // Stretches in which a node's process was paused, for the judge: each from its pause to its
+    // resume, or to the crash that ended it.
     const pausedSpans: PausedSpan[] = [];
+    const pausedSince = new Map<number, number>();
+    const pauseEnded = (slot: number, node: Node) => pausedSpans.push({ node: node.name, from: pausedSince.get(slot)!, to: Date.now() });
 
     const startNode = (slot: number): Promise<void> => asNode(slot, () => startIncarnation(slot));
     const startIncarnation = async (slot: number): Promise<void> => {
@@ -357,7 +346,7 @@ export async function runSchedule(options: ScheduleOptions): Promise<ScheduleRes
               // A paused process killed: what it held dies with it.
               if (pauses?.isPaused(slot) === true) {
                 pauses.forget(slot);
-                pausedSpans.push({ node: node.name, from: pausedSince.get(slot)!, to: Date.now() });
+                pauseEnded(slot, node);
               }
               // Its connections gone first: stopping then releases nothing (a crash gives nothing back).
               node.store.close();
@@ -394,11 +383,10 @@ export async function runSchedule(options: ScheduleOptions): Promise<ScheduleRes
       });
     }
     // Pauses, numbered after the clock faults.
-    const pausedSince = new Map<number, number>();
     const resume = (slot: number) => {
       const node = nodes.get(slot);
       if (pauses === undefined || !pauses.isPaused(slot) || node === undefined) return;
-      pausedSpans.push({ node: node.name, from: pausedSince.get(slot)!, to: Date.now() });
+      pauseEnded(slot, node);
       pauses.resume(slot);
     };
     for (const [i, { at, slot, ms }] of drawnPauses.entries()) {
@@ -453,6 +441,24 @@ export async function runSchedule(options: ScheduleOptions): Promise<ScheduleRes
  */
 function afterMicrotasks(callback: () => void): void {
   queueMicrotask(() => process.nextTick(callback));
+}
+
+/**
+ * `target` with some methods replaced (the per-node view of a store the nodes share); its other
+ * methods bound to it, once each: a node calls them on every request.
+ */
+function withOverrides<T extends object>(target: T, overrides: Partial<Record<keyof T, unknown>>): T {
+  const bound = new Map<PropertyKey, unknown>(Object.entries(overrides));
+  return new Proxy(target, {
+    get: (on, key) => {
+      if (bound.has(key)) return bound.get(key);
+      const value: unknown = Reflect.get(on, key);
+      if (typeof value !== 'function') return value;
+      const method = value.bind(on);
+      bound.set(key, method);
+      return method;
+    },
+  });
 }
 
 /** Seeds the clock faults' stream apart from the others (any odd constant would do). */
