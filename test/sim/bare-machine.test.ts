@@ -35,7 +35,7 @@ describe('pnpm sim on a machine without Redis or a reachable PostgreSQL', () => 
   it('runs on a throwaway PostgreSQL what needs no Redis, says what it left out, and judges it as anywhere', async () => {
     const closedPort = await freePort();
     const { code, stderr, summary } = await judgedSimulation(
-      (seed) => runScript('examples/ledger-sim/sim.ts', ['--scenario', 'pause', '--lease-store', 'all', '--duration', '6s', '--seed', String(seed), '--parallel', '2', '--json'], { PATH: bin, DATABASE_URL: '', PGPORT: String(closedPort) }),
+      (seed) => runScript('examples/ledger-sim/sim.ts', ['--scenario', 'pause', '--lease-store', 'all', '--duration', '6s', '--seed', String(seed), '--parallel', '4', '--json'], { PATH: bin, DATABASE_URL: '', PGPORT: String(closedPort) }),
       7,
     );
     expect(stderr).toContain(`sim: no PostgreSQL at 127.0.0.1:${closedPort} and no DATABASE_URL: started a throwaway PostgreSQL 15`);

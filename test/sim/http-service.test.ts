@@ -14,12 +14,14 @@ import { describe, it } from 'vitest';
 const simHttp = (args: string[]) => runScript('examples/http-sim/sim.ts', args, { DATABASE_URL: testDatabaseUrl() });
 
 describe('pnpm sim:http', () => {
-  it('pause: the late request of a leader frozen after its headers is refused (guarded clean), the control shows damage', async () => {
+  // The two scenarios side by side (each its guarded run beside its control): their runs wait on real
+  // time far more than they compute, and each judges the starvation it measured.
+  it.concurrent('pause: the late request of a leader frozen after its headers is refused (guarded clean), the control shows damage', async () => {
     // Judged runs only: one the machine starved too long to judge is run again (judgedSimulation).
     expectGuardedCleanControlDamaged(await judgedSimulation((seed) => simHttp(['--scenario', 'pause', '--duration', '8s', '--seed', String(seed), '--parallel', '2', '--json']), 7));
   }, 12 * 60_000);
 
-  it('service-down: every fire the service failed is delivered again and takes effect once (guarded clean), the control applies fires twice', async () => {
+  it.concurrent('service-down: every fire the service failed is delivered again and takes effect once (guarded clean), the control applies fires twice', async () => {
     expectGuardedCleanControlDamaged(await judgedSimulation((seed) => simHttp(['--scenario', 'service-down', '--duration', '8s', '--seed', String(seed), '--parallel', '2', '--json']), 7));
   }, 12 * 60_000);
 });
