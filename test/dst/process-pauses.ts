@@ -1,7 +1,10 @@
 /**
  * Whole-process pauses for the deterministic simulation: one node's every timer and every reply held
  * while the others run on, as SIGSTOP (or a long GC pause, or a VM frozen by its host) holds a real
- * process, then all of them let go at once on resume, in the order they fell due.
+ * process, then all of them let go at once on resume: first the replies it waits for through
+ * {@link ProcessPauses.gate} (a lock granted to it), as Node woken in its loop's poll phase runs what
+ * arrived on its sockets before the timers that fell due; then its held timers and notices, in the
+ * order they fell due.
  *
  * The nodes share one process and one virtual clock, so a timer does not say whose it is: each node
  * runs inside an `AsyncLocalStorage` context of its own (its slot), which follows its promises, and the
