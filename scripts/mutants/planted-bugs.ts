@@ -1357,4 +1357,13 @@ export const PLANTED_BUGS: readonly PlantedBug[] = [
     replace: '      this.#term = null;\n      return;\n    }\n    const now',
     tests: ['test/coordinator/record-refused.test.ts'],
   },
+  {
+    id: 'memory-unsubscribe-takes-later',
+    layer: 'lease',
+    bug: "the in-memory lease server's unsubscribe, called a second time after the lease's listeners were replaced by a new set, deletes the new set: a later listener never hears a release",
+    file: MEMORY_SERVER,
+    find: '      if (listeners.size === 0 && this.#listeners.get(lease) === listeners) this.#listeners.delete(lease);',
+    replace: '      if (listeners.size === 0) this.#listeners.delete(lease);',
+    tests: ['packages/coordinator/src/store/memory/memory-server.test.ts'],
+  },
 ];

@@ -181,7 +181,9 @@ export class MemoryLeaseServer {
     listeners.add(onRelease);
     return () => {
       listeners.delete(onRelease);
-      if (listeners.size === 0) this.#listeners.delete(lease);
+      // Only its own set: an unsubscribe called again after the lease's listeners were replaced by
+      // a new set must not take the new listeners' set away.
+      if (listeners.size === 0 && this.#listeners.get(lease) === listeners) this.#listeners.delete(lease);
     };
   }
 
