@@ -1,3 +1,4 @@
+import { setImmediate as nextTurn } from 'node:timers/promises';
 import { MAX_TOKEN, type Token } from '@fenced/shared';
 import { describe, expect, it } from 'vitest';
 import { MemoryLeaseServer, type MemoryElection } from './memory-server.js';
@@ -14,6 +15,12 @@ function serverAt(start: number): { server: MemoryLeaseServer; clock: { now: num
 }
 
 const valueOf = (token: Token) => `node-1:${token}`;
+
+/** Grants `lease` and releases it, then waits the turn in which its listeners hear of it. */
+async function grantAndRelease(server: MemoryLeaseServer, lease: string): Promise<void> {
+  server.free(lease, server.grant(lease, 1000, valueOf)!.value);
+  await nextTurn();
+}
 
 describe('the in-memory lease server', () => {
   it('tells its time as Redis TIME does: whole seconds and the microseconds past them', () => {
@@ -81,15 +88,11 @@ describe('the in-memory lease server', () => {
     const offFirst = server.listen('a', () => heard.push('first'));
     server.listen('a', () => heard.push('second'));
     server.listen('b', () => heard.push('other lease'));
-    const granted = server.grant('a', 1000, valueOf)!;
-    server.free('a', granted.value);
-    await new Promise((resolve) => setImmediate(resolve));
+    await grantAndRelease(server, 'a');
     expect(heard.sort()).toEqual(['first', 'second']);
     heard.length = 0;
     offFirst();
-    const again = server.grant('a', 1000, valueOf)!;
-    server.free('a', again.value);
-    await new Promise((resolve) => setImmediate(resolve));
+    await grantAndRelease(server, 'a');
     expect(heard).toEqual(['second']);
   });
 
@@ -100,9 +103,7 @@ describe('the in-memory lease server', () => {
     off();
     server.listen('a', () => heard.push('later'));
     off();
-    const granted = server.grant('a', 1000, valueOf)!;
-    server.free('a', granted.value);
-    await new Promise((resolve) => setImmediate(resolve));
+    await grantAndRelease(server, 'a');
     expect(heard).toEqual(['later']);
   });
 
