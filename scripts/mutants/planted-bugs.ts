@@ -33,6 +33,8 @@ const MYSQL_FENCE_TESTS = ['test/fence-store/conformance-mysql.test.ts'];
 const HTTP_TESTS = ['test/http/http-fences.test.ts'];
 const MEMORY_LEASE_TESTS = ['test/lease-store/conformance-memory.test.ts'];
 const MEMORY_SERVER = 'packages/coordinator/src/store/memory/memory-server.ts';
+const PRIMARY_FAILOVER = 'packages/chaos/src/sim/faults/primary-failover.ts';
+const PRIMARY_FAILOVER_TESTS = 'packages/chaos/src/sim/faults/primary-failover.test.ts';
 const MEMORY_FENCES = 'packages/consumer-guard/src/memory/memory-store.ts';
 const MEMORY_FENCE_TESTS = ['test/fence-store/conformance-memory.test.ts'];
 const MYSQL_LEASE_SQL = 'packages/coordinator/src/store/mysql/migrations/000001.sql';
@@ -1365,5 +1367,23 @@ export const PLANTED_BUGS: readonly PlantedBug[] = [
     find: '      if (listeners.size === 0 && this.#listeners.get(lease) === listeners) this.#listeners.delete(lease);',
     replace: '      if (listeners.size === 0) this.#listeners.delete(lease);',
     tests: ['packages/coordinator/src/store/memory/memory-server.test.ts'],
+  },
+  {
+    id: 'lossy-met-by-any-election',
+    layer: 'checker',
+    bug: "the lossy failover round counts any election after the freeze as meeting the counter that went back, even one above every token used (on the deposed primary): the round ends, and the run ends toothless before an election on the promoted server",
+    file: PRIMARY_FAILOVER,
+    find: "  if (e.kind === 'belief' && e.leader && e.token !== undefined) return BigInt(e.token) <= highestUsed;",
+    replace: "  if (e.kind === 'belief' && e.leader && e.token !== undefined) return true;",
+    tests: [PRIMARY_FAILOVER_TESTS],
+  },
+  {
+    id: 'lossy-met-below-only',
+    layer: 'checker',
+    bug: 'the lossy failover round counts only a term below the highest token used as meeting the counter, not one equal to it (a token minted twice): a control that led with a token minted twice is taken for a term on the deposed primary, and its round waits for the demotion for nothing',
+    file: PRIMARY_FAILOVER,
+    find: "  if (e.kind === 'belief' && e.leader && e.token !== undefined) return BigInt(e.token) <= highestUsed;",
+    replace: "  if (e.kind === 'belief' && e.leader && e.token !== undefined) return BigInt(e.token) < highestUsed;",
+    tests: [PRIMARY_FAILOVER_TESTS],
   },
 ];
