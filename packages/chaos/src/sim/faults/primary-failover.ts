@@ -73,8 +73,9 @@ export const primaryFailover: DeploymentFaultKind<'redis', PrimaryFailoverFault>
  * resumes can be elected there, above every token used, and lead on until the deployment demotes that
  * server (Sentinel: some 10 s after it resumed, when it also ends that server's client connections).
  * A run that ended first never met the counter that went back: toothless, for a reason not the SDK's.
- * Seen once in CI and once in 34 runs beside four CPU hogs: elected with token 5 on the deposed
- * primary 126 ms after it resumed, leading there to the end of the run 5 s later. So after an
+ * Seen once in CI and once in 34 runs beside four CPU hogs: a term with token 5, a count only the
+ * deposed primary should have reached (4 + 1; the promoted server was cut off at 2), began 126 ms
+ * after it resumed and lasted to the end of the run 5 s later. So after an
  * election above every token used, the round lasts until the deployment is whole again and the next
  * election; each wait 8 TTLs at most (a run without an election in that time is judged as it is).
  * When no election met it, the round says whether the counter was behind at all: a promoted server
