@@ -75,9 +75,9 @@ export const primaryFailover: DeploymentFaultKind<'redis', PrimaryFailoverFault>
  * A run that ended first never met the counter that went back: toothless, for a reason not the SDK's.
  * Seen once in CI and once in 34 runs beside four CPU hogs: a term with token 5, a count only the
  * deposed primary should have reached (4 + 1; the promoted server was cut off at 2), began 126 ms
- * after it resumed and lasted to the end of the run 5 s later. So after an
- * election above every token used, the round lasts until the deployment is whole again and the next
- * election; each wait 8 TTLs at most (a run without an election in that time is judged as it is).
+ * after it resumed and lasted to the end of the run 5 s later. So after an election above every
+ * token used, the round lasts until the deployment is whole again and the next election; each wait
+ * 8 TTLs at most (a run without an election in that time is judged as it is).
  * When no election met it, the round says whether the counter was behind at all: a promoted server
  * whose counter already stood at every token used lost nothing (its replication was not held), and
  * the run missed its precondition (inconclusive), which is not the SDK failing to repair (toothless).
@@ -87,7 +87,8 @@ async function untilTheCounterIsMet(ctx: FaultContext, redis: ReplicatedRedis, f
   const electionOrRepair = (node: string, r: Record<string, unknown>) => r['kind'] === 'repair' || isElected(node, r);
   if (counterMetSince(ctx.history.events, frozenAt, highestUsed) === undefined) await ctx.waitForLine(electionOrRepair, ctx.ttlMs * 8, true);
   if (counterMetSince(ctx.history.events, frozenAt, highestUsed) === false) {
-    // Elected on the deposed primary: once it is demoted, its clients are on the promoted one.
+    // Elected above every token used: on the deposed primary (or from a counter that never went
+    // back, said below). Once that server is demoted, its clients are on the promoted one.
     await redis.waitUntilWhole(60_000);
     const whole = Date.now();
     if (counterMetSince(ctx.history.events, whole, highestUsed) === undefined) await ctx.waitForLine(electionOrRepair, ctx.ttlMs * 8, true);
