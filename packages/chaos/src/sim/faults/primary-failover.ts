@@ -48,9 +48,9 @@ export const primaryFailover: DeploymentFaultKind<'redis', PrimaryFailoverFault>
     let promotedCounter: bigint | undefined;
     try {
       const promoted = await redis.waitForFailover(key, primary, 30_000);
-      if (variant === 'lossy') promotedCounter = await counterOn(promoted.port, key);
       ctx.fault('failover', 'start', undefined, `:${promoted.port} promoted ${Date.now() - frozenAt} ms after the freeze`);
       ctx.fault('failover', 'end');
+      if (variant === 'lossy') promotedCounter = await counterOn(promoted.port, key);
       await ctx.sleep(holdMs);
     } finally {
       if (variant === 'lossy') await redis.healReplication();
@@ -85,13 +85,18 @@ export const primaryFailover: DeploymentFaultKind<'redis', PrimaryFailoverFault>
 async function untilTheCounterIsMet(ctx: FaultContext, redis: ReplicatedRedis, frozenAt: number, promotedCounter: bigint | undefined): Promise<void> {
   const highestUsed = highestElectedBefore(ctx.history.events, frozenAt);
   const electionOrRepair = (node: string, r: Record<string, unknown>) => r['kind'] === 'repair' || isElected(node, r);
-  if (counterMetSince(ctx.history.events, frozenAt, highestUsed) === undefined) await ctx.waitForLine(electionOrRepair, ctx.ttlMs * 8, true);
-  if (counterMetSince(ctx.history.events, frozenAt, highestUsed) === false) {
+  /** The first election from `since` on (see `counterMetSince`), waited for up to 8 TTLs. */
+  const firstElectionSince = async (since: number): Promise<boolean | undefined> => {
+    const seen = counterMetSince(ctx.history.events, since, highestUsed);
+    if (seen !== undefined) return seen;
+    await ctx.waitForLine(electionOrRepair, ctx.ttlMs * 8, true);
+    return counterMetSince(ctx.history.events, since, highestUsed);
+  };
+  if ((await firstElectionSince(frozenAt)) === false) {
     // Elected above every token used: on the deposed primary (or from a counter that never went
     // back, said below). Once that server is demoted, its clients are on the promoted one.
     await redis.waitUntilWhole(60_000);
-    const whole = Date.now();
-    if (counterMetSince(ctx.history.events, whole, highestUsed) === undefined) await ctx.waitForLine(electionOrRepair, ctx.ttlMs * 8, true);
+    await firstElectionSince(Date.now());
   }
   // Nothing met a counter that went back: was it behind at all? (An election there since the
   // promotion, repaired, raises it too; such a run has its repair line by now.)
@@ -114,7 +119,11 @@ async function counterOn(port: number, key: string): Promise<bigint | undefined>
 /** The highest token an election minted before `at` (0 when none). */
 export function highestElectedBefore(events: readonly HistoryEvent[], at: number): bigint {
   let highest = 0n;
-  for (const e of events) if (e.at < at && e.kind === 'belief' && e.leader && e.token !== undefined && BigInt(e.token) > highest) highest = BigInt(e.token);
+  for (const e of events) {
+    if (e.at >= at || e.kind !== 'belief' || !e.leader || e.token === undefined) continue;
+    const token = BigInt(e.token);
+    if (token > highest) highest = token;
+  }
   return highest;
 }
 
