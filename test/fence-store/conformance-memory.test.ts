@@ -1,5 +1,6 @@
-import { createMemoryFenceDatabase, createMemoryGuard, type MemoryTransaction } from '@fenced/consumer-guard/memory';
-import { GuardUnavailableError, parseToken } from '@fenced/shared';
+import { createGuard } from '@fenced/consumer-guard';
+import { createMemoryFenceDatabase, createMemoryGuard, memoryFences, type MemoryTransaction } from '@fenced/consumer-guard/memory';
+import { GuardUnavailableError, parseToken, type FencedEvent } from '@fenced/shared';
 import { waitFor } from '#test-support';
 import { describe, expect, it, vi } from 'vitest';
 import { describeFenceStoreConformance } from './conformance.js';
@@ -12,7 +13,8 @@ describeFenceStoreConformance({
   name: 'memory',
   async setup() {},
   async teardown() {},
-  guard: (resource, settings = {}) => createMemoryGuard({ database, resource, ...(settings.takeover === undefined ? {} : { takeover: settings.takeover }) }),
+  guard: (resource, settings = {}) =>
+    createMemoryGuard({ database, resource, ...(settings.takeover === undefined ? {} : { takeover: settings.takeover }), ...(settings.logger === undefined ? {} : { logger: settings.logger }) }),
   async insertEffect(trx, resource, token) {
     (trx as MemoryTransaction).insert('effects', { resource, token });
   },
@@ -136,5 +138,103 @@ describe('the in-memory fence database', () => {
     expect(() => tx.insert('t', { n: 3 })).toThrow(ended);
     expect(() => tx.rows('t')).toThrow(ended);
     expect(fresh.rows('t')).toEqual([{ n: 1 }]);
+  });
+});
+
+describe('the in-memory fence store', () => {
+  it('refuses every read and write until migrated (SCHEMA_MISSING, naming the store), and a refused write changes nothing', async () => {
+    const fresh = createMemoryFenceDatabase();
+    const guard = createMemoryGuard({ database: fresh, resource: 'unmigrated' });
+    const missing = { code: 'SCHEMA_MISSING', message: expect.stringContaining('the in-memory fence store') };
+    let ran = false;
+    await expect(guard.guardedWrite(1n, async () => void (ran = true))).rejects.toMatchObject(missing);
+    await expect(guard.highest()).rejects.toMatchObject(missing);
+    await expect(guard.advance(2n)).rejects.toMatchObject(missing);
+    await expect(guard.lowerFence({ token: 1n, actor: 'ops@example', reason: 'before any migration' })).rejects.toMatchObject(missing);
+    await expect(guard.lastAppliedFires(new Date(0))).rejects.toMatchObject(missing);
+    await expect(guard.appliedFireIds(['invoices@1'])).rejects.toMatchObject(missing);
+    expect(ran).toBe(false);
+    expect([...fresh.fences]).toEqual([]);
+    await guard.migrate();
+    await guard.guardedWrite(1n, async () => void (ran = true));
+    expect(ran).toBe(true);
+    expect(await guard.highest()).toBe(1n);
+  });
+
+  it('a session ended after fn returned, before the commit, fails the write closed: nothing of it applies, the fire stays unclaimed', async () => {
+    const resource = 'ended-before-commit';
+    const guard = createMemoryGuard({ database, resource });
+    const fireId = 'invoices@20261202T120000.000Z';
+    const thrown = await guard
+      .guardedWrite(
+        3n,
+        async (trx) => {
+          const tx = trx as MemoryTransaction;
+          tx.insert('effects', { resource, token: 3n });
+          // Ended on the next turn of the microtask queue: after fn is done, before the store commits.
+          queueMicrotask(() => database.kill(tx.session));
+        },
+        { fireId },
+      )
+      .catch((err: unknown) => err);
+    expect(thrown).toMatchObject({ code: 'GUARD_UNAVAILABLE' });
+    expect(database.rows('effects').filter((row) => (row as Effect).resource === resource)).toEqual([]);
+    expect(await guard.highest()).toBe(null);
+    expect(await guard.appliedFireIds([fireId])).toEqual(new Set());
+  });
+
+  it("an election's takeover never ends a session that announced no token (another advance, a lowering): the advance waits, then gives up typed", async () => {
+    const resource = 'takeover-spares-tokenless';
+    const events: FencedEvent[] = [];
+    const guard = createMemoryGuard({ database, resource, takeover: { graceMs: 20, timeoutMs: 400 }, logger: (event) => events.push(event) });
+    const holder = database.newSession();
+    const release = await database.lock(resource, { session: holder, token: null }, 0);
+    try {
+      await expect(guard.advance(5n)).rejects.toMatchObject({ code: 'GUARD_UNAVAILABLE' });
+    } finally {
+      release();
+    }
+    expect(await guard.highest()).toBe(null);
+    expect(events.filter((event) => event.type === 'guard.takeover')).toEqual([]);
+    await guard.advance(5n);
+    expect(await guard.highest()).toBe(5n);
+  });
+
+  it('orders applied fires as the SQL stores do: by the time applied, of equal times the largest fire id, a clock that stepped back believed; prunes what is strictly older than the age', async () => {
+    vi.useFakeTimers({ toFake: ['Date'] });
+    try {
+      const fresh = createMemoryFenceDatabase();
+      const guard = createMemoryGuard({ database: fresh, resource: 'applied-order' });
+      await guard.migrate();
+      const fire = (hour: number) => `invoices@20261202T${String(hour).padStart(2, '0')}0000.000Z`;
+      // Three at one millisecond: the largest id is neither the first recorded nor the last.
+      vi.setSystemTime(2_000);
+      for (const hour of [10, 12, 11]) await guard.guardedWrite(1n, async () => undefined, { fireId: fire(hour) });
+      expect(await guard.lastAppliedFire()).toMatchObject({ fireId: fire(12), appliedAt: new Date(2_000) });
+      // The clock steps back: the fire applied after it carries the earlier time, and is not the latest.
+      vi.setSystemTime(1_000);
+      await guard.guardedWrite(1n, async () => undefined, { fireId: fire(13) });
+      expect(await guard.lastAppliedFire()).toMatchObject({ fireId: fire(12), appliedAt: new Date(2_000) });
+      const [report] = (await guard.inspect()).fences;
+      expect(report).toMatchObject({ appliedFires: 4, oldestAppliedAt: new Date(1_000) });
+      // Exactly 500 ms old at 1,500: kept; a millisecond later it is older, and goes.
+      vi.setSystemTime(1_500);
+      expect(await guard.pruneAppliedFires(500)).toBe(0);
+      vi.setSystemTime(1_501);
+      expect(await guard.pruneAppliedFires(500)).toBe(1);
+      expect(await guard.appliedFireIds([fire(10), fire(11), fire(12), fire(13)])).toEqual(new Set([fire(10), fire(11), fire(12)]));
+    } finally {
+      vi.useRealTimers();
+    }
+  });
+
+  it("inspects as a database with no timeouts whose takeover may end any session, and names itself in a factory's errors", async () => {
+    const guard = createMemoryGuard({ database, resource: 'inspected' });
+    const inspection = await guard.inspect();
+    expect(inspection.server).toEqual({ defaultIsolation: 'serializable', readOnly: false, lockTimeoutMs: 0, statementTimeoutMs: 0, idleInTransactionTimeoutMs: 0, mayEndOtherRoles: true, version: 'in memory' });
+    expect(inspection.appliedFires.bytes).toBe(0);
+    const factoryGuard = createGuard({ store: memoryFences({ database }), resource: 'inspected' });
+    const executor = { executeSql: async () => ({ rows: [] }) };
+    await expect(factoryGuard.guardedWriteIn(executor, 1n, async () => undefined)).rejects.toThrow('the memory fence store writes in transactions of its own only');
   });
 });

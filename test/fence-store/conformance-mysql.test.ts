@@ -2,6 +2,7 @@ import { createGuard } from '@fenced/consumer-guard';
 import { createMysqlGuard, mysqlFences } from '@fenced/consumer-guard/mysql';
 import { createTestMysqlDatabase, waitFor } from '#test-support';
 import type { PoolConnection } from 'mysql2/promise';
+import { describe, expect, it } from 'vitest';
 import { describeFenceStoreConformance } from './conformance.js';
 
 let db: Awaited<ReturnType<typeof createTestMysqlDatabase>>;
@@ -73,4 +74,24 @@ describeFenceStoreConformance({
       return Number((rows as Array<{ n: number }>)[0]!.n);
     },
   },
+});
+
+describe('the MySQL fence store, applied times', () => {
+  it('reads an applied time back truncated to the millisecond, never after the record: a read since that time finds it', async () => {
+    const own = await createTestMysqlDatabase('applied_times');
+    try {
+      const guard = createMysqlGuard({ db: own.pool, resource: 'applied-times' });
+      await guard.migrate();
+      const fireId = 'invoices@20261202T100000.000Z';
+      await guard.guardedWrite(1n, async () => undefined, { fireId });
+      // 900 µs into a millisecond: rounding would date it a millisecond after it was applied.
+      await own.pool.query('UPDATE fenced_fences_applied SET applied_at = FROM_UNIXTIME(1796205600.000900) WHERE fire_id = ?', [fireId]);
+      const applied = await guard.lastAppliedFire();
+      expect(applied?.appliedAt).toEqual(new Date(1_796_205_600_000));
+      expect(await guard.lastAppliedFires(applied!.appliedAt)).toEqual(new Map([['invoices', Date.parse('2026-12-02T10:00:00.000Z')]]));
+      expect((await guard.inspect()).fences[0]).toMatchObject({ oldestAppliedAt: new Date(1_796_205_600_000) });
+    } finally {
+      await own.drop();
+    }
+  });
 });

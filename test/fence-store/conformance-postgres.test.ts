@@ -41,13 +41,20 @@ describeFenceStoreConformance({
     guard: (resource) => createGuard({ store: postgresFences({ db: schema.pool, schema: schema.name }), resource }),
     async begin() {
       const client = await schema.pool.connect();
-      client.on('error', () => {});
+      // Heard while the caller holds the client, as a queue's worker does; released with its error.
+      let lost: Error | undefined;
+      const onError = (err: Error) => void (lost = err);
+      client.on('error', onError);
       await client.query('BEGIN');
       const end = async (statement: string) => {
         try {
           await client.query(statement);
+        } catch (err) {
+          lost ??= err as Error;
+          throw err;
         } finally {
-          client.release();
+          client.off('error', onError);
+          client.release(lost);
         }
       };
       return { tx: { executeSql: (text, values) => client.query(text, values) }, commit: () => end('COMMIT'), rollback: () => end('ROLLBACK') };

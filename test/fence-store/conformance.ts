@@ -3,7 +3,7 @@
 // conformance-mysql.test.ts), as kysely runs one test suite over every dialect. Each test goes
 // through the store's own public guard (createPostgresGuard, createMysqlGuard): no fast path, no
 // handler, nothing above the seam that could absorb a store's bug.
-import { createEnvelope, isFencedError, parseToken, type Envelope } from '@fenced/shared';
+import { createEnvelope, isFencedError, parseToken, type Envelope, type FencedEvent, type FencedLogger } from '@fenced/shared';
 import type { FenceGuard, Guard, TransactionExecutor } from '@fenced/consumer-guard';
 import { resultWithin, waitFor } from '#test-support';
 import { randomBytes } from 'node:crypto';
@@ -12,6 +12,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 export interface GuardSettings {
   readonly takeover?: false | { readonly graceMs: number; readonly timeoutMs: number };
   readonly isolationLevel?: 'read committed' | 'repeatable read' | 'serializable';
+  readonly logger?: FencedLogger;
 }
 
 export interface FenceStoreHarness {
@@ -96,6 +97,12 @@ export function describeFenceStoreConformance(harness: FenceStoreHarness): void 
     };
   }
 
+  /** A logger for a guard's settings, and the events it heard about `resource`, in order. */
+  function eventsOf(resource: string): { logger: FencedLogger; heard: () => FencedEvent[] } {
+    const events: FencedEvent[] = [];
+    return { logger: (event) => events.push(event), heard: () => events.filter((event) => 'resource' in event && event.resource === resource) };
+  }
+
   describe(`fence store conformance: ${harness.name}`, () => {
     beforeAll(async () => {
       await harness.setup();
@@ -108,7 +115,11 @@ export function describeFenceStoreConformance(harness: FenceStoreHarness): void 
     it('accepts a first token, an equal one and a higher one, and refuses a lower one with the fence, fn never run', async () => {
       const resource = name();
       const guard = harness.guard(resource);
-      await guard.guardedWrite(5n, (trx) => harness.insertEffect(trx, resource, 5n));
+      await guard.guardedWrite(5n, async (trx, ctx) => {
+        // fn learns what it writes under: the token, the resource, and which attempt this is.
+        expect(ctx).toMatchObject({ token: 5n, resource, attempt: 1 });
+        await harness.insertEffect(trx, resource, 5n);
+      });
       await guard.guardedWrite(5n, (trx) => harness.insertEffect(trx, resource, 5n));
       await guard.guardedWrite(7n, (trx) => harness.insertEffect(trx, resource, 7n));
       let ran = false;
@@ -333,7 +344,8 @@ export function describeFenceStoreConformance(harness: FenceStoreHarness): void 
 
     it('advances strictly, and an election does not wait forever for a frozen writer of a lower token', async () => {
       const resource = name();
-      const guard = harness.guard(resource, { takeover: { graceMs: 100, timeoutMs: 5000 } });
+      const { logger, heard } = eventsOf(resource);
+      const guard = harness.guard(resource, { takeover: { graceMs: 100, timeoutMs: 5000 }, logger });
       await guard.advance(3n);
       await expect(guard.advance(3n)).rejects.toMatchObject({ code: 'FENCE_AHEAD', highest: 3n });
       await expect(guard.advance(2n)).rejects.toMatchObject({ code: 'FENCE_AHEAD' });
@@ -358,6 +370,9 @@ export function describeFenceStoreConformance(harness: FenceStoreHarness): void 
       const outcome = await frozen;
       expect(isFencedError(outcome, 'GUARD_UNAVAILABLE') || isFencedError(outcome, 'STALE_TOKEN')).toBe(true);
       expect(await harness.effects(resource)).toEqual([]);
+      // The takeover says whom it ended: the frozen writer of token 3, for the advance to 4.
+      const takeovers = heard().filter((event) => event.type === 'guard.takeover');
+      expect(takeovers).toEqual([expect.objectContaining({ token: 4n, blockingToken: 3n, ended: true })]);
     });
 
     // The takeover ends only a writer of a lower token: a writer of the token being advanced to (the
@@ -367,7 +382,8 @@ export function describeFenceStoreConformance(harness: FenceStoreHarness): void 
       ['a higher token than the advance', 7n],
     ])('never ends a writer of %s: the advance waits, then is refused by the fence it committed', async (_label, writer) => {
       const resource = name();
-      const guard = harness.guard(resource, { takeover: { graceMs: 50, timeoutMs: 5000 } });
+      const { logger, heard } = eventsOf(resource);
+      const guard = harness.guard(resource, { takeover: { graceMs: 50, timeoutMs: 5000 }, logger });
       await guard.advance(5n);
       const finish = await holdWrite(guard, resource, writer);
       const advance = guard.advance(6n).catch((err: unknown) => err);
@@ -382,6 +398,8 @@ export function describeFenceStoreConformance(harness: FenceStoreHarness): void 
       }
       expect(await advance).toMatchObject({ code: 'FENCE_AHEAD', highest: writer });
       expect(await harness.effects(resource)).toEqual([writer]);
+      // Nobody was ended, and nobody is said to have been.
+      expect(heard().filter((event) => event.type === 'guard.takeover')).toEqual([]);
     });
 
     it('a session killed under fn fails the write closed (nothing applied, typed error), and the guard goes on', async () => {
@@ -401,22 +419,83 @@ export function describeFenceStoreConformance(harness: FenceStoreHarness): void 
       expect(await harness.effects(resource)).toEqual([2n]);
     });
 
+    it('tells its logger what each write, advance and lowering came to, with the tokens involved', async () => {
+      const resource = name();
+      const { logger, heard } = eventsOf(resource);
+      const guard = harness.guard(resource, { logger });
+      const fireId = 'invoices@20261202T090000.000Z';
+      await guard.guardedWrite(5n, (trx) => harness.insertEffect(trx, resource, 5n), { fireId });
+      await guard.guardedWrite(5n, async () => undefined, { fireId }).catch(() => undefined);
+      await guard.guardedWrite(4n, async () => undefined).catch(() => undefined);
+      // fn's own failure is not the store's: the guard is not unavailable.
+      await guard.guardedWrite(5n, async () => Promise.reject(new Error('the write failed'))).catch(() => undefined);
+      await guard.fence(resource).advance(parseToken(8n));
+      await guard.lowerFence({ token: 6n, actor: 'ops@example', reason: 'a forged token poisoned the fence' });
+      await guard
+        .guardedWrite(6n, async (trx) => {
+          await harness.kill(await harness.sessionOf(trx));
+          await harness.insertEffect(trx, resource, 6n);
+        })
+        .catch(() => undefined);
+      // A retry, or the driver's word that a connection went, may come or not as timing falls.
+      const told = heard().filter((event) => event.type !== 'guard.retry' && event.type !== 'guard.connection-lost');
+      expect(told.map((event) => event.type)).toEqual(['token.accepted', 'guard.duplicate', 'token.rejected', 'fence.advanced', 'fence.lowered', 'guard.unavailable']);
+      expect(told).toEqual([
+        { type: 'token.accepted', resource, token: 5n },
+        { type: 'guard.duplicate', resource, token: 5n, fireId },
+        { type: 'token.rejected', resource, token: 4n, highest: 5n, via: harness.name },
+        { type: 'fence.advanced', resource, token: 8n },
+        { type: 'fence.lowered', resource, from: 8n, to: 6n, actor: 'ops@example', reason: 'a forged token poisoned the fence' },
+        expect.objectContaining({ type: 'guard.unavailable', resource }),
+      ]);
+    });
+
     it('lowers a fence only as an audited act, and reads back fences, applied fires and the audit', async () => {
       const resource = name();
+      const other = name();
       const guard = harness.guard(resource);
       const since = new Date(Date.now() - 60_000);
-      await guard.guardedWrite(50n, async () => undefined, { fireId: 'invoices@20261202T100000.000Z' });
+      // A write with no fire claims nothing; then the 11:00 fire, and the 10:00 one caught up after it.
+      await guard.guardedWrite(40n, async () => undefined);
       await guard.guardedWrite(50n, async () => undefined, { fireId: 'invoices@20261202T110000.000Z' });
-      expect((await guard.lastAppliedFire())?.fireId).toBe('invoices@20261202T110000.000Z');
+      const between = Date.now();
+      await waitFor(() => Date.now() > between + 2, 5000);
+      await guard.guardedWrite(50n, async () => undefined, { fireId: 'invoices@20261202T100000.000Z' });
+      // Applied last: the caught-up fire. The job's latest fire: 11:00, whatever the order applied.
+      expect(await guard.lastAppliedFire()).toMatchObject({ fireId: 'invoices@20261202T100000.000Z', token: 50n });
       expect(await guard.lastAppliedFires(since)).toEqual(new Map([['invoices', Date.parse('2026-12-02T11:00:00.000Z')]]));
+      expect(await guard.fence(resource).lastAppliedFires!(since)).toEqual(new Map([['invoices', Date.parse('2026-12-02T11:00:00.000Z')]]));
+      expect(await guard.lastAppliedFires(new Date(Date.now() + 60_000))).toEqual(new Map());
+      // Since the very millisecond a fire was applied: it counts.
+      const { appliedAt } = (await guard.lastAppliedFire())!;
+      expect(await guard.lastAppliedFires(appliedAt)).toEqual(new Map([['invoices', Date.parse('2026-12-02T10:00:00.000Z')]]));
       expect(await guard.lowerFence({ token: 20n, actor: 'ops@example', reason: 'a forged token poisoned the fence' })).toBe(50n);
       expect(await guard.highest()).toBe(20n);
+      expect(await guard.fence(resource).highest()).toBe(20n);
+      expect(await harness.guard(other).lowerFence({ token: 7n, actor: 'oncall@example', reason: 'another resource' })).toBe(null);
       const [entry] = await guard.auditLog(resource, 1);
       expect(entry).toMatchObject({ resource, from: 50n, to: 20n, actor: 'ops@example', reason: 'a forged token poisoned the fence' });
+      // Per resource, or across them, newest first.
+      expect((await guard.auditLog(resource)).map((e) => e.resource)).toEqual([resource]);
+      expect((await guard.auditLog(undefined, 1)).map((e) => e.resource)).toEqual([other]);
+      expect((await guard.auditLog(undefined, 2)).map((e) => [e.resource, e.to])).toEqual([
+        [other, 7n],
+        [resource, 20n],
+      ]);
       const inspection = await guard.inspect();
+      expect(inspection.store).toBe(harness.name);
+      expect(inspection.migrations.applied).toBeGreaterThan(0);
       expect(inspection.migrations.applied).toBe(inspection.migrations.known);
+      expect(inspection.appliedFires.rows).toBeGreaterThanOrEqual(2);
+      expect(inspection.appliedFires.oldest).toBeInstanceOf(Date);
       const report = inspection.fences.find((f) => f.resource === resource);
-      expect(report).toMatchObject({ token: 20n, appliedFires: 2 });
+      expect(report).toMatchObject({ token: 20n, appliedFires: 2, lastAppliedFire: { fireId: 'invoices@20261202T100000.000Z', token: 50n } });
+      // The oldest record is the first fire's, applied before the other by more than a millisecond.
+      expect(report!.oldestAppliedAt!.getTime()).toBeLessThan(report!.lastAppliedFire!.appliedAt.getTime());
+      expect(inspection.fences.find((f) => f.resource === other)).toMatchObject({ token: 7n, appliedFires: 0, lastAppliedFire: null, oldestAppliedAt: null });
+      // Pruning by age: records an hour old go, these stay; at age 0 they go too.
+      await guard.pruneAppliedFires(3_600_000);
+      expect((await guard.lastAppliedFire())?.fireId).toBe('invoices@20261202T100000.000Z');
       expect(await guard.pruneAppliedFires(0)).toBeGreaterThanOrEqual(2);
       expect(await guard.lastAppliedFire()).toBe(null);
     });

@@ -6,7 +6,7 @@
 // when it wakes.
 import { startMariadbServer, type MariadbServerProcess } from '@fenced/chaos';
 import { createMysqlGuard } from '@fenced/consumer-guard/mysql';
-import { expectStreamHeld, freezeUntilStuck, streamThroughFault } from '#test-support';
+import { expectStreamHeld, freezeUntilStuck, streamThroughFault, testMysqlUrl } from '#test-support';
 import { Kysely, MysqlDialect } from 'kysely';
 import mysqlCallbacks from 'mysql2';
 import mysql, { type PoolConnection } from 'mysql2/promise';
@@ -73,4 +73,23 @@ describe.each(['mysql2 pool', 'kysely'] as const)('a MariaDB fault during writes
     expect([...stream.outcomes.values()].filter((o) => o !== 'committed')).toEqual([]);
     await end();
   });
+});
+
+it("a server of a test's own, installed, started and restarted, leaves the run's MariaDB's temporary tables alone", async () => {
+  // A MariaDB deletes every `#sql*` file of its tmpdir when it starts (as its own leftovers): in a
+  // shared /tmp, the live temporary tables of every other server on the machine.
+  const run = await mysql.createConnection({ uri: testMysqlUrl() });
+  try {
+    await run.query('CREATE TEMPORARY TABLE held_across (x INT) ENGINE = Aria');
+    await run.query('INSERT INTO held_across VALUES (1)');
+    const another = await startMariadbServer();
+    await another.stop();
+    await server.restart();
+    await run.query('INSERT INTO held_across VALUES (2)');
+    const [rows] = await run.query('SELECT x FROM held_across ORDER BY x');
+    expect(rows).toEqual([{ x: 1 }, { x: 2 }]);
+    await run.query('DROP TEMPORARY TABLE held_across');
+  } finally {
+    await run.end();
+  }
 });

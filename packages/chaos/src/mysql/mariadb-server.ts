@@ -1,5 +1,5 @@
 import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
-import { existsSync, mkdtempSync, rmSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { trackChild } from '../process/child-registry.js';
@@ -57,16 +57,23 @@ export async function startMariadbServer(options: MariadbServerOptions = {}): Pr
   const port = options.port ?? (await freePort());
   const dir = mkdtempSync(join(tmpdir(), `fenced-mariadb-${port}-`));
   const data = join(dir, 'data');
+  // A temporary directory of its own, for the install's bootstrap too: at start a server deletes every
+  // `#sql*` file in its tmpdir as its own leftovers, and in a shared /tmp those are other servers' live
+  // temporary tables (a query of information_schema on the machine's MariaDB then failed: "Error on
+  // delete of '/tmp/#sql-temptable-…'", whenever a test started or restarted a server of its own).
+  const temporary = join(dir, 'tmp');
+  mkdirSync(temporary);
   // As root the server runs as root (--user=root); otherwise as whoever runs the tests.
   const asRoot = process.getuid?.() === 0;
   const user = asRoot ? ['--user=root'] : [];
-  execFileSync(installDb, ['--no-defaults', `--datadir=${data}`, '--auth-root-authentication-method=normal', '--skip-test-db', ...user], { stdio: 'ignore' });
+  execFileSync(installDb, ['--no-defaults', `--datadir=${data}`, `--tmpdir=${temporary}`, '--auth-root-authentication-method=normal', '--skip-test-db', ...user], { stdio: 'ignore' });
   const settings: Record<string, string> = {
     'bind-address': '127.0.0.1',
     port: String(port),
     socket: join(dir, 'mysqld.sock'),
     'pid-file': join(dir, 'mysqld.pid'),
     'log-error': join(dir, 'error.log'),
+    tmpdir: temporary,
     'innodb-buffer-pool-size': '64M',
     // Durability is not what these tests are about: flush once a second, not at every commit.
     'innodb-flush-log-at-trx-commit': '0',

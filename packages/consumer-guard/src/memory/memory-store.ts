@@ -164,7 +164,8 @@ export function memoryFenceStore(options: MemoryStoreOptions, context: FenceStor
     let pruned = 0;
     for (const claims of db.applied.values()) {
       for (const [fireId, claim] of claims) {
-        if (claim.appliedAt.getTime() <= before) {
+        // Strictly older, as the SQL stores prune (`applied_at < now - age`).
+        if (claim.appliedAt.getTime() < before) {
           claims.delete(fireId);
           pruned += 1;
         }
@@ -202,10 +203,16 @@ export function memoryFenceStore(options: MemoryStoreOptions, context: FenceStor
   };
 }
 
-/** The claim applied last (the later of equal times: the one recorded later). */
+/**
+ * The claim applied last by its time, of equal times the largest fire id: the SQL stores' order
+ * (`ORDER BY applied_at DESC, fire_id DESC`), which believes a clock that stepped back.
+ */
 function latestOf(claims: ReadonlyArray<readonly [string, { readonly token: Token; readonly appliedAt: Date }]>): AppliedFire | null {
   let latest: AppliedFire | null = null;
-  for (const [fireId, claim] of claims) if (latest === null || claim.appliedAt >= latest.appliedAt) latest = { fireId, token: claim.token, appliedAt: claim.appliedAt };
+  for (const [fireId, claim] of claims) {
+    const at = claim.appliedAt.getTime();
+    if (latest === null || at > latest.appliedAt.getTime() || (at === latest.appliedAt.getTime() && fireId > latest.fireId)) latest = { fireId, token: claim.token, appliedAt: claim.appliedAt };
+  }
   return latest;
 }
 

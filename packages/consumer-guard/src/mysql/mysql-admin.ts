@@ -11,7 +11,9 @@ export type MysqlAdminContext = SqlAdminContext<MysqlSession<unknown>, MysqlObje
 
 // Times travel as epoch milliseconds computed by the server, so neither the session's time zone nor
 // the driver's date parsing can shift them.
-const epochMs = (column: string) => `CAST(ROUND(UNIX_TIMESTAMP(${column}) * 1000) AS CHAR)`;
+// Truncated to the millisecond, as node-postgres reads a timestamp: a time read back is never after
+// the record it dates (a read `since` that time finds it).
+const epochMs = (column: string) => `CAST(FLOOR(UNIX_TIMESTAMP(${column}) * 1000) AS CHAR)`;
 /** Fire ids per query of `appliedFireIds`: well under the server's placeholder and packet limits. */
 const APPLIED_IDS_PER_QUERY = 500;
 const dateOf = (value: unknown): Date | null => (value === null || value === undefined ? null : new Date(Number(value)));
