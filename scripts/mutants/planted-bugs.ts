@@ -1422,4 +1422,13 @@ export const PLANTED_BUGS: readonly PlantedBug[] = [
     replace: '  const temporary = tmpdir();\n',
     tests: ['test/mysql/mysql-restart.test.ts'],
   },
+  {
+    id: 'memory-closed-hears-release',
+    layer: 'lease',
+    bug: "the in-memory lease store, closed (its process's connections gone), still hears a release notice the server sent before the close: a process that is gone acts on a release",
+    file: 'packages/coordinator/src/store/memory/memory-backend.ts',
+    find: '      if (!closed) onRelease();',
+    replace: '      onRelease();',
+    tests: ['packages/coordinator/src/store/memory/memory-backend.test.ts'],
+  },
 ];

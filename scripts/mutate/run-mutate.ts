@@ -36,7 +36,7 @@ const COVERING: ReadonlyArray<readonly [RegExp, readonly string[]]> = [
   // The in-memory stores (TypeScript, for StrykerJS): their conformance suites, the deterministic
   // simulation that runs on them, and the tests that run a coordinator or a guard on them, all through
   // the package's memory entry point (which vitest's related files do not follow).
-  [/^packages\/coordinator\/src\/store\/memory\//, ['packages/coordinator/src/store/memory/memory-server.test.ts', 'test/lease-store/conformance-memory.test.ts', 'test/dst/dst.test.ts', 'test/coordinator/record-refused.test.ts', 'test/coordinator/superseded-term.test.ts']],
+  [/^packages\/coordinator\/src\/store\/memory\//, ['packages/coordinator/src/store/memory/memory-server.test.ts', 'packages/coordinator/src/store/memory/memory-backend.test.ts', 'test/lease-store/conformance-memory.test.ts', 'test/dst/dst.test.ts', 'test/coordinator/record-refused.test.ts', 'test/coordinator/superseded-term.test.ts']],
   [/^packages\/consumer-guard\/src\/memory\//, ['test/fence-store/conformance-memory.test.ts', 'test/dst/dst.test.ts', 'packages/consumer-guard/src/takeover/advance-with-takeover.test.ts', 'packages/consumer-guard/src/handler/wrap-handler.test.ts', 'test/coordinator/record-refused.test.ts', 'test/coordinator/superseded-term.test.ts']],
   // The takeover and the handler wrapper (TypeScript, for StrykerJS): tests reach them through the
   // package's index, which vitest's related files do not follow.
