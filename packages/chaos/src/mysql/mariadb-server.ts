@@ -1,4 +1,4 @@
-import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
+import { execFile, execFileSync, spawn, type ChildProcess } from 'node:child_process';
 import { existsSync, mkdirSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -33,6 +33,23 @@ export interface MariadbServerOptions {
   readonly port?: number;
   /** More server options, as `--name=value`. */
   readonly settings?: Readonly<Record<string, string>>;
+}
+
+/** How long a shutdown waits for the server to exit after SIGTERM before it sends SIGKILL. */
+const SHUTDOWN_GRACE_MS = 30_000;
+
+/** Resolves once the server on `port` answers a query (the `mariadb` client, each try bounded). */
+async function answering(port: number, timeoutMs: number): Promise<void> {
+  await waitForPort(port, timeoutMs);
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const answered = await new Promise<boolean>((resolve) =>
+      execFile('mariadb', ['--no-defaults', '--connect-timeout=5', '-h', '127.0.0.1', '-P', String(port), '-u', 'root', '-e', 'SELECT 1'], { timeout: 10_000 }, (err) => resolve(err === null)),
+    );
+    if (answered) return;
+    if (Date.now() > deadline) throw new Error(`the MariaDB on 127.0.0.1:${port} answered no query in ${timeoutMs} ms`);
+    await new Promise((r) => setTimeout(r, 50));
+  }
 }
 
 /** The server binary: mariadbd (Debian's mariadb-server), else mysqld. */
@@ -100,7 +117,15 @@ export async function startMariadbServer(options: MariadbServerOptions = {}): Pr
       if (c === undefined || c.exitCode !== null || c.signalCode !== null) return;
       const done = exited(c);
       c.kill('SIGTERM');
-      await done;
+      // A server that takes SIGTERM while it starts can hang for good (seen with MariaDB 10.11: the
+      // signal consumed, every thread asleep, no connection answered). A test must not wait on it.
+      let timer: NodeJS.Timeout | undefined;
+      const late = new Promise<'late'>((resolve) => (timer = setTimeout(() => resolve('late'), SHUTDOWN_GRACE_MS)));
+      if ((await Promise.race([done, late])) === 'late') {
+        c.kill('SIGKILL');
+        await done;
+      }
+      clearTimeout(timer);
     },
     async start() {
       if (handle.running) return;
@@ -112,7 +137,9 @@ export async function startMariadbServer(options: MariadbServerOptions = {}): Pr
         c.once('exit', (code, signal) => reject(new Error(`mariadbd exited at start (${signal ?? code}); see ${settings['log-error']}`)));
       });
       failed.catch(() => {});
-      await Promise.race([waitForPort(port, 60_000), failed]);
+      // Listening is not ready: the port opens before the server has read its grant tables, and a
+      // shutdown sent in between can hang it. Started means a query answered.
+      await Promise.race([answering(port, 60_000), failed]);
     },
     async restart() {
       await handle.shutdown();
