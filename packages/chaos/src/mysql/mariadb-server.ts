@@ -40,8 +40,9 @@ const SHUTDOWN_GRACE_MS = 30_000;
 
 /** Resolves once the server on `port` answers a query (the `mariadb` client, each try bounded). */
 async function answering(port: number, timeoutMs: number): Promise<void> {
-  await waitForPort(port, timeoutMs);
   const deadline = Date.now() + timeoutMs;
+  // The port first (a cheap probe, no client spawned while nothing listens), then a query: one deadline for both.
+  await waitForPort(port, timeoutMs);
   for (;;) {
     const answered = await new Promise<boolean>((resolve) =>
       execFile('mariadb', ['--no-defaults', '--connect-timeout=5', '-h', '127.0.0.1', '-P', String(port), '-u', 'root', '-e', 'SELECT 1'], { timeout: 10_000 }, (err) => resolve(err === null)),
@@ -119,12 +120,8 @@ export async function startMariadbServer(options: MariadbServerOptions = {}): Pr
       c.kill('SIGTERM');
       // A server that takes SIGTERM while it starts can hang for good (seen with MariaDB 10.11: the
       // signal consumed, every thread asleep, no connection answered). A test must not wait on it.
-      let timer: NodeJS.Timeout | undefined;
-      const late = new Promise<'late'>((resolve) => (timer = setTimeout(() => resolve('late'), SHUTDOWN_GRACE_MS)));
-      if ((await Promise.race([done, late])) === 'late') {
-        c.kill('SIGKILL');
-        await done;
-      }
+      const timer = setTimeout(() => c.kill('SIGKILL'), SHUTDOWN_GRACE_MS);
+      await done;
       clearTimeout(timer);
     },
     async start() {
