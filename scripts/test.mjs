@@ -121,9 +121,12 @@ const counts = { passed: 0, failed: 0, skipped: 0 };
 const failures = [];
 // `ioredis6`: every test that talks to Redis, again on ioredis 6 (see vitest.config.ts).
 // `install`: the packages from their tarballs, installed by npm, pnpm and yarn into fresh projects.
-for (const project of ['unit', 'ioredis6', 'install', 'sim']) {
+// `unit-mocked`: the unit files that replace a module, isolated (see vitest.config.ts), in the unit
+// step's run.
+for (const [project, ...alongside] of [['unit', 'unit-mocked'], ['ioredis6'], ['install'], ['sim']]) {
   const report = join(reports, `${project}.json`);
-  const code = step(`${project} tests`, bin('vitest'), ['run', '--project', project, '--reporter=default', '--reporter=json', `--outputFile.json=${report}`, ...extra]);
+  const projects = [project, ...alongside].flatMap((name) => ['--project', name]);
+  const code = step(`${project} tests`, bin('vitest'), ['run', ...projects, '--reporter=default', '--reporter=json', `--outputFile.json=${report}`, ...extra]);
   try {
     const json = JSON.parse(readFileSync(report, 'utf8'));
     counts.passed += json.numPassedTests;

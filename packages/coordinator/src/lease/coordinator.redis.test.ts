@@ -308,13 +308,22 @@ describe('the two-call race', () => {
       const elected: Array<{ node: string; token: Token }> = [];
       for (const c of [a, b]) c.on('elected', ({ token }) => elected.push({ node: c.nodeId, token }));
       let bToken: Token | null = null;
+      // What became of the action, for the failure message: the coordinator takes an error thrown at
+      // the failpoint as a failed attempt and tries again, so it would not reach the test otherwise.
+      let action = 'never ran';
       failpoints.arm(failpoint, {
         kind: 'call',
         run: async () => {
-          await waitFor(async () => (await admin.exists(keysOf(a).lease)) === 0, 5000, 5);
-          await b.start();
-          await waitFor(() => b.isLeader(), 5000, 5);
-          bToken = b.token();
+          action = 'ran';
+          try {
+            await waitFor(async () => (await admin.exists(keysOf(a).lease)) === 0, 5000, 5);
+            await b.start();
+            await waitFor(() => b.isLeader(), 5000, 5);
+            bToken = b.token();
+          } catch (error) {
+            action = `failed: ${String(error)}`;
+            throw error;
+          }
         },
       });
       try {
@@ -323,7 +332,7 @@ describe('the two-call race', () => {
         failpoints.disarm();
       }
       const minted = BigInt((await admin.get(keysOf(a).counter))!);
-      expect(bToken).not.toBeNull();
+      expect(bToken, `the failpoint's action ${action}`).not.toBeNull();
       // Two grants, two tokens, b's the last one minted: a's (granted first) was minted before it.
       expect(minted).toBe(bToken!);
       expect(bToken!).toBeGreaterThan(1n);
