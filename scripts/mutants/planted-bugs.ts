@@ -480,6 +480,15 @@ export const PLANTED_BUGS: readonly PlantedBug[] = [
     tests: ['packages/chaos/src/checker/layer-invariants.test.ts'],
   },
   {
+    id: 'dispatch-first-term-token',
+    layer: 'scheduler',
+    bug: 'the scheduler seals its envelopes with the token of the first term it led: elected again, it dispatches with a token its own fences already refuse, and its fires are refused as stale',
+    file: 'packages/coordinator/src/scheduler/scheduler.ts',
+    find: '        token: term.token,\n',
+    replace: '        token: ((this as unknown as { firstToken?: typeof term.token }).firstToken ??= term.token),\n',
+    tests: ['packages/coordinator/src/scheduler/delivery.redis.test.ts'],
+  },
+  {
     id: 'slow-failover-passes',
     layer: 'checker',
     bug: "the simulation's liveness checker measures the failover after a freeze from its end, not its start: a leader frozen for 20 s holding off the next one passes",

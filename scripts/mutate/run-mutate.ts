@@ -31,7 +31,7 @@ const COVERING: ReadonlyArray<readonly [RegExp, readonly string[]]> = [
   [/^packages\/(consumer-guard\/src\/redis|shared\/src)\/lua\//, ['packages/consumer-guard/src/redis/redis-guard.redis.test.ts', 'test/mysql/mysql-guard.test.ts']],
   [/^packages\/coordinator\/src\/store\/postgres\//, ['test/lease-store/conformance-postgres.test.ts', 'packages/coordinator/src/store/postgres/postgres-leases.pg.test.ts', 'test/lease-checked/conformance-postgres.test.ts']],
   [/^packages\/consumer-guard\/src\/postgres\//, ['test/fence-store/conformance-postgres.test.ts', 'packages/consumer-guard/src/postgres/postgres-guard.pg.test.ts', 'packages/consumer-guard/src/postgres/takeover.pg.test.ts', 'packages/consumer-guard/src/postgres/concurrency.pg.test.ts', 'test/lease-checked/conformance-postgres.test.ts']],
-  [/^packages\/coordinator\/src\/store\/mysql\//, ['test/lease-store/conformance-mysql.test.ts', 'test/lease-store/mysql-lease-procedures.test.ts', 'test/lease-checked/conformance-mysql.test.ts']],
+  [/^packages\/coordinator\/src\/store\/mysql\//, ['test/lease-store/conformance-mysql.test.ts', 'test/lease-store/mysql-lease-procedures.test.ts', 'test/lease-store/mysql-grant-takeover.test.ts', 'test/lease-checked/conformance-mysql.test.ts']],
   [/^packages\/consumer-guard\/src\/mysql\//, ['test/fence-store/conformance-mysql.test.ts', 'test/mysql/mysql-guard.test.ts', 'test/lease-checked/conformance-mysql.test.ts', 'test/lease-store/mysql-lease-procedures.test.ts']],
   // The in-memory stores (TypeScript, for StrykerJS): their conformance suites, the deterministic
   // simulation that runs on them, and the tests that run a coordinator or a guard on them, all through
