@@ -108,6 +108,14 @@ describe('the MySQL grant behind an expired term’s frozen write', () => {
     expect(await rows(token)).toBe(1);
   });
 
+  it('waits at most half the call’s own timeout, so that its answer arrives before the call gives up', async () => {
+    // A takeover budget far past the call's timeout: the call's half (3 s of 6 s) bounds the wait.
+    const { frozen, b } = await frozenExpiredTerm({ graceMs: 60_000, timeoutMs: 30_000 });
+    const reply = await b.acquire(10_000, 6000);
+    expect(reply).toMatchObject({ won: false, holder: null, remainingMs: 0, endedWrites: 0 });
+    expect(await outcomeOf(frozen)).toBe('committed');
+  });
+
   it('ends the frozen write only once its grace period has passed, not at InnoDB’s lock-table refresh', async () => {
     const graceMs = 1500;
     const { token, frozen, b } = await frozenExpiredTerm({ graceMs, timeoutMs: 10_000 });
