@@ -21,7 +21,7 @@ import { mysqlLeases, type MysqlLeasesOptions } from '@fenced/coordinator/mysql'
 import { createTestMysqlDatabase, waitFor } from '#test-support';
 import type { Pool, PoolConnection } from 'mysql2/promise';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { frozenWrite, type LeaseCheckedGuard } from '../lease-checked/conformance.js';
+import { acquireUntilWon, frozenWrite, type LeaseCheckedGuard } from '../lease-checked/conformance.js';
 
 let db: Awaited<ReturnType<typeof createTestMysqlDatabase>>;
 let n = 0;
@@ -166,8 +166,7 @@ describe('the MySQL grant behind an expired term’s frozen write', () => {
     // The first look's read fails (both the MariaDB and the MySQL 8 form of it); the next one works.
     const pool = wrapped(db.pool, { failQuery: (sql) => /INNODB_LOCK_WAITS|data_lock_waits/.test(sql) && failed++ < 2 });
     const { token, frozen, b } = await frozenExpiredTerm({ graceMs: 200, timeoutMs: 10_000 }, pool);
-    let reply = await b.acquire(10_000, 15_000);
-    await waitFor(async () => reply.won || (reply = await b.acquire(10_000, 15_000)).won, 15_000, 20);
+    await acquireUntilWon(b, 10_000, 15_000, 15_000);
     expect(failed).toBeGreaterThanOrEqual(2);
     expect(isFencedError(await outcomeOf(frozen), 'GUARD_UNAVAILABLE')).toBe(true);
     expect(await rows(token)).toBe(0);
@@ -176,8 +175,7 @@ describe('the MySQL grant behind an expired term’s frozen write', () => {
   it('a driver that reports its session id (mysql2 does): the grant sends one statement on its connection, the call', async () => {
     const sent: string[] = [];
     const { frozen, b } = await frozenExpiredTerm({ graceMs: 200, timeoutMs: 10_000 }, wrapped(db.pool, { onConnectionQuery: (sql) => sent.push(sql) }));
-    let reply = await b.acquire(10_000, 15_000);
-    await waitFor(async () => reply.won || (reply = await b.acquire(10_000, 15_000)).won, 15_000, 20);
+    await acquireUntilWon(b, 10_000, 15_000, 15_000);
     await outcomeOf(frozen);
     expect(sent.length).toBeGreaterThanOrEqual(1);
     expect(sent.filter((sql) => !sql.startsWith('CALL '))).toEqual([]);
@@ -186,8 +184,7 @@ describe('the MySQL grant behind an expired term’s frozen write', () => {
   it('a driver that does not report its session id: the grant asks the server, and ends the frozen write as it would', async () => {
     const sent: string[] = [];
     const { token, frozen, b } = await frozenExpiredTerm({ graceMs: 200, timeoutMs: 10_000 }, wrapped(db.pool, { hideThreadId: true, onConnectionQuery: (sql) => sent.push(sql) }));
-    let reply = await b.acquire(10_000, 15_000);
-    await waitFor(async () => reply.won || (reply = await b.acquire(10_000, 15_000)).won, 15_000, 20);
+    const reply = await acquireUntilWon(b, 10_000, 15_000, 15_000);
     expect(reply.won && reply.endedWrites).toBeGreaterThanOrEqual(1);
     expect(isFencedError(await outcomeOf(frozen), 'GUARD_UNAVAILABLE')).toBe(true);
     expect(await rows(token)).toBe(0);
