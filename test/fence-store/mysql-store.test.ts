@@ -6,13 +6,13 @@
  */
 import { createMysqlGuard } from '@fenced/consumer-guard/mysql';
 import { mysqlLeases } from '@fenced/coordinator/mysql';
-import { createMysqlPool, createTestMysqlDatabase, testMysqlUrl, waitFor } from '#test-support';
+import { caught, createMysqlPool, createTestMysqlDatabase, testMysqlUrl, waitFor } from '#test-support';
 import { isFencedError, parseToken, type FencedEvent } from '@fenced/shared';
 import { Kysely, MysqlDialect } from 'kysely';
 import mysqlCallbacks from 'mysql2';
 import { createPool, type PoolConnection } from 'mysql2/promise';
 import { afterAll, beforeAll, describe, expect, it, onTestFinished } from 'vitest';
-import { caught, describeSqlStorePromises, type CallerTransaction, type SqlStoreGuard } from './sql-store-promises.js';
+import { describeSqlStorePromises, type CallerTransaction, type SqlStoreGuard } from './sql-store-promises.js';
 
 let db: Awaited<ReturnType<typeof createTestMysqlDatabase>>;
 /** A database where nothing was migrated: every statement of the store fails as "not migrated". */
@@ -81,16 +81,13 @@ describe('the MySQL fence store, its session killed', () => {
   it("hears the killed session's error while the write holds it, reports the loss with its resource, and fails the write typed", async () => {
     const events: FencedEvent[] = [];
     const guard = createMysqlGuard({ db: db.pool, resource: 'mystore-killed', logger: (e) => void events.push(e) });
-    const err = await guard
-      .guardedWrite(1n, async (connection) => {
+    const err = await caught(
+      guard.guardedWrite(1n, async (connection) => {
         const [rows] = await (connection as PoolConnection).query('SELECT CONNECTION_ID() AS id');
         await db.pool.query(`KILL CONNECTION ${Number((rows as Array<{ id: number }>)[0]!.id)}`);
         await waitFor(() => events.some((e) => e.type === 'guard.connection-lost'), 10_000);
-      })
-      .then(
-        () => new Error('expected the write to fail'),
-        (e: unknown) => e,
-      );
+      }),
+    );
     expect(isFencedError(err, 'GUARD_UNAVAILABLE'), String(err)).toBe(true);
     const lost = events.find((e) => e.type === 'guard.connection-lost');
     expect(lost).toMatchObject({ type: 'guard.connection-lost', resource: 'mystore-killed', error: expect.any(Error) });

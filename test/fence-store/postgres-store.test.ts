@@ -6,10 +6,10 @@ import { createGuard, type TransactionExecutor } from '@fenced/consumer-guard';
 import { createPostgresGuard } from '@fenced/consumer-guard/postgres';
 import { postgresLeases } from '@fenced/coordinator/postgres';
 import { createEnvelope, isFencedError, parseToken, type FencedEvent } from '@fenced/shared';
-import { createTestSchema, kyselyOver } from '#test-support';
+import { caught, createTestSchema, kyselyOver } from '#test-support';
 import type pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { caught, describeSqlStorePromises, type CallerTransaction, type SqlStoreGuard } from './sql-store-promises.js';
+import { describeSqlStorePromises, type CallerTransaction, type SqlStoreGuard } from './sql-store-promises.js';
 
 let schema: Awaited<ReturnType<typeof createTestSchema>>;
 /** A schema where nothing was migrated: every statement of the store fails as "not migrated". */

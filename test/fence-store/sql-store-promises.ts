@@ -9,6 +9,7 @@
 import type { TransactionExecutor } from '@fenced/consumer-guard';
 import type { LeaseBackend } from '@fenced/coordinator';
 import { isFencedError, type FencedEvent, type FencedLogger, type Token } from '@fenced/shared';
+import { caught } from '#test-support';
 import { describe, expect, it } from 'vitest';
 import { acquireUntilWon } from '../lease-checked/conformance.js';
 
@@ -50,16 +51,6 @@ export interface SqlStoreHarness {
   openLease(lease: string): LeaseStore;
   /** The two configurations the store refuses before a statement is sent, and the issue each names. */
   readonly refusedConfigurations: ReadonlyArray<{ readonly make: () => unknown; readonly path: string; readonly message: RegExp }>;
-}
-
-/** The error a call failed with (a call that succeeds fails the test). */
-export async function caught(promise: Promise<unknown>): Promise<unknown> {
-  try {
-    await promise;
-  } catch (err) {
-    return err;
-  }
-  throw new Error('expected a failure');
 }
 
 /** The check's third argument, from the statements of a caller's transaction: whether the write may raise the fence. */

@@ -8,3 +8,4 @@ export { createMysqlPool, createTestMysqlDatabase, testMysqlUrl } from './mysql.
 export { countingEtcdClient, createEtcdClient, deleteEtcdPrefix, testEtcdEndpoints, uniqueEtcdPrefix } from './etcd.js';
 export { expectStreamHeld, freezeUntilStuck, streamThroughFault, type StreamProgress, type WriteOutcome, type WriteStream } from './write-stream.js';
 export { expectGuardedCleanControlDamaged, judgedSimulation, type SimSummary, type SimSummaryRun } from './sim-summary.js';
+export { caught } from './caught.js';

@@ -4,7 +4,7 @@
 // in an application that never thought of it.
 import { isFencedError, type FencedEvent } from '@fenced/shared';
 import { failpoints } from '@fenced/shared/failpoints';
-import { createPool, createTestSchema, kyselyOver, waitFor, waitForLockWait } from '#test-support';
+import { caught, createPool, createTestSchema, kyselyOver, waitFor, waitForLockWait } from '#test-support';
 import { CompiledQuery, type Kysely } from 'kysely';
 import pg from 'pg';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
@@ -31,15 +31,6 @@ async function terminate(pid: number): Promise<void> {
 }
 
 const rowExists = async (id: string) => (await admin.query(`SELECT 1 FROM "${schema.name}".ledger WHERE id = $1`, [id])).rowCount === 1;
-
-async function caught(promise: Promise<unknown>): Promise<unknown> {
-  try {
-    await promise;
-  } catch (err) {
-    return err;
-  }
-  throw new Error('expected the write to fail');
-}
 
 describe.each(['kysely', 'pg.Pool'] as const)('a killed connection over %s', (kind) => {
   let pool: pg.Pool;
