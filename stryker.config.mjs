@@ -16,7 +16,9 @@ export default {
   // counted as killed. Mutants of a wait loop hang often (the takeover's), and each one costs this
   // and a new test runner.
   timeoutMS: 15_000,
-  reporters: ['clear-text', 'json'],
+  // progress-append-only: a line every few seconds (mutants tested, survived, time left), so that a
+  // long run (an etcd module's tests take about a minute a mutant) says how far it is.
+  reporters: ['clear-text', 'progress-append-only', 'json'],
   jsonReporter: { fileName: 'reports/mutation/mutation.json' },
   tempDirName: '.stryker-tmp',
   cleanTempDir: 'always',

@@ -1,9 +1,9 @@
 import { redisCommand, startRedisSentinel, startRedisServer, type RedisSentinel } from '@fenced/chaos';
 import { createGuard } from '@fenced/consumer-guard';
 import { createRedisGuard } from '@fenced/consumer-guard/redis';
-import { createCoordinator, type Coordinator } from '@fenced/coordinator';
+import { createCoordinator, leaseKeys, redisLeases, type Coordinator } from '@fenced/coordinator';
 import { isFencedError, type FencedEvent } from '@fenced/shared';
-import { uniquePrefix, waitFor } from '#test-support';
+import { caught, uniquePrefix, waitFor } from '#test-support';
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
@@ -86,6 +86,50 @@ describe('the coordinator on a server the sentinels do not name', () => {
       await c.stop();
       redis.disconnect();
       await rogue.stop();
+    }
+  });
+});
+
+describe("the lease store's renew on a Sentinel client", () => {
+  // A renew counts only when the sentinels name the server that answered it: the same rogue server
+  // as above, holding a copy of the lease (as a deposed primary that took the write before the
+  // failover would), answers a renew that must not extend the term.
+  it('counts a renew the named primary answered, refuses one a server the sentinels do not name answered (naming it), and is not renewed where that server holds no such lease', async () => {
+    const rogue = await startRedisServer();
+    const primary = await sentinel.primary();
+    const onPrimary = sentinelClient(true);
+    const onRogue = new Redis({ sentinels: [...sentinel.sentinelNodes], name: sentinel.name, failoverDetector: true, maxRetriesPerRequest: 1, natMap: { [`127.0.0.1:${primary.port}`]: { host: '127.0.0.1', port: rogue.port } } });
+    onRogue.on('error', () => {});
+    clients.push(onRogue);
+    const prefix = uniquePrefix('sent-renew');
+    const store = (client: Redis) => redisLeases(client, { keyPrefix: prefix }).openLease('renew', 'n1', 5000);
+    try {
+      const won = await store(onPrimary).acquire(10_000, 5000);
+      if (!won.won) throw new Error('not granted');
+      expect(await won.confirmServer()).toBeNull();
+      expect(await store(onPrimary).renew(won.leaseValue, 10_000, () => 5000)).toMatchObject({ renewed: true });
+
+      const rogueOnly = await store(onRogue).renew(won.leaseValue, 10_000, () => 5000);
+      expect(rogueOnly, 'the rogue server holds no lease: not renewed, without asking the sentinels').toMatchObject({ renewed: false });
+      await redisCommand(rogue.port, ['SET', leaseKeys(prefix, 'renew').lease, won.leaseValue, 'PX', '10000'], 1000);
+      const refused = await caught(store(onRogue).renew(won.leaseValue, 10_000, () => 5000));
+      expect(String(refused)).toContain(`the reply came from 127.0.0.1:${rogue.port}, not the primary every sentinel names`);
+    } finally {
+      onRogue.disconnect();
+      await rogue.stop();
+    }
+  });
+
+  it('a renew whose confirmation outlasts the renew’s time fails naming the confirmation (every sentinel frozen)', async () => {
+    const store = redisLeases(sentinelClient(true), { keyPrefix: uniquePrefix('sent-confirm') }).openLease('confirm', 'n1', 5000);
+    const won = await store.acquire(10_000, 5000);
+    if (!won.won) throw new Error('not granted');
+    expect(await won.confirmServer()).toBeNull();
+    for (const s of sentinel.sentinels) s.pause();
+    try {
+      expect(await caught(store.renew(won.leaseValue, 10_000, () => 300))).toMatchObject({ name: 'TimeoutError', message: 'confirm primary timed out after 300 ms' });
+    } finally {
+      for (const s of sentinel.sentinels) s.resume();
     }
   });
 });

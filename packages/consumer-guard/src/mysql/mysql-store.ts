@@ -12,7 +12,7 @@ import { retryBackoff as backoff } from '../internal/retry-backoff.js';
 import { isKyselyLike } from '../sql/kysely.js';
 import { kyselyMysqlSession } from './kysely-session.js';
 import { mysqlAdminOperations } from './mysql-admin.js';
-import { CheckRefusal, DUPLICATE_ENTRY, DUPLICATE_FIRE, errnoOf, FENCE_AHEAD, fenceInRefusal, isNotMigrated, isRetryable, LEASE_NOT_HELD, SAVEPOINT_DOES_NOT_EXIST, STALE_TOKEN } from './mysql-errors.js';
+import { CheckRefusal, DUPLICATE_ENTRY, DUPLICATE_FIRE, errnoOf, FENCE_AHEAD, fenceInRefusal, isNotMigrated, isRetryable, LEASE_NOT_HELD, LOCK_DEADLOCK, SAVEPOINT_DOES_NOT_EXIST, STALE_TOKEN } from './mysql-errors.js';
 import { leaseResolver } from '../sql/check-lease.js';
 import type { MysqlStoreOptions } from './mysql-store-options.js';
 import { mysqlTakeoverStore } from './mysql-takeover.js';
@@ -184,7 +184,10 @@ export function mysqlFenceStore(options: MysqlStoreOptions, context: FenceStoreC
         break;
       } catch (err) {
         if (errnoOf(err) === FENCE_AHEAD) throw new FenceAheadError(resource, token, storedToken(fenceInRefusal(err) ?? ''));
-        if ((errnoOf(err) === DUPLICATE_ENTRY || isRetryable(err)) && attempt <= options.maxRetries) {
+        // Two first advances of a resource meet as a deadlock (REPEATABLE READ) or a duplicate key
+        // (READ COMMITTED): the loser runs again. A lock wait that timed out is the takeover's bound
+        // on the whole wait: run again, the advance would wait that long once more, maxRetries times.
+        if ((errnoOf(err) === DUPLICATE_ENTRY || errnoOf(err) === LOCK_DEADLOCK) && attempt <= options.maxRetries) {
           await backoff(attempt);
           continue;
         }

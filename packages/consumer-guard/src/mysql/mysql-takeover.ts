@@ -40,9 +40,11 @@ export function mysqlTakeoverStore(session: MysqlSession<unknown>, names: MysqlO
         fail = reject;
       });
       const done = session.withConnection(async (connection) => {
-        const [row] = await connection.run('SELECT CONNECTION_ID() AS id');
+        const [row] = await connection.run('SELECT CONNECTION_ID() AS id, @@SESSION.innodb_lock_wait_timeout AS lockWait');
         announce({ threadId: Number(row?.['id']), resource });
-        // innodb_lock_wait_timeout counts whole seconds; the session's own is put back after.
+        // innodb_lock_wait_timeout counts whole seconds. The pooled session's own bound (the
+        // application's, not necessarily the server's default) is put back after.
+        const ownLockWait = row?.['lockWait'];
         if (timeoutMs > 0) await connection.run('SET SESSION innodb_lock_wait_timeout = ?', [Math.max(1, Math.ceil(timeoutMs / 1000))]);
         try {
           await connection.run('START TRANSACTION');
@@ -52,7 +54,7 @@ export function mysqlTakeoverStore(session: MysqlSession<unknown>, names: MysqlO
           await connection.run('ROLLBACK').catch(() => undefined);
           throw err;
         } finally {
-          if (timeoutMs > 0) await connection.run('SET SESSION innodb_lock_wait_timeout = DEFAULT').catch(() => undefined);
+          if (timeoutMs > 0) await connection.run('SET SESSION innodb_lock_wait_timeout = ?', [ownLockWait]).catch(() => undefined);
         }
       });
       done.catch(fail);
