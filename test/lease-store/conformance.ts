@@ -136,6 +136,11 @@ export function describeLeaseStoreConformance(harness: LeaseStoreHarness): void 
       });
 
       it("one process's leases and terms share its store session: a lease that changes hands between two of its nodes, and a grant on a session idle past its TTL", async () => {
+        // A term of a second, checked while it must still be held: only where the checks came back
+        // within it of the grant's send (measured here). A machine that starved this test longer
+        // leaves them inconclusive (the term may have run out by the store's clock), not failed.
+        const TERM_MS = 1000;
+        const withinTerm = (sentAt: number) => performance.now() - sentAt < TERM_MS;
         const oneProcess = harness.backend();
         const name = lease();
         const a = oneProcess.openLease(name, 'node-a', 5000);
@@ -143,22 +148,29 @@ export function describeLeaseStoreConformance(harness: LeaseStoreHarness): void 
         const first = await a.acquire(150, 5000);
         if (!first.won) throw new Error('not granted');
         expect(await a.release(first.leaseValue, 5000)).toBe(true);
-        const second = await b.acquire(150, 5000);
+        const secondSentAt = performance.now();
+        const second = await b.acquire(TERM_MS, 5000);
         if (!second.won) throw new Error('not granted');
         expect(second.token).toBeGreaterThan(first.token);
         // The term that handed the lease over, late, on the same session: nothing of the new term moves.
         expect((await a.renew(first.leaseValue, 5000, () => 5000)).renewed).toBe(false);
         expect(await a.release(first.leaseValue, 5000)).toBe(false);
-        expect((await b.renew(second.leaseValue, 150, () => 5000)).renewed).toBe(true);
+        const renewedSecond = (await b.renew(second.leaseValue, 150, () => 5000)).renewed;
+        if (withinTerm(secondSentAt)) expect(renewedSecond).toBe(true);
         // Nobody keeps anything alive now: the lease runs out by the store's clock.
         await waitFor(() => harness.isFree(name), 10_000, 20);
         // A session last kept alive long ago: a new grant on it lives, renews, and runs out again.
         const other = lease();
         const c = oneProcess.openLease(other, 'node-c', 5000);
-        const third = await c.acquire(150, 5000);
+        const thirdSentAt = performance.now();
+        const third = await c.acquire(TERM_MS, 5000);
         if (!third.won) throw new Error('not granted');
-        expect(await harness.isFree(other)).toBe(false);
-        expect((await c.renew(third.leaseValue, 150, () => 5000)).renewed).toBe(true);
+        const thirdFree = await harness.isFree(other);
+        const renewedThird = (await c.renew(third.leaseValue, 150, () => 5000)).renewed;
+        if (withinTerm(thirdSentAt)) {
+          expect(thirdFree).toBe(false);
+          expect(renewedThird).toBe(true);
+        }
         await waitFor(() => harness.isFree(other), 10_000, 20);
         expect((await c.renew(third.leaseValue, 150, () => 5000)).renewed).toBe(false);
       });
