@@ -60,12 +60,8 @@ async function handoverMs(a: Coordinator, b: Coordinator): Promise<number> {
  * The errors of the lease's own requests (its acquires), from the coordinator's events. Not every
  * `error`: the standbys' LISTEN connection is another request, which on a loaded machine can time out
  * (200 ms) whatever the schema (CI beside four CPU hogs: 'listen timed out after 200 ms'), and it is
- * not what these tests judge.
- */
-/**
- * The errors the store answered acquires with. An acquire that outran its bound (a TimeoutError, on
- * a machine busy enough to starve the test of 200 ms) got no answer, so there is nothing in it to
- * judge: it is left out, and the test waits for answers.
+ * not what these tests judge. Nor an acquire that outran its own bound (a TimeoutError, the same
+ * starvation): it got no answer, so there is nothing in it to judge; the tests wait for answers.
  */
 function acquireErrorsInto(errors: unknown[]): (event: FencedEvent) => void {
   return (event) => {
