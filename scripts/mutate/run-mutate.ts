@@ -1,7 +1,9 @@
 /**
- * `pnpm mutate --module <path> [--tests a,b]`: mutation testing of one module with mutants nobody
- * picked by hand. Not part of `pnpm test`: each mutant runs tests (half a minute to a minute each for
- * a store's suite on two cores; a second or so for a pure module's).
+ * `pnpm mutate --module <path> [--tests a,b] [--lines 60-134]`: mutation testing of one module with
+ * mutants nobody picked by hand; `--lines` keeps a TypeScript module's mutants to those lines (a
+ * module whose tests take a minute a mutant, as the etcd lease store's, is run a part at a time).
+ * Not part of `pnpm test`: each mutant runs tests (half a minute to a minute each for a store's suite
+ * on two cores; a second or so for a pure module's).
  *
  * - A TypeScript module goes to StrykerJS (stryker.config.mjs): its mutators over the tests that
  *   cover it (below, or `--tests`; for a module not listed, the unit project's tests that import it),
@@ -32,7 +34,7 @@ const COVERING: ReadonlyArray<readonly [RegExp, readonly string[]]> = [
   // The Redis lease store's TypeScript (its Lua is the entry above): the conformance suite on single
   // Redis, the coordinator's own Redis tests, and Sentinel (where every grant and renew is confirmed).
   [/^packages\/coordinator\/src\/store\/redis\//, ['test/lease-store/conformance-redis.test.ts', 'packages/coordinator/src/lease/coordinator.redis.test.ts', 'packages/coordinator/src/store/redis/record-fires.redis.test.ts', 'test/redis/redis-sentinel.test.ts', 'test/lease-store/redis-lease-store.test.ts']],
-  [/^packages\/coordinator\/src\/store\/etcd\//, ['test/lease-store/conformance-etcd.test.ts', 'packages/coordinator/src/store/etcd/etcd-sessions.etcd.test.ts', 'test/etcd/etcd-leases.test.ts', 'test/etcd/etcd-faults.test.ts', 'test/etcd/etcd-cluster-exit.test.ts', 'test/etcd/etcd-security.test.ts']],
+  [/^packages\/coordinator\/src\/store\/etcd\//, ['test/lease-store/conformance-etcd.test.ts', 'packages/coordinator/src/store/etcd/etcd-sessions.etcd.test.ts', 'test/etcd/etcd-leases.test.ts', 'test/etcd/etcd-faults.test.ts', 'test/etcd/etcd-cluster-exit.test.ts', 'test/etcd/etcd-security.test.ts', 'test/etcd/etcd-lease-store.test.ts']],
   [/^packages\/coordinator\/src\/store\/postgres\//, ['test/lease-store/conformance-postgres.test.ts', 'packages/coordinator/src/store/postgres/postgres-leases.pg.test.ts', 'test/lease-checked/conformance-postgres.test.ts', 'test/lease-store/postgres-lease-store.test.ts', 'test/postgres/postgres-failover.test.ts']],
   [/^packages\/consumer-guard\/src\/postgres\//, ['test/fence-store/conformance-postgres.test.ts', 'packages/consumer-guard/src/postgres/postgres-guard.pg.test.ts', 'packages/consumer-guard/src/postgres/takeover.pg.test.ts', 'packages/consumer-guard/src/postgres/concurrency.pg.test.ts', 'test/lease-checked/conformance-postgres.test.ts', 'test/fence-store/postgres-store.test.ts', 'packages/consumer-guard/src/postgres/connection-loss.pg.test.ts', 'test/queues/transactional-batch.test.ts']],
   [/^packages\/coordinator\/src\/store\/mysql\//, ['test/lease-store/conformance-mysql.test.ts', 'test/lease-store/mysql-lease-procedures.test.ts', 'test/lease-store/mysql-grant-takeover.test.ts', 'test/lease-store/mysql-lease-store.test.ts', 'test/lease-checked/conformance-mysql.test.ts']],
@@ -58,7 +60,7 @@ const COVERING: ReadonlyArray<readonly [RegExp, readonly string[]]> = [
  */
 const BOUNDED_STATEMENTS = [process.env['PGOPTIONS'], '-c statement_timeout=30000', '-c client_connection_check_interval=1000'].filter(Boolean).join(' ');
 
-const { values } = parseArgs({ options: { module: { type: 'string' }, tests: { type: 'string' } } });
+const { values } = parseArgs({ options: { module: { type: 'string' }, tests: { type: 'string' }, lines: { type: 'string' } } });
 const file = values.module?.replace(/^\.\//, '');
 if (file === undefined || !/\.(sql|lua|ts)$/.test(file) || file.endsWith('.test.ts')) {
   process.stderr.write('mutate: --module names one .ts, .sql or .lua file of the repository (for example packages/coordinator/src/scheduler/catch-up.ts)\n');
@@ -66,7 +68,11 @@ if (file === undefined || !/\.(sql|lua|ts)$/.test(file) || file.endsWith('.test.
 }
 const tests = values.tests?.split(',') ?? COVERING.find(([folder]) => folder.test(file))?.[1];
 // A TypeScript module with no tests named runs against every unit test that imports it.
-if (file.endsWith('.ts')) process.exit(strykerOn(file, tests ?? []));
+if (values.lines !== undefined && !(file.endsWith('.ts') && /^\d+-\d+$/.test(values.lines))) {
+  process.stderr.write('mutate: --lines is a range of lines, as 60-134, of a TypeScript module\n');
+  process.exit(2);
+}
+if (file.endsWith('.ts')) process.exit(strykerOn(file, tests ?? [], values.lines));
 if (tests === undefined) {
   process.stderr.write(`mutate: no tests are known to cover ${file}: name them with --tests a,b\n`);
   process.exit(2);

@@ -145,6 +145,31 @@ describe('a lease group', () => {
     for (const { member, lateMs } of lateness) expect(lateMs, `${member} left the list ${lateMs} ms after it expired`).toBeLessThanOrEqual(600);
   });
 
+  it('a member stopped while it starts is off the member list once both return; stopped and started again while the first start runs, it joins once', async () => {
+    prefix = uniquePrefix('lg');
+    const membersKey = `${prefix}:group:{g}:members`;
+    const a = member('a', new Beliefs());
+    // stop() as start() begins, and stop() a turn later, while start() opens its release hub (a
+    // connection of its own): before the fix, start's first heartbeat went out after the leave and
+    // put the member back on the list for a TTL.
+    for (const stopAfter of [() => Promise.resolve(), () => new Promise((resolve) => setImmediate(resolve))]) {
+      const starting = a.group.start();
+      await stopAfter();
+      await a.group.stop();
+      await starting;
+      expect(await admin.zscore(membersKey, 'a')).toBeNull();
+    }
+    // A stop and a start while a start is still opening its hub: the later start joins, once.
+    const first = a.group.start();
+    const stopped = a.group.stop();
+    const second = a.group.start();
+    await Promise.all([first, stopped, second]);
+    expect(await admin.zscore(membersKey, 'a')).not.toBeNull();
+    await waitFor(() => a.group.led().length === LEASES.length, 20_000, 20);
+    await a.group.stop();
+    expect(await admin.zscore(membersKey, 'a')).toBeNull();
+  });
+
   it('a join is handed its share a batch at a time: never more than 20 leases leaderless at once', async () => {
     // All handed over at once, a join of thousands of leases reached the newcomer in one burst, and
     // the last ones waited for every election before them (found at 10,000 leases: p99 516 ms).

@@ -19,11 +19,12 @@ const REGRESSIONS: ReadonlyArray<{ readonly seed: number; readonly faults: reado
 ];
 
 describe('the deterministic simulation', () => {
-  it(`${SEEDS} seeded schedules of faults: no stale write, no fire twice, no fire lost, no overlapping beliefs, a leader at the end`, async () => {
+  it(`${SEEDS} seeded schedules of faults: no stale write, no fire twice, no fire lost, no overlapping beliefs, quick graceful handovers, a leader at the end`, async () => {
     const failed: string[] = [];
     let slowClockOverlaps = 0;
     let pausedOverlaps = 0;
     let takeovers = 0;
+    let handovers = 0;
     for (let seed = FROM; seed < FROM + SEEDS; seed++) {
       const result = await runSchedule({ seed });
       if (result.failures.length > 0) failed.push(`seed 0x${seed.toString(16)} (pnpm dst --seed 0x${seed.toString(16)}): ${result.failures.join('; ')} after ${result.faults.join(', ')}`);
@@ -32,6 +33,7 @@ describe('the deterministic simulation', () => {
       slowClockOverlaps += result.excused.filter((e) => e.endsWith('clock ran slow')).length;
       pausedOverlaps += result.excused.filter((e) => e.endsWith('was paused')).length;
       takeovers += result.takeovers;
+      handovers += result.handovers;
     }
     expect(failed).toEqual([]);
     // The slow clocks bit: leaders believed past their lease, and the fence absorbed it.
@@ -41,6 +43,9 @@ describe('the deterministic simulation', () => {
     expect(pausedOverlaps).toBeGreaterThan(0);
     // And elections ended the writes of deposed leaders frozen in their transactions (the takeover).
     expect(takeovers).toBeGreaterThan(0);
+    // And leaders stopped gracefully while their standbys' acquires were in flight, each successor
+    // judged by the handover bound.
+    expect(handovers).toBeGreaterThan(SEEDS / 10);
   }, 300_000);
 
   it.each(REGRESSIONS)('replays the regression schedule $seed (faults $faults) cleanly', async ({ seed, faults }) => {
@@ -49,7 +54,7 @@ describe('the deterministic simulation', () => {
     expect(result.faults.length).toBeGreaterThan(0);
   });
 
-  it('leaves faults out without changing the ones it keeps: the last of the drawn, clock faults and pauses included', async () => {
+  it('leaves faults out without changing the ones it keeps: the last of the drawn, clock faults, pauses and handovers included', async () => {
     for (let seed = FROM; seed < FROM + 20; seed++) {
       const whole = await runSchedule({ seed });
       const last = whole.drawn - 1;

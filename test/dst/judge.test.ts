@@ -3,7 +3,7 @@
 import { fireId } from '@fenced/coordinator';
 import { parseToken, type FencedEvent } from '@fenced/shared';
 import { describe, expect, it } from 'vitest';
-import { EVERY_MS, judge, T0, TTL_MS } from './schedule.js';
+import { EVERY_MS, HANDOVER_BOUND_MS, judge, judgeHandovers, T0, TTL_MS, type Disturbances, type HandoverRecord } from './schedule.js';
 import type { LedgerRow, WriteRecord } from './sim-checks.js';
 import type { StoreHistory } from './store-history.js';
 
@@ -18,9 +18,10 @@ const NO_STORE_FAULT: StoreHistory = {
     ['n1.2@42', [{ grantedAt: T0 + 500, writes: [5] }]],
   ]),
   failovers: [],
+  releases: [],
 };
 /** The same, with a failover between the two grants to a copy taken at `copiedAt`. */
-const failedOver = (copiedAt: number): StoreHistory => ({ ...NO_STORE_FAULT, failovers: [{ step: 4, copiedAt }] });
+const failedOver = (copiedAt: number): StoreHistory => ({ ...NO_STORE_FAULT, failovers: [{ step: 4, at: T0 + 300, copiedAt }] });
 /** Every fire from the first on, in order, with token 41: a clean ledger. */
 const clean = () => Array.from({ length: 10 }, (_, i) => row(i + 1, 41));
 
@@ -71,10 +72,10 @@ describe("the deterministic simulation's invariants", () => {
     // A copy with the renewal in it lost nothing of n0.1's: the overlap is the SDK's.
     expect(judge(clean(), overlapping, failedOver(3), END, true)).toEqual([expect.stringMatching(/^n1\.2 elected at \+500 ms while n0\.1 led/)]);
     // A failover after both grants excuses nothing either.
-    expect(judge(clean(), overlapping, { ...NO_STORE_FAULT, failovers: [{ step: 6, copiedAt: 0 }] }, END, true)).toEqual([expect.stringMatching(/^n1\.2 elected/)]);
+    expect(judge(clean(), overlapping, { ...NO_STORE_FAULT, failovers: [{ step: 6, at: T0 + 550, copiedAt: 0 }] }, END, true)).toEqual([expect.stringMatching(/^n1\.2 elected/)]);
     // A store that lost its counter granted n0.1 token 41 again, later (step 7): the overlap at +500
     // ms is judged by the grant it announced, the first.
-    const regranted: StoreHistory = { grants: new Map([...NO_STORE_FAULT.grants, ['n0.1@41', [{ grantedAt: T0, writes: [1, 3] }, { grantedAt: T0 + 900, writes: [7] }]]]), failovers: [{ step: 4, copiedAt: 0 }] };
+    const regranted: StoreHistory = { grants: new Map([...NO_STORE_FAULT.grants, ['n0.1@41', [{ grantedAt: T0, writes: [1, 3] }, { grantedAt: T0 + 900, writes: [7] }]]]), failovers: [{ step: 4, at: T0 + 300, copiedAt: 0 }], releases: [] };
     expect(judge(clean(), overlapping, regranted, END, true)).toEqual([]);
     const handedOver = [elected(T0, 'n0.1', 41), lost(T0 + 400, 'n0.1', 41), elected(T0 + 500, 'n1.2', 42)];
     expect(judge(clean(), handedOver, NO_STORE_FAULT, END, true)).toEqual([]);
@@ -110,5 +111,65 @@ describe("the deterministic simulation's invariants", () => {
     expect(judged([{ node: 'n1.2', from: T0 + 100, to: T0 + 599 }])).toEqual(overlap);
     expect(judged([{ node: 'n0.2', from: T0 + 100, to: T0 + 599 }])).toEqual(overlap);
     expect(judged([{ node: 'n0.1', from: T0 + 100, to: T0 + 499 }])).toEqual(overlap);
+  });
+
+  describe('a graceful handover', () => {
+    // n0.1 (token 41) stopped at +1000 ms and its release reached the store at +1003; n1.2's and
+    // n2.3's acquires were held until +1100 and +1200 ms: n1.2 is free first, at +1100 ms.
+    const handover = (): HandoverRecord => ({
+      at: T0 + 990,
+      leader: 'n0.1',
+      term: 'n0.1@41',
+      stoppedAt: T0 + 1000,
+      held: [
+        { node: 'n1.2', slot: 1, sentAt: T0 + 995, repliesAt: T0 + 1100 },
+        { node: 'n2.3', slot: 2, sentAt: T0 + 998, repliesAt: T0 + 1200 },
+      ],
+    });
+    const grantedAt = (at: number): StoreHistory => ({
+      grants: new Map([
+        ['n0.1@41', [{ grantedAt: T0, writes: [1] }]],
+        ['n1.2@42', [{ grantedAt: at, writes: [3] }]],
+      ]),
+      failovers: [],
+      releases: [{ key: 'n0.1@41', at: T0 + 1003 }],
+    });
+    const none: Disturbances = { paused: [], spikes: [], exits: [] };
+    const late = expect.stringMatching(/^handover: n0\.1 released at \+1003 ms and n1\.2 and n2\.3 were ready from \+1100 ms, yet nobody was granted the lease by \+1150 ms \(next grant at \+1350 ms\)$/);
+
+    it('passes a successor granted within the bound of the first standby free, and fails one a retry interval later', () => {
+      expect(judgeHandovers([handover()], grantedAt(T0 + 1100 + HANDOVER_BOUND_MS), none)).toEqual({ failures: [], notJudged: [], judged: 1 });
+      expect(judgeHandovers([handover()], grantedAt(T0 + 1350), none)).toEqual({ failures: [late], notJudged: [], judged: 1 });
+      // A grant before the release is the old term's, not a successor.
+      expect(judgeHandovers([handover()], grantedAt(T0 + 1002), none).failures).toEqual([expect.stringMatching(/\(nor later\)$/)]);
+    });
+
+    it('counts from the release when the standbys were free before it', () => {
+      const early: HandoverRecord = { ...handover(), held: [{ node: 'n1.2', slot: 1, sentAt: T0 + 900, repliesAt: T0 + 950 }] } as HandoverRecord;
+      expect(judgeHandovers([early], grantedAt(T0 + 1003 + HANDOVER_BOUND_MS), none).failures).toEqual([]);
+      expect(judgeHandovers([early], grantedAt(T0 + 1004 + HANDOVER_BOUND_MS), none).failures).toEqual([expect.stringMatching(/ready from \+1003 ms/)]);
+    });
+
+    it('leaves out a standby paused, crashed or slowed meanwhile, and judges by the others', () => {
+      // n1.2 paused: n2.3, free at +1200 ms, is the one judged.
+      const paused: Disturbances = { ...none, paused: [{ node: 'n1.2', from: T0 + 1050, to: T0 + 1400 }] };
+      expect(judgeHandovers([handover()], grantedAt(T0 + 1240), paused)).toEqual({ failures: [], notJudged: [], judged: 1 });
+      expect(judgeHandovers([handover()], grantedAt(T0 + 1260), paused).failures).toEqual([expect.stringMatching(/n2\.3 was ready from \+1200 ms/)]);
+      // Both out of the running: crashed, and replies delayed by a fault.
+      const out: Disturbances = { paused: [], spikes: [{ slot: 2, from: T0 + 1100, to: T0 + 2000 }], exits: [{ at: T0 + 1080, node: 'n1.2' }] };
+      expect(judgeHandovers([handover()], grantedAt(T0 + 1350), out)).toEqual({ failures: [], notJudged: [expect.stringMatching(/not judged: no standby was ready/)], judged: 0 });
+      // Another node's crash, or a pause over before the hold, leaves the judgement as it was.
+      const unrelated: Disturbances = { paused: [{ node: 'n1.2', from: T0 + 100, to: T0 + 900 }], spikes: [{ slot: 0, from: T0 + 1000, to: T0 + 2000 }], exits: [{ at: T0 + 1080, node: 'n1.1' }] };
+      expect(judgeHandovers([handover()], grantedAt(T0 + 1350), unrelated).failures).toEqual([late]);
+    });
+
+    it('is not judged with no leader, no release of the stopped term, or a failover of the lease store in its window', () => {
+      expect(judgeHandovers([{ at: T0 + 990, leader: null }], grantedAt(T0 + 1350), none).notJudged).toEqual([expect.stringMatching(/not judged: no node led/)]);
+      expect(judgeHandovers([handover()], { ...grantedAt(T0 + 1350), releases: [{ key: 'n0.1@40', at: T0 + 1003 }] }, none).notJudged).toEqual([expect.stringMatching(/n0\.1 released nothing/)]);
+      expect(judgeHandovers([handover()], { ...grantedAt(T0 + 1350), releases: [{ key: 'n0.1@41', at: T0 + 900 }] }, none).notJudged).toEqual([expect.stringMatching(/n0\.1 released nothing/)]);
+      expect(judgeHandovers([handover()], { ...grantedAt(T0 + 1350), failovers: [{ step: 2, at: T0 + 1120, copiedAt: 0 }] }, none)).toEqual({ failures: [], notJudged: [expect.stringMatching(/failed over within it/)], judged: 0 });
+      // A failover before the release is no excuse.
+      expect(judgeHandovers([handover()], { ...grantedAt(T0 + 1350), failovers: [{ step: 2, at: T0 + 1001, copiedAt: 0 }] }, none).failures).toEqual([late]);
+    });
   });
 });

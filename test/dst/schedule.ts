@@ -22,17 +22,23 @@
  * the store does); and, from a third stream, in a quarter of the schedules one or two whole-process
  * pauses (a node's every timer, reply, release notice and lock grant held for half a TTL to three
  * TTLs while the others run, as SIGSTOP or a long GC pause holds a real process: process-pauses.ts,
- * which also says what of a paused node still runs). Left out (not modelled here): a clock that runs
- * fast or jumps (a monotonic clock does neither, and a fast one only shortens a lease), and skew of
- * the wall clock (due times come from the store's clock); `pnpm sim` runs those against real
- * processes.
+ * which also says what of a paused node still runs); and, from a fourth stream, in half the schedules
+ * one or two graceful handovers: the leader stopped as the README stops a replica on SIGTERM (its
+ * scheduler, then its coordinator, which releases the lease) at the moment its standbys' next
+ * acquires are in flight, their replies held up to half a TTL (the interleaving in which a release
+ * heard during an attempt that saw the lease held was once lost), and started again later. Left out
+ * (not modelled here): a clock that runs fast or jumps (a monotonic clock does neither, and a fast
+ * one only shortens a lease), and skew of the wall clock (due times come from the store's clock);
+ * `pnpm sim` runs those against real processes.
  *
  * Invariants, checked after the faults and a heal: no stale write commits (committed tokens per
  * resource never go down), each fire takes effect at most once, no due fire is lost (every fire due
  * after the first election and before the end of the heal took effect), beliefs never overlap
  * (outside a lossy failover, where two holders are the store's fault, a leader whose clock ran
  * slow: the fence's to absorb, and a leader paused at the election, which must drop its belief on
- * the first turn after it runs again), and a leader leads at the end.
+ * the first turn after it runs again), a leader leads at the end, and a graceful handover is quick:
+ * once the leader has released, a standby is granted the lease within `HANDOVER_BOUND_MS` of the
+ * moment the first ready standby is free (its attempt in flight answered), not a retry interval later.
  */
 import FakeTimers from '@sinonjs/fake-timers';
 import { createGuard } from '@fenced/consumer-guard';
@@ -78,6 +84,8 @@ export interface ScheduleResult {
   readonly elections: number;
   /** Writes of a deposed term that an election's takeover ended (a writer frozen in its transaction). */
   readonly takeovers: number;
+  /** Graceful handovers judged by the handover bound (others had no leader to stop, or a fault in the way: `excused` says which). */
+  readonly handovers: number;
   /** Every event the nodes logged, with its virtual time: what `pnpm dst --seed` prints. */
   readonly events: ReadonlyArray<{ readonly at: number; readonly event: FencedEvent }>;
 }
@@ -148,6 +156,10 @@ export async function runSchedule(options: ScheduleOptions): Promise<ScheduleRes
     const exits: Exit[] = [];
     // Each node's reply delays: a few ms, or a spike past the lease while a fault holds them.
     const spikes = new Map<number, { until: number; ms: number }>();
+    const spikeSpans: SlotSpan[] = [];
+    // The next acquire of a node whose reply a graceful handover holds, and whom to tell it was sent.
+    const holds = new Map<number, { readonly ms: number; readonly sent: (slot: number, ms: number) => void }>();
+    const handovers: HandoverRecord[] = [];
     // The fence store ends sessions mid-write (the database failing over, an operator's kill): armed
     // for the next sessions, each is ended as the write puts its row in, and nothing of it commits.
     let sessionsToEnd = 0;
@@ -228,9 +240,14 @@ export async function runSchedule(options: ScheduleOptions): Promise<ScheduleRes
       };
       const store = memoryLeases({
         server: serverOf(slot),
-        replyDelayMs: () => {
+        replyDelayMs: (operation) => {
           const spike = spikes.get(slot);
-          return spike !== undefined && Date.now() < spike.until ? spike.ms : between(0, 6);
+          const ms = spike !== undefined && Date.now() < spike.until ? spike.ms : between(0, 6);
+          const hold = operation === 'acquire' ? holds.get(slot) : undefined;
+          if (hold === undefined) return ms;
+          holds.delete(slot);
+          hold.sent(slot, Math.max(ms, hold.ms));
+          return Math.max(ms, hold.ms);
         },
       });
       const coordinator = createCoordinator({ store, lease: 'billing', nodeId: name, ttlMs: TTL_MS, renewIntervalMs: RENEW_MS, fences: [guard], logger, clock: clocks[slot]! });
@@ -321,7 +338,14 @@ export async function runSchedule(options: ScheduleOptions): Promise<ScheduleRes
         case 1: {
           const ms = between(TTL_MS / 2, TTL_MS * 2);
           const forMs = between(TTL_MS, TTL_MS * 3);
-          add({ at, describe: `n${slot}'s replies delayed ${ms} ms for ${forMs} ms`, run: () => void spikes.set(slot, { until: Date.now() + forMs, ms }) });
+          add({
+            at,
+            describe: `n${slot}'s replies delayed ${ms} ms for ${forMs} ms`,
+            run: () => {
+              spikes.set(slot, { until: Date.now() + forMs, ms });
+              spikeSpans.push({ slot, from: Date.now(), to: Date.now() + forMs + ms });
+            },
+          });
           break;
         }
         case 2: {
@@ -404,6 +428,59 @@ export async function runSchedule(options: ScheduleOptions): Promise<ScheduleRes
         },
       });
     }
+    // Graceful handovers, from a stream of their own, numbered after the pauses.
+    const handoverRandom = seededRandom(options.seed ^ HANDOVER_STREAM);
+    const handoverBetween = (low: number, high: number) => Math.floor(low + handoverRandom() * (high - low));
+    const handoverCount = handoverRandom() < 0.5 ? 0 : handoverBetween(1, 3);
+    for (let i = 0; i < handoverCount; i++) {
+      const group = drawn + clockFaults + drawnPauses.length + i;
+      const at = T0 + handoverBetween(500, faultMs - 500);
+      const holdMs = Array.from({ length: NODES }, () => handoverBetween(1, TTL_MS / 2));
+      const downMs = handoverBetween(0, TTL_MS * 2);
+      if (options.faults !== undefined && !options.faults.includes(group)) continue;
+      faults.push({
+        at,
+        group,
+        describe: `the leader stopped gracefully once its standbys' next acquires are sent (replies held ${holdMs.join('/')} ms by slot), back after ${downMs} ms`,
+        run: () => {
+          const leading = [...nodes].find(([slot, node]) => node.coordinator.isLeader() && pauses?.isPaused(slot) !== true);
+          if (leading === undefined) return void handovers.push({ at: Date.now(), leader: null });
+          const [leaderSlot, leader] = leading;
+          const record: HandoverRecord = { at: Date.now(), leader: leader.name, term: termKey(leader.name, leader.coordinator.token()!), stoppedAt: undefined, held: [] };
+          handovers.push(record);
+          // Out of the running at once: no other fault picks it while it stops.
+          nodes.delete(leaderSlot);
+          const stop = () => {
+            if (record.stoppedAt !== undefined) return;
+            record.stoppedAt = Date.now();
+            for (const slot of holds.keys()) holds.delete(slot);
+            // As the README stops a replica on SIGTERM: the scheduler, then the coordinator.
+            void asNode(leaderSlot, async () => {
+              await leader.scheduler.stop();
+              await leader.coordinator.stop();
+              leader.store.close();
+              setTimeout(() => void startNode(leaderSlot), downMs);
+            });
+          };
+          const standbys = [...nodes.keys()];
+          let waiting = standbys.length;
+          // Standbys retry at least every renew interval: past two TTLs, stop without the rest.
+          const giveUp = setTimeout(stop, 2 * TTL_MS);
+          for (const slot of standbys) {
+            holds.set(slot, {
+              ms: holdMs[slot]!,
+              sent: (from, ms) => {
+                record.held.push({ node: nodes.get(from)?.name ?? `n${from}`, slot: from, sentAt: Date.now(), repliesAt: Date.now() + ms });
+                if (--waiting > 0) return;
+                clearTimeout(giveUp);
+                stop();
+              },
+            });
+          }
+          if (waiting === 0) stop();
+        },
+      });
+    }
     faults.sort((a, b) => a.at - b.at);
     for (const fault of faults) {
       await clock.tickAsync(Math.max(0, fault.at - Date.now()));
@@ -416,8 +493,22 @@ export async function runSchedule(options: ScheduleOptions): Promise<ScheduleRes
     await clock.tickAsync(healMs);
 
     const excused: string[] = [];
+    const handoverVerdict = judgeHandovers(handovers, history, { paused: pausedSpans, spikes: spikeSpans, exits });
+    excused.push(...handoverVerdict.notJudged);
     const failures = judge(database.rows('ledger') as unknown as readonly LedgerRow[], events, history, T0 + faultMs + healMs, [...nodes.values()].some((node) => node.coordinator.isLeader()), slowClocks, excused, writes, exits, pausedSpans);
-    return { seed: options.seed, failures, excused, faults: faults.map((f) => `${f.at - T0} ms: [${f.group}] ${f.describe}`), drawn: drawn + clockFaults + drawnPauses.length, fires: database.rows('ledger').length, elections: events.filter((e) => e.event.type === 'lease.acquired').length, takeovers, events };
+    failures.push(...handoverVerdict.failures);
+    return {
+      seed: options.seed,
+      failures,
+      excused,
+      faults: faults.map((f) => `${f.at - T0} ms: [${f.group}] ${f.describe}`),
+      drawn: drawn + clockFaults + drawnPauses.length + handoverCount,
+      fires: database.rows('ledger').length,
+      elections: events.filter((e) => e.event.type === 'lease.acquired').length,
+      takeovers,
+      handovers: handoverVerdict.judged,
+      events,
+    };
   } finally {
     for (const node of nodes.values()) {
       node.store.close();
@@ -467,6 +558,88 @@ const CLOCK_STREAM = 0x2545f491;
 const NEXT_TURN_MS = 1;
 /** Seeds the pauses' stream apart from the others. */
 const PAUSE_STREAM = 0x9e3779b1;
+/** Seeds the graceful handovers' stream apart from the others. */
+const HANDOVER_STREAM = 0x85ebca6b;
+/**
+ * How soon after a graceful release a ready standby is granted the lease, counted from the moment
+ * the first of them is free (the release heard, its attempt in flight answered): a wake-up, one
+ * request, a reply of at most a few ms. A wake-up that is lost waits out a retry interval (250 ms).
+ */
+export const HANDOVER_BOUND_MS = 50;
+
+/** A graceful handover the schedule ran: the leader it stopped (null: none led), and its standbys' held acquires. */
+export type HandoverRecord =
+  | { readonly at: number; readonly leader: null }
+  | {
+      readonly at: number;
+      readonly leader: string;
+      /** The stopped leader's term, `node@token`: its release is found in the store's history by it. */
+      readonly term: string;
+      stoppedAt: number | undefined;
+      readonly held: Array<{ readonly node: string; readonly slot: number; readonly sentAt: number; readonly repliesAt: number }>;
+    };
+
+/** What else happened in a schedule that can hold a standby back: the judge of a handover leaves those out. */
+export interface Disturbances {
+  readonly paused: readonly PausedSpan[];
+  /** Stretches in which a node's replies were delayed (its slot, from the fault to the last delayed reply). */
+  readonly spikes: readonly SlotSpan[];
+  readonly exits: readonly Exit[];
+}
+
+/**
+ * Judges each graceful handover: once the stopped leader's release reached the store, the lease is
+ * granted again within HANDOVER_BOUND_MS of the moment the first ready standby is free (its held
+ * acquire answered, or the release itself if that came later). A standby is ready unless paused,
+ * crashed or its replies were delayed by a fault meanwhile; a handover with no ready standby, or
+ * with a failover of the lease store in its window, or whose leader released nothing (its lease
+ * was already gone), is not judged, and says why.
+ */
+export function judgeHandovers(handovers: readonly HandoverRecord[], history: StoreHistory, disturbances: Disturbances): { failures: string[]; notJudged: string[]; judged: number } {
+  const failures: string[] = [];
+  const notJudged: string[] = [];
+  let judged = 0;
+  const grants = [...history.grants.values()].flat().map((term) => term.grantedAt);
+  const overlaps = (from: number, to: number, span: { from: number; to: number }) => span.from <= to && span.to >= from;
+  for (const handover of handovers) {
+    const at = `handover at +${handover.at - T0} ms`;
+    if (handover.leader === null) {
+      notJudged.push(`${at} not judged: no node led`);
+      continue;
+    }
+    const stoppedAt = handover.stoppedAt;
+    const release = stoppedAt === undefined ? undefined : history.releases.find((r) => r.key === handover.term && r.at >= stoppedAt);
+    if (release === undefined) {
+      notJudged.push(`${at} not judged: ${handover.leader} released nothing (its lease was gone)`);
+      continue;
+    }
+    const freeAt = (held: (typeof handover.held)[number]) => Math.max(release.at, held.repliesAt);
+    const ready = handover.held.filter((held) => {
+      const to = freeAt(held) + HANDOVER_BOUND_MS;
+      return (
+        !disturbances.paused.some((p) => p.node === held.node && overlaps(held.sentAt, to, p)) &&
+        !disturbances.spikes.some((s) => s.slot === held.slot && overlaps(held.sentAt, to, s)) &&
+        !disturbances.exits.some((e) => e.node === held.node && e.at >= held.sentAt && e.at <= to)
+      );
+    });
+    if (ready.length === 0) {
+      notJudged.push(`${at} not judged: no standby was ready (paused, crashed or its replies delayed)`);
+      continue;
+    }
+    const deadline = Math.min(...ready.map(freeAt)) + HANDOVER_BOUND_MS;
+    if (history.failovers.some((f) => f.at >= release.at && f.at <= deadline)) {
+      notJudged.push(`${at} not judged: the lease store failed over within it`);
+      continue;
+    }
+    judged++;
+    if (grants.some((g) => g >= release.at && g <= deadline)) continue;
+    const next = grants.filter((g) => g >= release.at).sort((a, b) => a - b)[0];
+    failures.push(
+      `handover: ${handover.leader} released at +${release.at - T0} ms and ${ready.map((h) => h.node).join(' and ')} ${ready.length > 1 ? 'were' : 'was'} ready from +${deadline - HANDOVER_BOUND_MS - T0} ms, yet nobody was granted the lease by +${deadline - T0} ms (${next === undefined ? 'nor later' : `next grant at +${next - T0} ms`})`,
+    );
+  }
+  return { failures, notJudged, judged };
+}
 
 /** A stretch in which a node's whole process was paused (virtual epoch ms). */
 export interface PausedSpan {
@@ -475,12 +648,15 @@ export interface PausedSpan {
   readonly to: number;
 }
 
-/** A stretch in which a machine's clock ran slow (virtual epoch ms). */
-export interface SlowClock {
+/** A stretch of virtual time (epoch ms) on one machine, by its slot. */
+export interface SlotSpan {
   readonly slot: number;
   readonly from: number;
   readonly to: number;
 }
+
+/** A stretch in which a machine's clock ran slow. */
+export type SlowClock = SlotSpan;
 
 /**
  * A machine's monotonic clock whose rate a fault can change: it reads the virtual monotonic time,

@@ -15,8 +15,10 @@ export interface StoreHistory {
    * grant one node the same token twice, and each grant is a term of its own.
    */
   readonly grants: ReadonlyMap<string, readonly StoreTerm[]>;
-  /** Each failover: its step, and the step its copy was taken at (0: the store restarted empty). */
-  readonly failovers: ReadonlyArray<{ readonly step: number; readonly copiedAt: number }>;
+  /** Each failover: its step, its time (virtual ms), and the step its copy was taken at (0: the store restarted empty). */
+  readonly failovers: ReadonlyArray<{ readonly step: number; readonly at: number; readonly copiedAt: number }>;
+  /** Each release the store granted (the lease freed by its holder), by `node@token`, with its time (virtual ms). */
+  readonly releases: ReadonlyArray<{ readonly key: string; readonly at: number }>;
 }
 
 /** One grant of a lease and its renewals. */
@@ -37,21 +39,22 @@ export function termAt(history: StoreHistory, key: string, at: number): StoreTer
 }
 
 /**
- * Records what `server` does from now on, by wrapping its grant, extend, snapshot and failOver in
+ * Records what `server` does from now on, by wrapping its grant, extend, free, snapshot and failOver in
  * place (the store's behaviour is unchanged: each wrapper calls the original and notes the step).
  * `pristine` is a copy taken before any term: a failover to it is a restart without persistence.
  */
 export function recordStoreHistory(server: MemoryLeaseServer, pristine: MemoryLeaseSnapshot): StoreHistory {
   let step = 0;
   const grants = new Map<string, Array<{ grantedAt: number; writes: number[] }>>();
-  const failovers: Array<{ step: number; copiedAt: number }> = [];
+  const failovers: Array<{ step: number; at: number; copiedAt: number }> = [];
+  const releases: Array<{ key: string; at: number }> = [];
   const copiedAt = new WeakMap<MemoryLeaseSnapshot, number>([[pristine, 0]]);
   const keyOf = (value: string) => {
     const term = parseLeaseValue(value);
     return term === null ? undefined : termKey(term.nodeId, term.token);
   };
 
-  const { grant, extend, snapshot, failOver } = server;
+  const { grant, extend, free, snapshot, failOver } = server;
   server.grant = (lease, ttlMs, valueOf) => {
     const granted = grant.call(server, lease, ttlMs, valueOf);
     const key = granted === null ? undefined : keyOf(granted.value);
@@ -64,6 +67,12 @@ export function recordStoreHistory(server: MemoryLeaseServer, pristine: MemoryLe
     if (key !== undefined) grants.get(key)?.at(-1)?.writes.push(++step);
     return extended;
   };
+  server.free = (lease, value) => {
+    const freed = free.call(server, lease, value);
+    const key = freed ? keyOf(value) : undefined;
+    if (key !== undefined) releases.push({ key, at: server.now() });
+    return freed;
+  };
   server.snapshot = () => {
     const copy = snapshot.call(server);
     copiedAt.set(copy, ++step);
@@ -71,9 +80,9 @@ export function recordStoreHistory(server: MemoryLeaseServer, pristine: MemoryLe
   };
   server.failOver = (copy) => {
     failOver.call(server, copy);
-    failovers.push({ step: ++step, copiedAt: copiedAt.get(copy) ?? 0 });
+    failovers.push({ step: ++step, at: server.now(), copiedAt: copiedAt.get(copy) ?? 0 });
   };
-  return { grants, failovers };
+  return { grants, failovers, releases };
 }
 
 /**

@@ -1,9 +1,8 @@
 import { isFencedError, parseToken } from '@fenced/shared';
 import { createPostgresGuard } from '@fenced/consumer-guard/postgres';
 import { startFaultProxy } from '@fenced/chaos';
-import { countingEtcdClient, createEtcdClient, createTestSchema, deleteEtcdPrefix, testEtcdEndpoints, uniqueEtcdPrefix, waitFor } from '#test-support';
-import type { Etcd3 } from 'etcd3';
-import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { countingEtcdClient, createTestSchema, etcdTestScope, testEtcdEndpoints, waitFor } from '#test-support';
+import { describe, expect, it } from 'vitest';
 import { createCoordinator, createLeaseGroup, createScheduler, type Coordinator } from '@fenced/coordinator';
 import { postgresClock } from '@fenced/coordinator/postgres';
 import { etcdClusterInfo, etcdLeases, type EtcdLeasesOptions } from '@fenced/coordinator/etcd';
@@ -13,28 +12,8 @@ import { etcdClusterInfo, etcdLeases, type EtcdLeasesOptions } from '@fenced/coo
 // source, typed errors. Keep-alive sharing is tested beside its module (etcd-sessions.etcd.test.ts);
 // faults of the cluster itself are in test/etcd/etcd-faults.test.ts, on a cluster of their own.
 
-const prefix = uniqueEtcdPrefix('leases');
-let admin: Etcd3;
-const stoppers: Array<() => Promise<unknown> | void> = [];
+const { prefix, stoppers, admin, client } = etcdTestScope('leases');
 let n = 0;
-
-beforeAll(() => {
-  admin = createEtcdClient();
-});
-afterEach(async () => {
-  for (const stop of stoppers.splice(0).reverse()) await stop();
-});
-afterAll(async () => {
-  await deleteEtcdPrefix(admin, prefix);
-  admin.close();
-});
-
-function client(hosts?: string[]): Etcd3 {
-  const c = createEtcdClient(hosts);
-  stoppers.push(() => c.close());
-  return c;
-}
-
 
 function leases(options: Partial<EtcdLeasesOptions> = {}) {
   return etcdLeases({ client: client(), prefix, ...options });
@@ -53,7 +32,7 @@ describe('the etcd lease store', () => {
     const won = await a.acquire(5000, 5000);
     if (!won.won) throw new Error('not granted');
     expect((await a.renew(won.leaseValue, 5000, () => 5000)).renewed).toBe(true);
-    await admin.delete().key(`${prefix}lease/${name}`);
+    await admin().delete().key(`${prefix}lease/${name}`);
     expect((await a.renew(won.leaseValue, 5000, () => 5000)).renewed).toBe(false);
     const b = leases().openLease(name, 'node-b', 5000);
     const next = await b.acquire(5000, 5000);
@@ -110,7 +89,7 @@ describe('the etcd lease store', () => {
       const reply = await range(request, options);
       if (armed && request.key?.toString() === `${prefix}lease/${lease}`) {
         armed = false;
-        await admin.delete().key(`${prefix}lease/${lease}`);
+        await admin().delete().key(`${prefix}lease/${lease}`);
         const next = await leases().openLease(lease, 'node-b', 5000).acquire(5000, 5000);
         expect(next.won).toBe(true);
       }
@@ -191,7 +170,7 @@ describe('the etcd lease store', () => {
   });
 
   it('describes the cluster for operators: members, leader, raft term, and the shortest TTL it grants', async () => {
-    const info = await etcdClusterInfo(admin, 5000);
+    const info = await etcdClusterInfo(admin(), 5000);
     expect(info.members).toHaveLength(3);
     expect(info.leader).not.toBe('0');
     expect(info.raftTerm).toBeGreaterThan(0n);
@@ -202,7 +181,7 @@ describe('the etcd lease store', () => {
 
 describe('bad input and an unreachable cluster', () => {
   it('refuses bad options with a typed error naming the option', () => {
-    for (const bad of [{ client: {} }, { client: admin, prefix: 'no-slash' }, { client: admin, prefix: 'has space/' }, { client: admin, clock: 'remote' }]) {
+    for (const bad of [{ client: {} }, { client: admin(), prefix: 'no-slash' }, { client: admin(), prefix: 'has space/' }, { client: admin(), clock: 'remote' }]) {
       let error: unknown;
       try {
         etcdLeases(bad as EtcdLeasesOptions);

@@ -1,7 +1,7 @@
 import { circuitBreaker, ConsecutiveBreaker, handleAll } from 'cockatiel';
 import { randomBytes } from 'node:crypto';
 import { Etcd3 } from 'etcd3';
-import { inject } from 'vitest';
+import { afterAll, afterEach, beforeAll, inject } from 'vitest';
 
 /**
  * The etcd cluster of this run: `ETCD_ENDPOINTS`, or the private three-member cluster the global
@@ -27,6 +27,37 @@ export function createEtcdClient(hosts: readonly string[] = testEtcdEndpoints(),
 /** A key prefix of its own for one test or file: nothing of another run is seen or touched. */
 export function uniqueEtcdPrefix(name = 't'): string {
   return `fenced-test/${name}-${process.pid}-${randomBytes(4).toString('hex')}/`;
+}
+
+/**
+ * One test file's etcd: a key prefix of its own (deleted after the file), an admin client, and
+ * `client()`s that are closed after each test, with whatever else the test pushed to `stoppers`
+ * (stopped in reverse order).
+ */
+export function etcdTestScope(name: string): { readonly prefix: string; readonly stoppers: Array<() => Promise<unknown> | void>; admin(): Etcd3; client(hosts?: string[]): Etcd3 } {
+  const prefix = uniqueEtcdPrefix(name);
+  const stoppers: Array<() => Promise<unknown> | void> = [];
+  let admin: Etcd3 | undefined;
+  beforeAll(() => {
+    admin = createEtcdClient();
+  });
+  afterEach(async () => {
+    for (const stop of stoppers.splice(0).reverse()) await stop();
+  });
+  afterAll(async () => {
+    await deleteEtcdPrefix(admin!, prefix);
+    admin!.close();
+  });
+  return {
+    prefix,
+    stoppers,
+    admin: () => admin!,
+    client(hosts) {
+      const c = createEtcdClient(hosts);
+      stoppers.push(() => c.close());
+      return c;
+    },
+  };
 }
 
 /** Deletes every key under `prefix` (a test's cleanup). */

@@ -5,7 +5,7 @@ export { isStopped, runScript, spawnNode, spawnTs, type ChildHandle } from './ch
 export { inMemoryMetrics } from './metrics.js';
 export { runCli, serveCli, type CliRun } from './cli.js';
 export { createMysqlPool, createTestMysqlDatabase, testMysqlUrl } from './mysql.js';
-export { countingEtcdClient, createEtcdClient, deleteEtcdPrefix, testEtcdEndpoints, uniqueEtcdPrefix } from './etcd.js';
+export { countingEtcdClient, createEtcdClient, deleteEtcdPrefix, etcdTestScope, testEtcdEndpoints, uniqueEtcdPrefix } from './etcd.js';
 export { expectStreamHeld, freezeUntilStuck, streamThroughFault, type StreamProgress, type WriteOutcome, type WriteStream } from './write-stream.js';
 export { expectGuardedCleanControlDamaged, judgedSimulation, type SimSummary, type SimSummaryRun } from './sim-summary.js';
 export { caught } from './caught.js';

@@ -87,6 +87,14 @@ export class LeaseGroup extends EventEmitter<LeaseGroupEventMap> {
   #assignment = new Map<string, string>();
   #timer: NodeJS.Timeout | undefined;
   #running = false;
+  /** Counts starts: a start that finds another began since (a stop and a start) leaves the rest to it. */
+  #runs = 0;
+  /** The heartbeat in flight, if one is: `stop()` leaves the list only after it (see there). */
+  #beating: Promise<void> | undefined;
+  /** The stop under way or last made: a start waits for it. */
+  #stopping: Promise<void> | undefined;
+  /** A release was heard while a heartbeat was in flight: beat again as soon as it is answered. */
+  #beatAgain = false;
   /** When the first other member expires unless it beats again (see `MemberList`). */
   #nextExpiryMs = -1;
   /** The paced handover loop is running (see `#handOverPaced`). */
@@ -109,7 +117,13 @@ export class LeaseGroup extends EventEmitter<LeaseGroupEventMap> {
     const seat = (lease: string) => ({
       listen: async (onRelease: () => void) => {
         this.#nudges.set(lease, onRelease);
-        const unsubscribe = await this.#hub!.listen(lease, onRelease);
+        const unsubscribe = await this.#hub!.listen(lease, () => {
+          onRelease();
+          // Released, and not ours by the list as last seen: its owner may have left (a member that
+          // stops leaves the list first, then releases). Look at the list again now, not at the next
+          // heartbeat a renew interval away: if the lease is now ours, the new list's nudge takes it.
+          if (this.#assignment.size > 0 && this.#assignment.get(lease) !== this.nodeId) this.#beatSoon();
+        });
         return () => {
           this.#nudges.delete(lease);
           unsubscribe();
@@ -172,8 +186,19 @@ export class LeaseGroup extends EventEmitter<LeaseGroupEventMap> {
   async start(): Promise<void> {
     if (this.#running) return;
     this.#running = true;
-    this.#hub = await this.store.openReleaseHub(this.#commandTimeoutMs(), (error) => this.#storeFailed('subscribe', error));
-    await this.#beat();
+    const run = ++this.#runs;
+    const current = () => this.#running && this.#runs === run;
+    // A stop still under way ends first: it leaves the list and closes the hub this start replaces.
+    await this.#stopping;
+    const hub = await this.store.openReleaseHub(this.#commandTimeoutMs(), (error) => this.#storeFailed('subscribe', error));
+    // stop() came while the hub was opening (and left the list): a heartbeat now would put this
+    // member back on it, to be handed leases it never takes until it expires a TTL later.
+    if (!current()) {
+      hub.close();
+      return;
+    }
+    this.#hub = hub;
+    await this.#beatOnce();
     // Heartbeats go on while the elections start: a start of many leases on a slow Redis must not
     // outlast the member's own place on the list.
     this.#schedule();
@@ -183,13 +208,26 @@ export class LeaseGroup extends EventEmitter<LeaseGroupEventMap> {
     }
   }
 
-  /** Leaves: every lease it leads is released (the owners-to-be are woken), then the member list. */
+  /**
+   * Leaves: the member list first, then every lease it leads is released. The members that hear a
+   * release of a lease they do not own look at the list again at once (`#beatSoon`), find this one
+   * gone, and the new owners take their share then: not at their next heartbeat, up to a renew
+   * interval later, as when the releases came first (the others' lists still named this member).
+   */
   async stop(): Promise<void> {
-    if (!this.#running) return;
+    if (!this.#running) return this.#stopping;
     this.#running = false;
     clearTimeout(this.#timer);
-    await Promise.all([...this.#coordinators.values()].map((c) => c.stop()));
+    this.#stopping = this.#leave();
+    return this.#stopping;
+  }
+
+  async #leave(): Promise<void> {
+    // A heartbeat sent before the stop may reach the store after a leave sent now (another pooled
+    // connection, another gRPC stream), and put the member back on the list for a TTL.
+    await this.#beating?.catch(() => undefined);
     await this.#membership.leave(this.nodeId, this.#commandTimeoutMs()).catch((error: unknown) => this.#storeFailed('leave', error));
+    await Promise.all([...this.#coordinators.values()].map((c) => c.stop()));
     this.#hub?.close();
     this.#hub = undefined;
   }
@@ -201,8 +239,35 @@ export class LeaseGroup extends EventEmitter<LeaseGroupEventMap> {
    */
   #schedule(): void {
     if (!this.#running) return;
-    const delay = this.#nextExpiryMs >= 0 ? Math.min(this.renewIntervalMs, this.#nextExpiryMs + 5) : this.renewIntervalMs;
-    this.#timer = setTimeout(() => void this.#beat().finally(() => this.#schedule()), delay);
+    // One timer at a time, whichever heartbeat (a timer's, or one a release asked for) scheduled last.
+    clearTimeout(this.#timer);
+    const again = this.#beatAgain;
+    this.#beatAgain = false;
+    const delay = again ? 0 : this.#nextExpiryMs >= 0 ? Math.min(this.renewIntervalMs, this.#nextExpiryMs + 5) : this.renewIntervalMs;
+    this.#timer = setTimeout(() => void this.#beatOnce().finally(() => this.#schedule()), delay);
+  }
+
+  /**
+   * A heartbeat now, rather than at the next one's time (a release of a lease this member does not
+   * own was heard): one at a time, so a burst of releases costs one heartbeat in flight and one after.
+   */
+  #beatSoon(): void {
+    if (!this.#running) return;
+    if (this.#beating !== undefined) {
+      this.#beatAgain = true;
+      return;
+    }
+    clearTimeout(this.#timer);
+    void this.#beatOnce().finally(() => this.#schedule());
+  }
+
+  /** One heartbeat, noted as in flight until it is answered (it never rejects: #beat reports its errors). */
+  #beatOnce(): Promise<void> {
+    const beating = this.#beat();
+    this.#beating = beating;
+    return beating.finally(() => {
+      if (this.#beating === beating) this.#beating = undefined;
+    });
   }
 
   /** One heartbeat: refresh the member list, reassign if it changed, and act on the assignment. */

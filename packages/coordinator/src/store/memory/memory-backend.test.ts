@@ -79,4 +79,32 @@ describe('the in-memory lease store', () => {
     const reply = await memoryLeases({ server }).openLease('billing', 'n1', 1000).acquire(1000, 1000);
     expect(reply).toMatchObject({ won: false, holder: { value: 'written by hand', ours: false } });
   });
+
+  it('applies a request only once it has travelled its request delay, so that requests sent in one order can be applied in another, even after the sender closed', async () => {
+    vi.useFakeTimers({ toFake: ['setTimeout', 'clearTimeout'] });
+    try {
+      const server = createMemoryLeaseServer();
+      const asked: string[] = [];
+      const store = memoryLeases({
+        server,
+        requestDelayMs: (operation) => {
+          asked.push(operation);
+          return operation === 'heartbeat' ? 30 : 0;
+        },
+      });
+      const members = store.membership('workers');
+      // The heartbeat is sent first and applied last: after the leave, and after the store closed.
+      const beat = members.beat('m1', 1000, 1000);
+      await members.leave('m1', 1000);
+      expect(server.beat('workers', 'm2', 1000).members).toEqual(['m2']);
+      store.close();
+      await vi.advanceTimersByTimeAsync(29);
+      expect(server.beat('workers', 'm2', 1000).members).toEqual(['m2']);
+      await vi.advanceTimersByTimeAsync(1);
+      expect((await beat).members).toEqual(['m1', 'm2']);
+      expect(asked).toEqual(['heartbeat', 'leave']);
+    } finally {
+      vi.useRealTimers();
+    }
+  });
 });

@@ -16,6 +16,12 @@ export interface MemoryLeasesOptions {
    * deterministic simulator that orders replies by seed. @defaultValue every reply on the next turn of the event loop
    */
   readonly replyDelayMs?: (operation: string) => number;
+  /**
+   * How long each request takes to reach the store, ms, by operation: the store applies it then, so
+   * requests sent in one order can be applied in another, as over several pooled connections or
+   * streams. @defaultValue applied as it is sent
+   */
+  readonly requestDelayMs?: (operation: string) => number;
 }
 
 /** The in-memory lease store of one process; `close()` is that process's connections going away. */
@@ -45,6 +51,9 @@ export function memoryLeases(options: MemoryLeasesOptions = {}): MemoryLeases {
   /** One request: a step on the server, answered on a later turn of the event loop as a network reply is. */
   const request = async <T>(operation: string, step: () => T): Promise<T> => {
     if (closed) throw new LeaseStoreUnavailableError('memory', 'unreachable', `${operation}: the store was closed`, { cause: undefined });
+    // Sent: it reaches the store even if this process closes meanwhile, as a request on the wire does.
+    const travelMs = options.requestDelayMs?.(operation) ?? 0;
+    if (travelMs > 0) await new Promise<void>((resolve) => setTimeout(resolve, travelMs));
     const result = step();
     const delayMs = options.replyDelayMs?.(operation) ?? 0;
     await new Promise<void>((resolve) => (delayMs > 0 ? setTimeout(resolve, delayMs) : setImmediate(resolve)));

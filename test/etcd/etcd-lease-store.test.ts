@@ -1,0 +1,179 @@
+// The etcd lease store's acquire at its edges, below the conformance suite: what a refusal says of
+// the holder's time, each request of a stalled member naming itself, a base that keeps moving under
+// the grant, a session whose etcd lease is gone as the key is written, and the in-flight hook of a
+// retried grant. Written for the survivors of its StrykerJS run (docs/planted-bugs.md). Faults are
+// a fault proxy in front of the test cluster's first member (stalled: nothing passes until it is
+// let go), or another writer on the same keys, through a client that acts just before a request.
+import { parseToken, isFencedError } from '@fenced/shared';
+import { startFaultProxy, type FaultProxy } from '@fenced/chaos';
+import { etcdLeases } from '@fenced/coordinator/etcd';
+import { etcdTestScope, resultWithin, testEtcdEndpoints } from '#test-support';
+import type { Etcd3 } from 'etcd3';
+import { describe, expect, it } from 'vitest';
+
+const { prefix, stoppers, admin, client } = etcdTestScope('store');
+let n = 0;
+
+/** A client whose requests go through a fault proxy, and the proxy (let go at the end, then closed). */
+async function proxied(): Promise<{ client: Etcd3; proxy: FaultProxy }> {
+  const proxy = await startFaultProxy(Number(new URL(testEtcdEndpoints()[0]!).port));
+  stoppers.push(() => proxy.close());
+  const through = client([`http://127.0.0.1:${proxy.port}`]);
+  stoppers.push(() => proxy.setMode({ kind: 'pass' }));
+  return { client: through, proxy };
+}
+
+/**
+ * `real` with hooks run before each of its key-value transactions is sent and once its reply is
+ * in, and one run before a keep-alive stream is opened: another process, or a fault, acting then.
+ */
+function withHooks(real: Etcd3, hooks: { beforeTxn?: (request: Parameters<Etcd3['kv']['txn']>[0]) => Promise<void>; afterTxn?: () => void; beforeKeepAlive?: () => Promise<void> }): Etcd3 {
+  const kv = new Proxy(real.kv, {
+    get: (on, key) =>
+      key === 'txn'
+        ? async (...args: Parameters<Etcd3['kv']['txn']>) => {
+            await hooks.beforeTxn?.(args[0]);
+            const reply = await on.txn(...args);
+            hooks.afterTxn?.();
+            return reply;
+          }
+        : Reflect.get(on, key),
+  });
+  const leaseClient = new Proxy(real.leaseClient, {
+    get: (on, key) => (key === 'leaseKeepAlive' ? async (...args: Parameters<Etcd3['leaseClient']['leaseKeepAlive']>) => (await hooks.beforeKeepAlive?.(), on.leaseKeepAlive(...args)) : Reflect.get(on, key)),
+  });
+  return new Proxy(real, { get: (on, key) => (key === 'kv' ? kv : key === 'leaseClient' ? leaseClient : Reflect.get(on, key)) });
+}
+
+describe('the etcd lease store, acquiring', () => {
+  it("answers a refusal with the holder's time left on its etcd lease, in ms", async () => {
+    const name = `held-${++n}`;
+    const won = await etcdLeases({ client: client(), prefix }).openLease(name, 'node-a', 6000).acquire(6000, 5000);
+    if (!won.won) throw new Error('not granted');
+    const refused = await etcdLeases({ client: client(), prefix }).openLease(name, 'node-b', 6000).acquire(6000, 5000);
+    expect(refused).toMatchObject({ won: false, holder: { token: won.token, ours: false } });
+    if (refused.won) throw new Error('granted twice');
+    // etcd counts the TTL in whole seconds: at most the six granted, and most of them still left.
+    expect(refused.remainingMs).toBeGreaterThan(2000);
+    expect(refused.remainingMs).toBeLessThanOrEqual(6000);
+  });
+
+  it("answers a refusal whose holder's time could not be read (the member stalled after the write) as no time left, not as a failure", async () => {
+    const name = `unread-${++n}`;
+    const won = await etcdLeases({ client: client(), prefix }).openLease(name, 'node-a', 6000).acquire(6000, 5000);
+    if (!won.won) throw new Error('not granted');
+    const { client: through, proxy } = await proxied();
+    const stalling = withHooks(through, { afterTxn: () => proxy.setMode({ kind: 'stall' }) });
+    const refused = await etcdLeases({ client: stalling, prefix }).openLease(name, 'node-b', 6000).acquire(6000, 1000);
+    expect(refused).toMatchObject({ won: false, holder: { token: won.token }, remainingMs: 0 });
+  });
+
+  it('keeps to its budget across its requests: a slow session grant leaves the write only what is left', async () => {
+    const { client: through, proxy } = await proxied();
+    // Connected first: gRPC's own handshake is not what is slowed.
+    await through.get(`${prefix}warm`).string();
+    proxy.setMode({ kind: 'delay', delayMs: 3000, only: 'replies' });
+    const hooked = withHooks(through, { beforeTxn: async () => proxy.setMode({ kind: 'stall' }) });
+    const started = performance.now();
+    const error = await etcdLeases({ client: hooked, prefix }).openLease(`budget-${++n}`, 'node-a', 5000).acquire(5000, 3500).catch((err: unknown) => err);
+    const tookMs = performance.now() - started;
+    expect(error).toMatchObject({ code: 'LEASE_STORE_UNAVAILABLE', reason: 'timeout', message: expect.stringMatching(/^etcd: acquire failed/) });
+    // It waited for the grant (3 s), then the write had what was left of 3.5 s, not 3.5 s more.
+    expect(tookMs).toBeGreaterThanOrEqual(3000);
+    expect(tookMs, `the acquire took ${Math.round(tookMs)} ms of a 3500 ms budget`).toBeLessThan(5000);
+  });
+
+  it('a write that a stalled member never answers fails as the acquire, naming the transaction, without starting a session over', async () => {
+    const { client: through, proxy } = await proxied();
+    const store = etcdLeases({ client: through, prefix });
+    // A session first (its etcd lease granted and kept alive), then the member stops answering.
+    expect((await store.openLease(`first-${++n}`, 'node-a', 5000).acquire(5000, 5000)).won).toBe(true);
+    proxy.setMode({ kind: 'stall' });
+    const error = await store.openLease(`stalled-${++n}`, 'node-a', 5000).acquire(5000, 500).catch((err: unknown) => err);
+    expect(isFencedError(error, 'LEASE_STORE_UNAVAILABLE')).toBe(true);
+    expect(error).toMatchObject({ store: 'etcd', reason: 'timeout', message: expect.stringMatching(/^etcd: acquire failed \(timeout\): .*etcd txn/) });
+  });
+
+  it('a release of a term this store did not grant reads the key first: on a stalled member that read fails, naming itself', async () => {
+    const name = `ungranted-${++n}`;
+    const won = await etcdLeases({ client: client(), prefix }).openLease(name, 'node-a', 5000).acquire(5000, 5000);
+    if (!won.won) throw new Error('not granted');
+    const { client: through, proxy } = await proxied();
+    // The same node's store in another process (a restart): it holds no record of the grant.
+    const other = etcdLeases({ client: through, prefix }).openLease(name, 'node-a', 5000);
+    proxy.setMode({ kind: 'stall' });
+    const error = await other.release(won.leaseValue, 500).catch((err: unknown) => err);
+    expect(error).toMatchObject({ code: 'LEASE_STORE_UNAVAILABLE', reason: 'timeout', message: expect.stringMatching(/^etcd: read lease failed \(timeout\)/) });
+    proxy.setMode({ kind: 'pass' });
+    // Read, it is this node's term: released.
+    expect(await other.release(won.leaseValue, 5000)).toBe(true);
+  });
+
+  it('gives up, granting nothing, when the base moves under each of its three tries (a counter repair racing it)', async () => {
+    const name = `moving-${++n}`;
+    let bumps = 0;
+    // Another process writes the lease's base just before each transaction: the one the grant
+    // compares is never the one there.
+    const moving = withHooks(client(), { beforeTxn: async () => void (await admin().put(`${prefix}base/${name}`).value(String(++bumps))) });
+    const acquired = etcdLeases({ client: moving, prefix }).openLease(name, 'node-a', 5000).acquire(5000, 5000);
+    const reply = await resultWithin(acquired, 10_000, 'still trying after 10 s');
+    expect(reply).toMatchObject({ won: false, holder: null, remainingMs: 0 });
+    expect(bumps).toBe(3);
+    const key = await admin().get(`${prefix}lease/${name}`).string();
+    expect(key).toBeNull();
+  });
+
+  it("grants nothing when the session's etcd lease is gone as the key is written (the keep-alive finds it expired)", async () => {
+    const name = `expired-${++n}`;
+    let written: Promise<unknown> = Promise.resolve();
+    let revoke = true;
+    const real = client();
+    const hooked = withHooks(real, {
+      // The first keep-alive of the grant waits for its write, then finds its etcd lease revoked (as
+      // if it had expired in between): the key, attached to it, is gone with it.
+      beforeTxn: async () => {
+        written = new Promise((resolve) => setTimeout(resolve, 200));
+      },
+      beforeKeepAlive: async () => {
+        if (!revoke) return;
+        revoke = false;
+        await written;
+        const [lease] = (await admin().get(`${prefix}lease/${name}`).exec()).kvs;
+        if (lease === undefined) throw new Error('the grant wrote no key');
+        await admin().leaseClient.leaseRevoke({ ID: lease.lease });
+      },
+    });
+    const reply = await etcdLeases({ client: hooked, prefix }).openLease(name, 'node-a', 5000).acquire(5000, 5000);
+    expect(reply).toMatchObject({ won: false, holder: null, remainingMs: 0 });
+  });
+
+  it("tries a new session when the write finds its session's etcd lease gone, three times at most, then fails as the acquire", async () => {
+    const name = `revoked-${++n}`;
+    let revoked = 0;
+    // Another process revokes the etcd lease each write is attached to, just before it is sent (as
+    // if each session had expired between its keep-alive and the write).
+    const revoking = withHooks(client(), {
+      beforeTxn: async (request) => {
+        const lease = request.success?.[0]?.request_put?.lease;
+        if (lease === undefined) return;
+        revoked++;
+        await admin().leaseClient.leaseRevoke({ ID: lease });
+      },
+    });
+    const error = await etcdLeases({ client: revoking, prefix }).openLease(name, 'node-a', 5000).acquire(5000, 5000).catch((err: unknown) => err);
+    expect(error).toMatchObject({ code: 'LEASE_STORE_UNAVAILABLE', store: 'etcd', message: expect.stringMatching(/^etcd: acquire failed /) });
+    expect(revoked).toBe(3);
+    expect(await admin().get(`${prefix}lease/${name}`).string()).toBeNull();
+  });
+
+  it('runs the in-flight hook (where failpoints stop) once per acquire, not again for a retry after the base moved', async () => {
+    const name = `hooked-${++n}`;
+    const lease = etcdLeases({ client: client(), prefix }).openLease(name, 'node-a', 5000);
+    // A base exists (a counter repair ran): the first try compares none and reads it, the second wins.
+    await lease.raiseCounter(parseToken(1_000_000n), 5000);
+    let calls = 0;
+    const reply = await lease.acquire(5000, 5000, async () => void calls++);
+    expect(reply.won && reply.token > 1_000_000n).toBe(true);
+    expect(calls).toBe(1);
+  });
+});
