@@ -1,9 +1,10 @@
 #!/usr/bin/env node
 // `pnpm test`: a check that the services answer and the generated-module check; then, side by side,
 // the type check (with ioredis 5 and 6), the protocol's model check, and the packages as a consumer
-// gets them (publint, attw); then the unit/integration project, the Redis tests again on ioredis 6,
-// the install from tarballs, and the simulation project, one after the other (the simulation runs
-// real replicas with real timing, so it gets the machine to itself).
+// gets them (publint, attw); then the unit/integration project with the Redis tests again on
+// ioredis 6, the install from the tarballs the package checks packed, and the simulation project, one
+// after the other (the simulation runs real replicas with real timing, so it gets the machine to
+// itself).
 //
 // A failing step does not hide the others: every step runs (unless the services are missing: then
 // nothing could pass), a summary names what failed, and the exit code is non-zero if any did.
@@ -17,6 +18,8 @@ import { fileURLToPath } from 'node:url';
 const root = fileURLToPath(new URL('..', import.meta.url));
 const extra = process.argv.slice(2);
 const reports = mkdtempSync(join(tmpdir(), 'fenced-test-'));
+/** The packed tarballs, made by the package checks and installed by the install step. */
+const packs = mkdtempSync(join(tmpdir(), 'fenced-packed-'));
 const bin = (name) => join(root, 'node_modules', '.bin', name);
 
 /** Runs a command in the repository root with inherited output; returns its exit code. */
@@ -78,21 +81,23 @@ async function sideStep(name, run) {
 }
 
 /**
- * The packages as a consumer gets them: packed as they would be published (each pack builds its
- * package first, in dependency order: a package's build reads the declarations of those it
- * imports), then each tarball's exports map and types resolved the way Node (node16) and bundlers
- * resolve them (attw) and its package.json linted (publint), the ten checks side by side. Packed
- * once: attw and publint would each pack (and so build) every package again. Resolves with 0 when
+ * The packages as a consumer gets them: packed as they would be published, as a fresh clone packs
+ * them (no `dist` first, so each tarball holds only what its own `prepack` built; each pack builds
+ * its package, in dependency order: a package's build reads the declarations of those it imports),
+ * then each tarball's exports map and types resolved the way Node (node16) and bundlers resolve them
+ * (attw) and its package.json linted (publint), the ten checks side by side. Packed once, into
+ * `packs`: attw and publint would each pack (and so build) every package again, and the install step
+ * installs these same tarballs (FENCED_PACKED_DIR, see test/install/pack.ts). Resolves with 0 when
  * every package packed and passed.
  */
 async function packageChecks() {
   const packages = ['shared', 'coordinator', 'consumer-guard', 'chaos', 'cli'];
-  const tarballs = mkdtempSync(join(tmpdir(), 'fenced-packed-'));
+  for (const pkg of packages) rmSync(join(root, 'packages', pkg, 'dist'), { recursive: true, force: true });
   const packed = [];
   for (const pkg of packages) {
-    const out = join(tarballs, `${pkg}.tgz`);
-    if ((await heldOutput(`pack ${pkg}`, 'pnpm', ['pack', '--out', out], join(root, 'packages', pkg), { quietUnlessFailed: true })) !== 0) break;
-    packed.push(out);
+    if ((await heldOutput(`pack ${pkg}`, 'pnpm', ['pack', '--pack-destination', packs], join(root, 'packages', pkg), { quietUnlessFailed: true })) !== 0) break;
+    const { version } = JSON.parse(readFileSync(join(root, 'packages', pkg, 'package.json'), 'utf8'));
+    packed.push(join(packs, `fenced-${pkg}-${version}.tgz`));
   }
   const checked = await Promise.all(
     packed.flatMap((tarball, i) => [
@@ -100,7 +105,8 @@ async function packageChecks() {
       heldOutput(`attw ${packages[i]}`, bin('attw'), [tarball, '--profile', 'esm-only', '--format', 'table-flipped']),
     ]),
   );
-  rmSync(tarballs, { recursive: true, force: true });
+  // The install step installs these tarballs rather than packing again, when all five packed.
+  if (packed.length === packages.length) process.env.FENCED_PACKED_DIR = packs;
   return packed.length === packages.length && checked.every((code) => code === 0) ? 0 : 1;
 }
 
@@ -119,14 +125,18 @@ await Promise.all([
 const counts = { passed: 0, failed: 0, skipped: 0 };
 // Named again in the summary: CI shows the tail of the output, and the failure itself may be far above.
 const failures = [];
-// `ioredis6`: every test that talks to Redis, again on ioredis 6 (see vitest.config.ts).
+// `ioredis6`: every test that talks to Redis, again on ioredis 6 (see vitest.config.ts), and
+// `unit-mocked`: the unit files that replace a module, isolated: both in the unit step's run, their
+// files sharing its workers (one step after the unit files, the ioredis 6 files took 46 s quiet; in
+// the same run they added 23 s, filling the workers the unit run's last files leave idle).
 // `install`: the packages from their tarballs, installed by npm, pnpm and yarn into fresh projects.
-// `unit-mocked`: the unit files that replace a module, isolated (see vitest.config.ts), in the unit
-// step's run.
-for (const [project, ...alongside] of [['unit', 'unit-mocked'], ['ioredis6'], ['install'], ['sim']]) {
+for (const [project, ...alongside] of [['unit', 'unit-mocked', 'ioredis6'], ['install'], ['sim']]) {
   const report = join(reports, `${project}.json`);
   const projects = [project, ...alongside].flatMap((name) => ['--project', name]);
-  const code = step(`${project} tests`, bin('vitest'), ['run', ...projects, '--reporter=default', '--reporter=json', `--outputFile.json=${report}`, ...extra]);
+  // A Redis file's failure names both projects: vitest's JSON report does not say which ran it (its
+  // console output above does).
+  const label = [project, ...alongside].filter((name) => name !== 'unit-mocked').join(' or ');
+  const code = step(project === 'unit' ? 'unit tests (with the ioredis 6 run)' : `${project} tests`, bin('vitest'), ['run', ...projects, '--reporter=default', '--reporter=json', `--outputFile.json=${report}`, ...extra]);
   try {
     const json = JSON.parse(readFileSync(report, 'utf8'));
     counts.passed += json.numPassedTests;
@@ -134,15 +144,16 @@ for (const [project, ...alongside] of [['unit', 'unit-mocked'], ['ioredis6'], ['
     counts.skipped += json.numPendingTests + json.numTodoTests;
     for (const file of json.testResults) {
       const failedTests = file.assertionResults.filter((t) => t.status === 'failed');
-      for (const t of failedTests) failures.push(`${project}: ${file.name.replace(root, '')} > ${t.fullName}: ${firstLine(t.failureMessages[0])}`);
+      for (const t of failedTests) failures.push(`${label}: ${file.name.replace(root, '')} > ${t.fullName}: ${firstLine(t.failureMessages[0])}`);
       // A file that failed outside its tests (an import, a hook) has no failed test to name.
-      if (failedTests.length === 0 && file.status === 'failed') failures.push(`${project}: ${file.name.replace(root, '')}: ${firstLine(file.message)}`);
+      if (failedTests.length === 0 && file.status === 'failed') failures.push(`${label}: ${file.name.replace(root, '')}: ${firstLine(file.message)}`);
     }
   } catch {
     // vitest did not get as far as writing its report: the step's exit code says it failed.
   }
 }
 rmSync(reports, { recursive: true, force: true });
+rmSync(packs, { recursive: true, force: true });
 
 const failed = steps.filter((s) => s.code !== 0);
 process.stdout.write(`\npnpm test, ${Math.round((performance.now() - started) / 1000)} s:\n`);

@@ -246,8 +246,9 @@ export async function runSchedule(options: ScheduleOptions): Promise<ScheduleRes
           const hold = operation === 'acquire' ? holds.get(slot) : undefined;
           if (hold === undefined) return ms;
           holds.delete(slot);
-          hold.sent(slot, Math.max(ms, hold.ms));
-          return Math.max(ms, hold.ms);
+          const held = Math.max(ms, hold.ms);
+          hold.sent(slot, held);
+          return held;
         },
       });
       const coordinator = createCoordinator({ store, lease: 'billing', nodeId: name, ttlMs: TTL_MS, renewIntervalMs: RENEW_MS, fences: [guard], logger, clock: clocks[slot]! });

@@ -1,13 +1,13 @@
-// The etcd lease store's acquire at its edges, below the conformance suite: what a refusal says of
-// the holder's time, each request of a stalled member naming itself, a base that keeps moving under
-// the grant, a session whose etcd lease is gone as the key is written, and the in-flight hook of a
-// retried grant. Written for the survivors of its StrykerJS run (docs/planted-bugs.md). Faults are
+// The etcd lease store at its edges, below the conformance suite: what a refusal says of the
+// holder's time, each request of a stalled member naming itself, a base that keeps moving under the
+// grant or the counter's repair, a session whose etcd lease is gone as the key is written, the
+// in-flight hook of a retried grant, a release in one request, and the election record's trim. Written for the survivors of its StrykerJS run (docs/planted-bugs.md). Faults are
 // a fault proxy in front of the test cluster's first member (stalled: nothing passes until it is
 // let go), or another writer on the same keys, through a client that acts just before a request.
 import { parseToken, isFencedError } from '@fenced/shared';
 import { startFaultProxy, type FaultProxy } from '@fenced/chaos';
 import { etcdLeases } from '@fenced/coordinator/etcd';
-import { etcdTestScope, resultWithin, testEtcdEndpoints } from '#test-support';
+import { etcdTestScope, resultWithin, testEtcdEndpoints, waitFor } from '#test-support';
 import type { Etcd3 } from 'etcd3';
 import { describe, expect, it } from 'vitest';
 
@@ -175,5 +175,83 @@ describe('the etcd lease store, acquiring', () => {
     const reply = await lease.acquire(5000, 5000, async () => void calls++);
     expect(reply.won && reply.token > 1_000_000n).toBe(true);
     expect(calls).toBe(1);
+  });
+});
+
+describe('the etcd lease store, recording elections', () => {
+  /** The tokens of a lease's election record, oldest first, and each entry as written. */
+  async function recorded(name: string): Promise<{ tokens: number[]; entries: Array<Record<string, unknown>> }> {
+    const all = await admin().getAll().prefix(`${prefix}elections/${name}/`).strings();
+    const keys = Object.keys(all).sort();
+    return { tokens: keys.map((key) => Number(key.split('/').at(-1))), entries: keys.map((key) => JSON.parse(all[key]!) as Record<string, unknown>) };
+  }
+
+  it("records each election under its token and keeps the lease's newest 32, another lease's record untouched", async () => {
+    const name = `record-${++n}`;
+    const beside = `record-${++n}`;
+    etcdLeases({ client: client(), prefix }).openLease(beside, 'node-b', 5000).recordElection({ token: parseToken(1n), ttlMs: 4000, fences: 1, regressed: false });
+    await waitFor(async () => (await recorded(beside)).tokens.length === 1, 10_000);
+    const lease = etcdLeases({ client: client(), prefix }).openLease(name, 'node-a', 5000);
+    const before = Date.now();
+    for (let token = 1; token <= 34; token++) lease.recordElection({ token: parseToken(BigInt(token)), ttlMs: 5000, fences: 2, regressed: token === 34 });
+    const newest = Array.from({ length: 32 }, (_, i) => i + 3);
+    await waitFor(async () => (await recorded(name)).tokens.join() === newest.join(), 10_000);
+    const { entries } = await recorded(name);
+    expect(entries.at(-1)).toEqual({ token: '34', nodeId: 'node-a', ttlMs: 5000, fences: 2, regressed: true, at: expect.any(Number) });
+    expect(entries[0]).toMatchObject({ token: '3', regressed: false });
+    expect(entries.at(-1)!['at']).toBeGreaterThanOrEqual(before);
+    // The trim stays within the lease's own record.
+    expect((await recorded(beside)).tokens).toEqual([1]);
+  });
+});
+
+describe('the etcd lease store, releasing and repairing the counter', () => {
+  /** `real`, counting the key-value requests it sends (reads and transactions alike). */
+  function counting(real: Etcd3): { client: Etcd3; requests: string[] } {
+    const requests: string[] = [];
+    const kv = new Proxy(real.kv, {
+      get: (on, key) => {
+        const value = Reflect.get(on, key) as unknown;
+        return typeof value === 'function' ? (...args: unknown[]) => (requests.push(String(key)), (value as (...a: unknown[]) => unknown).apply(on, args)) : value;
+      },
+    });
+    return { client: new Proxy(real, { get: (on, key) => (key === 'kv' ? kv : Reflect.get(on, key)) }), requests };
+  }
+
+  it('releases a term it granted in one request, the delete compared with the key as written', async () => {
+    const { client: counted, requests } = counting(client());
+    const lease = etcdLeases({ client: counted, prefix }).openLease(`one-trip-${++n}`, 'node-a', 5000);
+    const won = await lease.acquire(5000, 5000);
+    if (!won.won) throw new Error('not granted');
+    requests.length = 0;
+    expect(await lease.release(won.leaseValue, 5000)).toBe(true);
+    expect(requests).toEqual(['txn']);
+  });
+
+  it('a release that a stalled member never answers fails naming the release', async () => {
+    const { client: through, proxy } = await proxied();
+    const lease = etcdLeases({ client: through, prefix }).openLease(`stalled-release-${++n}`, 'node-a', 5000);
+    const won = await lease.acquire(5000, 5000);
+    if (!won.won) throw new Error('not granted');
+    proxy.setMode({ kind: 'stall' });
+    const error = await lease.release(won.leaseValue, 500).catch((err: unknown) => err);
+    expect(error).toMatchObject({ code: 'LEASE_STORE_UNAVAILABLE', reason: 'timeout', message: expect.stringMatching(/^etcd: release failed \(timeout\)/) });
+  });
+
+  it('a counter repair compares the base it read: when the base moves under each of its three tries, it fails naming itself and writes nothing', async () => {
+    const name = `repair-moving-${++n}`;
+    let bumps = 0;
+    // Another process writes the base between the repair's read and its write, every time.
+    const moving = withHooks(client(), {
+      beforeTxn: async (request) => {
+        if (request.compare?.[0]?.target !== 'Mod') return;
+        await admin().put(`${prefix}base/${name}`).value(String(++bumps));
+      },
+    });
+    const repair = etcdLeases({ client: moving, prefix }).openLease(name, 'node-a', 5000).raiseCounter(parseToken(1_000_000n), 5000);
+    const error = await resultWithin(repair.then(() => 'raised', (err: unknown) => err), 10_000, 'still trying after 10 s');
+    expect(error).toMatchObject({ code: 'LEASE_STORE_UNAVAILABLE', store: 'etcd', message: expect.stringMatching(/^etcd: raise counter failed .*the base kept moving under the repair/) });
+    expect(bumps).toBe(3);
+    expect(await admin().get(`${prefix}base/${name}`).string()).toBe('3');
   });
 });

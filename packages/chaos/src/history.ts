@@ -69,6 +69,16 @@ type FaultEvent = Extract<HistoryEvent, { kind: 'fault' }>;
 export const PRECONDITION_MISSED = 'precondition missed';
 
 /**
+ * The fault the rounds record (start and end at once, the error as the detail) when the toolkit
+ * itself failed mid-run: a deployment that did not heal (a Redis replica that never synced again), a
+ * server that did not answer its admin command. The rounds end there; the run is healed, settled and
+ * checked as any (safety is judged), and its verdict is failed, naming the error (`verdictOf`): a
+ * defect to read in the kept run, never a pass, and no longer a throw that ended the whole simulation
+ * with no table, no report and nothing kept.
+ */
+export const HARNESS_FAILED = 'harness failed';
+
+/**
  * Each fault from its `start` to its `end`, in order of start: an end closes the latest open start of
  * the same fault on the same target. A fault that never ended has no `end`.
  */

@@ -229,7 +229,8 @@ export async function runSimCli(app: SimApp, argv: readonly string[], io: CliIo 
   writeFileSync(reportPath, reportHtml);
   const failed = (r: ReportRun) => !verdictOf(r).ok && !verdictOf(r).inconclusive;
   const guardedBad = runs.filter((r) => r.mode === 'guarded' && failed(r));
-  // A control without damage: the faults did not bite (a guarded run that missed its protection is in guardedBad, as toothless).
+  // A control without damage: the faults did not bite (a guarded run that missed its protection is in guardedBad, as toothless);
+  // or one whose harness failed mid-run.
   const undamagedControls = runs.filter((r) => r.mode === 'control' && failed(r));
   const inconclusive = runs.filter((r) => verdictOf(r).inconclusive);
   // Each failed or inconclusive run is kept, whole, where it can be read after this process and its
@@ -265,7 +266,11 @@ export async function runSimCli(app: SimApp, argv: readonly string[], io: CliIo 
     io.out(`report: ${reportPath}\n`);
     const keptIn = (r: ReportRun) => (kept.has(r) ? `; kept in ${kept.get(r)}` : '');
     for (const r of guardedBad) io.out(`FAIL ${r.scenario}: ${verdictOf(r).text} with the guard on (seed ${args.seed}${keptIn(r)})\n`);
-    for (const r of undamagedControls) io.out(`FAIL ${r.scenario}: the control shows no damage, so this run did not exercise what the scenario claims (seed ${args.seed}${keptIn(r)})\n`);
+    for (const r of undamagedControls) {
+      const text = verdictOf(r).text;
+      if (text.startsWith('harness failed')) io.out(`FAIL ${r.scenario} control: ${text} (seed ${args.seed}${keptIn(r)})\n`);
+      else io.out(`FAIL ${r.scenario}: the control shows no damage, so this run did not exercise what the scenario claims (seed ${args.seed}${keptIn(r)})\n`);
+    }
     for (const r of inconclusive) io.out(`INCONCLUSIVE ${r.scenario} ${r.mode}: ${verdictOf(r).text.replace(/^inconclusive: /, '')} (seed ${args.seed}; safety was judged and held${keptIn(r)})\n`);
     if (ok && inconclusive.length === 0) io.out(`ok: every guarded run is clean and every control shows the damage (seed ${args.seed})\n`);
     else if (ok) io.out(`no failure, ${inconclusive.length} of ${runs.length} runs inconclusive (each line above says why: the machine starved the simulation of CPU too long to judge timing, or a fault missed its precondition); run them again, on a quieter machine if starved (seed ${args.seed})\n`);

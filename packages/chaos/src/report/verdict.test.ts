@@ -78,6 +78,23 @@ describe('verdictOf', () => {
     expect(verdictOf({ mode: 'control', check: check({}), events: other }).text).toBe('no damage: the scenario did not bite');
   });
 
+  it('fails any run whose harness failed mid-run, naming the error, whatever else it shows; a guarded run names its anomalies first', () => {
+    const failed = [
+      { at: 1, kind: 'fault', fault: 'harness failed', phase: 'start', detail: 'the Redis server on 16155 did not sync with its primary within 53775 ms' },
+      { at: 1, kind: 'fault', fault: 'harness failed', phase: 'end' },
+    ] as const;
+    const text = 'harness failed: the Redis server on 16155 did not sync with its primary within 53775 ms';
+    // Clean, every protection exercised, judged: still failed.
+    expect(verdictOf({ mode: 'guarded', check: check({ protections: { 'stale refused': 1 } }), exercises: ['stale refused'], events: failed })).toEqual({ ok: false, inconclusive: false, text });
+    // Neither inconclusive (starved) nor toothless hides it.
+    const starved = { reason: 'replica r2 starved of CPU for 4.1 s', count: 1, violations: [] };
+    expect(verdictOf({ mode: 'guarded', check: check({ inconclusive: starved }), exercises: ['stale refused'], events: failed })).toEqual({ ok: false, inconclusive: false, text });
+    expect(verdictOf({ mode: 'guarded', check: check({ anomalies: 2 }), events: failed }).text).toBe('2 anomalies');
+    // A control's damage does not pass a run that did not run its scenario to the end.
+    expect(verdictOf({ mode: 'control', check: check({ anomalies: 3 }), events: failed })).toEqual({ ok: false, inconclusive: false, text });
+    expect(verdictOf({ mode: 'control', check: check({}), events: failed })).toEqual({ ok: false, inconclusive: false, text });
+  });
+
   it('calls a run with no anomaly but timing it could not judge inconclusive, never passed; anomalies still fail it', () => {
     const starved = { reason: 'replica r2 starved of CPU for 4.1 s', count: 2, violations: ['dispatched 300 ms past its bound: …'] };
     expect(verdictOf({ mode: 'guarded', check: check({ inconclusive: starved, protections: { 'stale refused': 1 } }), exercises: ['stale refused'] })).toEqual({

@@ -1,6 +1,6 @@
 import type { CheckResult } from '../checker/check-run.js';
 import type { Exercise, Protection } from '../checker/protections.js';
-import { PRECONDITION_MISSED, type HistoryEvent } from '../history.js';
+import { HARNESS_FAILED, PRECONDITION_MISSED, type HistoryEvent } from '../history.js';
 import type { SimMode } from '../sim/sim-app.js';
 
 /** What a verdict is drawn from: the run's mode, its check, and what its scenario must exercise. */
@@ -30,7 +30,8 @@ export interface Verdict {
  * timing checks could not be judged (its processes were starved of CPU) and that has no anomaly
  * otherwise is inconclusive, never passed: it says why, and proves nothing about its timing. So is a
  * toothless run, or a control without damage, whose faults said they missed their precondition
- * (`PRECONDITION_MISSED`).
+ * (`PRECONDITION_MISSED`). A run whose harness failed mid-run (`HARNESS_FAILED`) is failed, naming
+ * the error, whatever else it shows (a guarded run's anomalies are named first).
  */
 export function verdictOf(run: JudgedRun): Verdict {
   const inconclusive = run.check.inconclusive;
@@ -38,14 +39,21 @@ export function verdictOf(run: JudgedRun): Verdict {
   // The faults said they could not set up what they needed (a loaded machine elected too slowly, a
   // lagging leader that dispatched nothing in time): a run that then shows nothing tested nothing,
   // which proves nothing either way. Safety is judged first, and a control passes only on damage.
-  const why = (run.events ?? []).filter((e) => e.kind === 'fault' && e.fault === PRECONDITION_MISSED && e.phase === 'start').map((e) => (e.kind === 'fault' ? e.detail : undefined));
+  const detailsOf = (fault: string) => (run.events ?? []).flatMap((e) => (e.kind === 'fault' && e.fault === fault && e.phase === 'start' ? [e.detail] : []));
+  const why = detailsOf(PRECONDITION_MISSED);
+  // The toolkit failed mid-run (HARNESS_FAILED): whatever else the run shows, it did not run its
+  // scenario to the end. Safety first: a guarded run's anomalies are named before it.
+  const harness = detailsOf(HARNESS_FAILED);
+  const harnessFailed = { ok: false, inconclusive: false, text: `harness failed: ${harness.join('; ')}` };
   if (run.mode === 'control') {
+    if (harness.length > 0) return harnessFailed;
     if (run.check.anomalies > 0) return { ok: true, inconclusive: false, text: `damage shown: ${run.check.anomalies}` };
     if (unjudged !== null) return unjudged;
     if (why.length > 0) return { ok: false, inconclusive: true, text: `inconclusive: no damage, the faults missed their precondition (${why.join('; ')})` };
     return { ok: false, inconclusive: false, text: 'no damage: the scenario did not bite' };
   }
   if (run.check.anomalies > 0) return { ok: false, inconclusive: false, text: `${run.check.anomalies} anomalies` };
+  if (harness.length > 0) return harnessFailed;
   const missing = (run.exercises ?? [])
     .map((e) => (typeof e === 'string' ? [e] : e))
     .filter((anyOf) => anyOf.every((p) => timesExercised(run.check, p) === 0))

@@ -1,6 +1,6 @@
 import { leadershipOverlaps } from '../checker/check-run.js';
 import type { FaultContext, SimNode } from './fault-context.js';
-import type { HistoryEvent } from '../history.js';
+import { HARNESS_FAILED, type HistoryEvent } from '../history.js';
 import { draw, preconditionMissed, type HoldAt, type ReplicaFaultKind, type DeploymentFaultKind, type Span, type Victim } from './faults/fault-kind.js';
 import { FAULT_KINDS, type RedisFault, type ReplicaFault, type ServiceFaultOf, type StoresFault } from './faults/registry.js';
 
@@ -98,9 +98,20 @@ export type FaultRound = RoundTiming & Hit;
 
 /**
  * Runs `round` again and again until the fault time runs out, then stays quiet until the deadline
- * (so the checked window is the run's whole fault time).
+ * (so the checked window is the run's whole fault time). Never throws: a round that does (the
+ * toolkit failed, not the SDK) ends the rounds with a `HARNESS_FAILED` fault in the history, and the
+ * run goes on to be healed and checked, its verdict failed.
  */
 export async function runFaultRounds(ctx: FaultContext, round: FaultRound): Promise<void> {
+  try {
+    await faultRounds(ctx, round);
+  } catch (error) {
+    ctx.fault(HARNESS_FAILED, 'start', undefined, error instanceof Error ? error.message : String(error));
+    ctx.fault(HARNESS_FAILED, 'end');
+  }
+}
+
+async function faultRounds(ctx: FaultContext, round: FaultRound): Promise<void> {
   const mustRun = round.atLeastOnce !== true ? 0 : round.fault !== undefined && 'variants' in round.fault ? round.fault.variants.length : 1;
   // Until one fault has landed at the target's failpoint, every round aims there: a run that never
   // did would not test what its scenario claims (and fails as toothless).

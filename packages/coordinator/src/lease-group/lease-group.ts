@@ -93,7 +93,7 @@ export class LeaseGroup extends EventEmitter<LeaseGroupEventMap> {
   #beating: Promise<void> | undefined;
   /** The stop under way or last made: a start waits for it. */
   #stopping: Promise<void> | undefined;
-  /** A release was heard while a heartbeat was in flight: beat again as soon as it is answered. */
+  /** A release was heard: the next heartbeat goes at once (after the one in flight, if there is one). */
   #beatAgain = false;
   /** When the first other member expires unless it beats again (see `MemberList`). */
   #nextExpiryMs = -1;
@@ -253,12 +253,9 @@ export class LeaseGroup extends EventEmitter<LeaseGroupEventMap> {
    */
   #beatSoon(): void {
     if (!this.#running) return;
-    if (this.#beating !== undefined) {
-      this.#beatAgain = true;
-      return;
-    }
-    clearTimeout(this.#timer);
-    void this.#beatOnce().finally(() => this.#schedule());
+    this.#beatAgain = true;
+    // With a heartbeat in flight, its answer schedules the next (at once, by the flag).
+    if (this.#beating === undefined) this.#schedule();
   }
 
   /** One heartbeat, noted as in flight until it is answered (it never rejects: #beat reports its errors). */
