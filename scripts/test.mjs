@@ -127,8 +127,10 @@ const counts = { passed: 0, failed: 0, skipped: 0 };
 const failures = [];
 // `ioredis6`: every test that talks to Redis, again on ioredis 6 (see vitest.config.ts), and
 // `unit-mocked`: the unit files that replace a module, isolated: both in the unit step's run, their
-// files sharing its workers (one step after the unit files, the ioredis 6 files took 46 s quiet; in
-// the same run they added 23 s, filling the workers the unit run's last files leave idle).
+// files sharing its workers. Measured quiet on two cores (2026-12-06): alone, unit 245 s and
+// ioredis6 46 s; in one run 268 s. In fresh-clone CI runs the gain did not show: quiet 282 s against
+// 224 + 61 s the day before, beside four CPU hogs 462 s against 342 + 75 and 358 + 71 s (that run was
+// slower in every step, the unchanged simulation by 120 s).
 // `install`: the packages from their tarballs, installed by npm, pnpm and yarn into fresh projects.
 for (const [project, ...alongside] of [['unit', 'unit-mocked', 'ioredis6'], ['install'], ['sim']]) {
   const report = join(reports, `${project}.json`);
