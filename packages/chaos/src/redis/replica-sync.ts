@@ -31,7 +31,7 @@ export async function waitForReplicaSync(port: number, timeoutMs: number): Promi
 }
 
 /** The fields of `INFO replication` that say why a replica is not in sync, on one line. */
-export function replicationSummary(info: string): string {
+function replicationSummary(info: string): string {
   if (info === '') return 'it did not answer INFO replication';
   const fields = ['role', 'master_host', 'master_port', 'master_link_status', 'master_sync_in_progress', 'master_link_down_since_seconds', 'connected_slaves'];
   const found = fields.flatMap((field) => {
