@@ -23,10 +23,8 @@ export default defineConfig({
   },
   ssr: { resolve: { conditions } },
   test: {
-    // Run by `pnpm test` in three steps, one after the other: unit, unit-mocked and ioredis6 in one
-    // run (the same three workers: vitest runs projects of different `maxWorkers` one after the
-    // other), then install, then sim (it runs real replicas with real timing, so it gets the machine
-    // to itself).
+    // Run by `pnpm test` in four steps, one after the other: unit with unit-mocked, ioredis6, install,
+    // sim (it runs real replicas with real timing, so it gets the machine to itself).
     projects: [
       // Three workers on two cores: most of its files wait on real time (a TTL running out, a server
       // restarting), not the CPU. Measured quiet: 301 s with two, 247 s with three (394 s of CPU).
@@ -38,7 +36,7 @@ export default defineConfig({
       { extends: true, test: { name: 'unit-mocked', maxWorkers: 3, env: { FENCED_IOREDIS_MAJOR: '5' }, include: mockedModules } },
       // The packages installed from their tarballs by npm, pnpm and yarn: CPU-heavy installs, run alone.
       { extends: true, test: { name: 'install', include: ['test/install/**/*.test.ts'], fileParallelism: false, maxWorkers: 1 } },
-      { extends: true, resolve: { alias: [{ find: /^ioredis$/, replacement: ioredis6 }] }, test: { name: 'ioredis6', maxWorkers: 3, isolate: false, include: redisTests, env: { FENCED_IOREDIS_MAJOR: '6' } } },
+      { extends: true, resolve: { alias: [{ find: /^ioredis$/, replacement: ioredis6 }] }, test: { name: 'ioredis6', isolate: false, include: redisTests, env: { FENCED_IOREDIS_MAJOR: '6' } } },
       { extends: true, test: { name: 'sim', include: ['test/sim/**/*.test.ts'], exclude: [...configDefaults.exclude], fileParallelism: false, maxWorkers: 1 } },
     ],
     globalSetup: ['./test/support/global-setup.ts'],

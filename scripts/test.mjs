@@ -1,10 +1,9 @@
 #!/usr/bin/env node
 // `pnpm test`: a check that the services answer and the generated-module check; then, side by side,
 // the type check (with ioredis 5 and 6), the protocol's model check, and the packages as a consumer
-// gets them (publint, attw); then the unit/integration project with the Redis tests again on
-// ioredis 6, the install from the tarballs the package checks packed, and the simulation project, one
-// after the other (the simulation runs real replicas with real timing, so it gets the machine to
-// itself).
+// gets them (publint, attw); then the unit/integration project, the Redis tests again on ioredis 6,
+// the install from the tarballs the package checks packed, and the simulation project, one after the
+// other (the simulation runs real replicas with real timing, so it gets the machine to itself).
 //
 // A failing step does not hide the others: every step runs (unless the services are missing: then
 // nothing could pass), a summary names what failed, and the exit code is non-zero if any did.
@@ -14,6 +13,7 @@ import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { packArgs, PACKAGES, removeBuilds, tarballPath } from './packages.mjs';
 
 const root = fileURLToPath(new URL('..', import.meta.url));
 const extra = process.argv.slice(2);
@@ -91,23 +91,21 @@ async function sideStep(name, run) {
  * every package packed and passed.
  */
 async function packageChecks() {
-  const packages = ['shared', 'coordinator', 'consumer-guard', 'chaos', 'cli'];
-  for (const pkg of packages) rmSync(join(root, 'packages', pkg, 'dist'), { recursive: true, force: true });
+  removeBuilds(root);
   const packed = [];
-  for (const pkg of packages) {
-    if ((await heldOutput(`pack ${pkg}`, 'pnpm', ['pack', '--pack-destination', packs], join(root, 'packages', pkg), { quietUnlessFailed: true })) !== 0) break;
-    const { version } = JSON.parse(readFileSync(join(root, 'packages', pkg, 'package.json'), 'utf8'));
-    packed.push(join(packs, `fenced-${pkg}-${version}.tgz`));
+  for (const pkg of PACKAGES) {
+    if ((await heldOutput(`pack ${pkg}`, 'pnpm', packArgs(packs), join(root, 'packages', pkg), { quietUnlessFailed: true })) !== 0) break;
+    packed.push(tarballPath(root, packs, pkg));
   }
   const checked = await Promise.all(
     packed.flatMap((tarball, i) => [
-      heldOutput(`publint ${packages[i]}`, bin('publint'), ['run', tarball, '--strict']),
-      heldOutput(`attw ${packages[i]}`, bin('attw'), [tarball, '--profile', 'esm-only', '--format', 'table-flipped']),
+      heldOutput(`publint ${PACKAGES[i]}`, bin('publint'), ['run', tarball, '--strict']),
+      heldOutput(`attw ${PACKAGES[i]}`, bin('attw'), [tarball, '--profile', 'esm-only', '--format', 'table-flipped']),
     ]),
   );
   // The install step installs these tarballs rather than packing again, when all five packed.
-  if (packed.length === packages.length) process.env.FENCED_PACKED_DIR = packs;
-  return packed.length === packages.length && checked.every((code) => code === 0) ? 0 : 1;
+  if (packed.length === PACKAGES.length) process.env.FENCED_PACKED_DIR = packs;
+  return packed.length === PACKAGES.length && checked.every((code) => code === 0) ? 0 : 1;
 }
 
 // These four read the sources and write nothing the others read, and none depends on timing: side
@@ -125,20 +123,17 @@ await Promise.all([
 const counts = { passed: 0, failed: 0, skipped: 0 };
 // Named again in the summary: CI shows the tail of the output, and the failure itself may be far above.
 const failures = [];
-// `ioredis6`: every test that talks to Redis, again on ioredis 6 (see vitest.config.ts), and
-// `unit-mocked`: the unit files that replace a module, isolated: both in the unit step's run, their
-// files sharing its workers. Measured quiet on two cores (2026-12-06): alone, unit 245 s and
-// ioredis6 46 s; in one run 268 s. In fresh-clone CI runs the gain did not show: quiet 282 s against
-// 224 + 61 s the day before, beside four CPU hogs 462 s against 342 + 75 and 358 + 71 s (that run was
-// slower in every step, the unchanged simulation by 120 s).
+// `ioredis6`: every test that talks to Redis, again on ioredis 6 (see vitest.config.ts), in a run of
+// its own: run in the unit step's run, on the same workers, it saved 3 s quiet and cost 40-60 s
+// beside four CPU hogs in fresh-clone CI (2026-12-06: 282 s against 224 + 61 s quiet; 462 and 488 s
+// against 342 + 75 and 358 + 71 s beside hogs).
 // `install`: the packages from their tarballs, installed by npm, pnpm and yarn into fresh projects.
-for (const [project, ...alongside] of [['unit', 'unit-mocked', 'ioredis6'], ['install'], ['sim']]) {
+// `unit-mocked`: the unit files that replace a module, isolated (see vitest.config.ts), in the unit
+// step's run.
+for (const [project, ...alongside] of [['unit', 'unit-mocked'], ['ioredis6'], ['install'], ['sim']]) {
   const report = join(reports, `${project}.json`);
   const projects = [project, ...alongside].flatMap((name) => ['--project', name]);
-  // A Redis file's failure names both projects: vitest's JSON report does not say which ran it (its
-  // console output above does).
-  const label = [project, ...alongside].filter((name) => name !== 'unit-mocked').join(' or ');
-  const code = step(project === 'unit' ? 'unit tests (with the ioredis 6 run)' : `${project} tests`, bin('vitest'), ['run', ...projects, '--reporter=default', '--reporter=json', `--outputFile.json=${report}`, ...extra]);
+  const code = step(`${project} tests`, bin('vitest'), ['run', ...projects, '--reporter=default', '--reporter=json', `--outputFile.json=${report}`, ...extra]);
   try {
     const json = JSON.parse(readFileSync(report, 'utf8'));
     counts.passed += json.numPassedTests;
@@ -146,9 +141,9 @@ for (const [project, ...alongside] of [['unit', 'unit-mocked', 'ioredis6'], ['in
     counts.skipped += json.numPendingTests + json.numTodoTests;
     for (const file of json.testResults) {
       const failedTests = file.assertionResults.filter((t) => t.status === 'failed');
-      for (const t of failedTests) failures.push(`${label}: ${file.name.replace(root, '')} > ${t.fullName}: ${firstLine(t.failureMessages[0])}`);
+      for (const t of failedTests) failures.push(`${project}: ${file.name.replace(root, '')} > ${t.fullName}: ${firstLine(t.failureMessages[0])}`);
       // A file that failed outside its tests (an import, a hook) has no failed test to name.
-      if (failedTests.length === 0 && file.status === 'failed') failures.push(`${label}: ${file.name.replace(root, '')}: ${firstLine(file.message)}`);
+      if (failedTests.length === 0 && file.status === 'failed') failures.push(`${project}: ${file.name.replace(root, '')}: ${firstLine(file.message)}`);
     }
   } catch {
     // vitest did not get as far as writing its report: the step's exit code says it failed.

@@ -9,6 +9,8 @@
  * - `pnpm dst --seed 0x… [--faults 0,2] [--events]`: replays one schedule, bit for bit: its faults in
  *   order and what it broke; `--faults` keeps only those of the seed's faults (a shrunk schedule),
  *   and `--events` prints every event the nodes logged, at its virtual time.
+ * - `--group` with either: the lease group's schedules (test/dst/group-schedule.ts: three members
+ *   sharing six leases) in place of the single lease's.
  *
  * A failing schedule is shrunk by leaving its faults out one at a time (each drawn fault is a group:
  * a failover with the copy it goes back to), keeping each removal after which the schedule still
@@ -16,9 +18,30 @@
  */
 import { randomInt } from 'node:crypto';
 import { parseArgs } from 'node:util';
-import { runSchedule, T0, type ScheduleResult } from '../../test/dst/schedule.js';
+import { runGroupSchedule } from '../../test/dst/group-schedule.js';
+import { runSchedule, T0 } from '../../test/dst/schedule.js';
 
-const { values } = parseArgs({ options: { events: { type: 'boolean' }, faults: { type: 'string' }, first: { type: 'boolean' }, seed: { type: 'string' }, seeds: { type: 'string' }, from: { type: 'string' } } });
+const { values } = parseArgs({ options: { events: { type: 'boolean' }, faults: { type: 'string' }, first: { type: 'boolean' }, group: { type: 'boolean' }, seed: { type: 'string' }, seeds: { type: 'string' }, from: { type: 'string' } } });
+
+/** What either kind of schedule comes to, as far as running, shrinking and replaying it goes. */
+interface ScheduleResult {
+  readonly seed: number;
+  readonly failures: readonly string[];
+  readonly excused: readonly string[];
+  readonly faults: readonly string[];
+  readonly drawn: number;
+  readonly events: ReadonlyArray<{ readonly at: number; readonly event: unknown }>;
+  /** One line of what the schedule did. */
+  readonly did: string;
+}
+const run = async (options: { seed: number; faults?: readonly number[] }): Promise<ScheduleResult> => {
+  if (values.group === true) {
+    const result = await runGroupSchedule(options);
+    return { ...result, did: `${result.elections} elections, ${result.judged.handovers} graceful handovers and ${result.judged.takeovers} crash takeovers judged` };
+  }
+  const result = await runSchedule(options);
+  return { ...result, did: `${result.fires} fires took effect, ${result.elections} elections, ${result.takeovers} writes ended by a takeover` };
+};
 const hex = (seed: number) => `0x${seed.toString(16).padStart(8, '0')}`;
 const parseSeed = (text: string): number => {
   const seed = Number(text);
@@ -39,7 +62,7 @@ async function shrink(failed: ScheduleResult): Promise<{ faults: number[]; resul
   let result = failed;
   for (const fault of [...kept]) {
     const fewer = kept.filter((k) => k !== fault);
-    const tried = await runSchedule({ seed: failed.seed, faults: fewer });
+    const tried = await run({ seed: failed.seed, faults: fewer });
     if (tried.failures.length > 0 && kindOf(tried) === kindOf(failed)) {
       kept = fewer;
       result = tried;
@@ -48,13 +71,13 @@ async function shrink(failed: ScheduleResult): Promise<{ faults: number[]; resul
   return { faults: kept, result };
 }
 
-const replayLine = (seed: number, faults: readonly number[] | undefined) => `pnpm dst --seed ${hex(seed)}${faults === undefined ? '' : ` --faults ${faults.join(',')}`}`;
+const replayLine = (seed: number, faults: readonly number[] | undefined) => `pnpm dst${values.group === true ? ' --group' : ''} --seed ${hex(seed)}${faults === undefined ? '' : ` --faults ${faults.join(',')}`}`;
 
 async function main(): Promise<number> {
   if (values.seed !== undefined) {
     const faults = values.faults === undefined ? undefined : parseFaults(values.faults);
-    const result = await runSchedule({ seed: parseSeed(values.seed), ...(faults === undefined ? {} : { faults }) });
-    console.log(`dst: seed ${hex(result.seed)}: ${result.fires} fires took effect, ${result.elections} elections, ${result.takeovers} writes ended by a takeover`);
+    const result = await run({ seed: parseSeed(values.seed), ...(faults === undefined ? {} : { faults }) });
+    console.log(`dst: seed ${hex(result.seed)}: ${result.did}`);
     for (const fault of result.faults) console.log(`  fault at ${fault}`);
     if (values.events === true) for (const { at, event } of result.events) console.log(`  +${at - T0} ms ${JSON.stringify(event, (_key, value: unknown) => (typeof value === 'bigint' ? `${value}` : value))}`);
     for (const excused of result.excused) console.log(`  excused: ${excused}`);
@@ -65,14 +88,14 @@ async function main(): Promise<number> {
   const count = values.seeds === undefined ? 1_000 : Number(values.seeds);
   if (!Number.isSafeInteger(count) || count < 1) throw new TypeError(`--seeds is a whole number of schedules, at least 1, not ${JSON.stringify(values.seeds)}`);
   const from = values.from === undefined ? randomInt(0, 0xffffffff - count) : parseSeed(values.from);
-  console.log(`dst: ${count} schedules from seed ${hex(from)}`);
+  console.log(`dst: ${count} ${values.group === true ? 'lease-group ' : ''}schedules from seed ${hex(from)}`);
   const started = performance.now();
   let shrinkingMs = 0;
   let failures = 0;
   let ran = 0;
   for (let seed = from; seed < from + count && !(values.first === true && failures > 0); seed++) {
     ran++;
-    const result = await runSchedule({ seed });
+    const result = await run({ seed });
     if (result.failures.length === 0) continue;
     failures++;
     const shrinkFrom = performance.now();

@@ -135,3 +135,49 @@ it.each([
     vi.useRealTimers();
   }
 });
+
+it('a stop and a start while the first start\'s heartbeat is in flight: that start begins no election, the later one begins them all, once', async () => {
+  vi.useFakeTimers({ toFake: ['setTimeout', 'clearTimeout', 'setImmediate', 'clearImmediate', 'Date', 'performance'] });
+  try {
+    const server = createMemoryLeaseServer();
+    let group: LeaseGroup | undefined;
+    let second: Promise<void> | undefined;
+    let beats = 0;
+    const store = memoryLeases({
+      server,
+      // The first heartbeat takes 10 ms to answer, and 2 ms after it went out the member is stopped
+      // and started again.
+      replyDelayMs: (operation) => {
+        if (operation !== 'heartbeat' || ++beats !== 1) return 0;
+        setTimeout(() => {
+          void group!.stop();
+          second = group!.start();
+        }, 2);
+        return 10;
+      },
+    });
+    // The subscriptions each release hub served, in the order the hubs opened.
+    const listens: number[] = [];
+    const openReleaseHub = store.openReleaseHub.bind(store);
+    const counted = {
+      ...store,
+      openReleaseHub: async (...args: Parameters<typeof store.openReleaseHub>) => {
+        const hub = await openReleaseHub(...args);
+        const i = listens.push(0) - 1;
+        return { ...hub, listen: (...listenArgs: Parameters<typeof hub.listen>) => (listens[i]!++, hub.listen(...listenArgs)) };
+      },
+    };
+    group = createLeaseGroup({ store: counted, group: 'g', leases: ['a', 'b'], ttlMs: 2000, renewIntervalMs: 100, nodeId: 'x' });
+    const first = group.start();
+    await vi.advanceTimersByTimeAsync(100);
+    await Promise.all([first, second]);
+    // The stop closed the first hub: a lease subscribing to it would be listening to nothing.
+    expect(listens).toEqual([0, 2]);
+    expect(group.led()).toEqual(['a', 'b']);
+    const stopped = group.stop();
+    await vi.advanceTimersByTimeAsync(20);
+    await stopped;
+  } finally {
+    vi.useRealTimers();
+  }
+});

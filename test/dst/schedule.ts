@@ -40,7 +40,6 @@
  * once the leader has released, a standby is granted the lease within `HANDOVER_BOUND_MS` of the
  * moment the first ready standby is free (its attempt in flight answered), not a retry interval later.
  */
-import FakeTimers from '@sinonjs/fake-timers';
 import { createGuard } from '@fenced/consumer-guard';
 import { createMemoryFenceDatabase, memoryFences } from '@fenced/consumer-guard/memory';
 import { createCoordinator, createScheduler, fireId, type Coordinator, type Scheduler } from '@fenced/coordinator';
@@ -50,6 +49,9 @@ import { failpoints, type FailpointName } from '@fenced/shared/failpoints';
 import { ProcessPauses } from './process-pauses.js';
 import { effectsOf, historyOf, sharedInvariantFailures, type Exit, type LedgerRow, type NodeEvent, type WriteRecord } from './sim-checks.js';
 import { recordStoreHistory, storeLostEarlierTerm, termAt, termKey, type StoreHistory, type StoreTerm } from './store-history.js';
+import { drawsFrom, enterVirtualWorld, T0, withOverrides } from './virtual-world.js';
+
+export { T0 };
 
 export const TTL_MS = 1_000;
 const RENEW_MS = 250;
@@ -57,8 +59,6 @@ export const EVERY_MS = 250;
 const NODES = 3;
 /** The token the deployment's history reached before the run: the counter and the fence start there. */
 const HISTORY_TOKEN = parseToken(40n);
-/** Where virtual time starts: a whole second, so fires fall on the grid from the start. */
-export const T0 = Date.UTC(2026, 11, 4, 12, 0, 0);
 
 export interface ScheduleOptions {
   readonly seed: number;
@@ -90,18 +90,6 @@ export interface ScheduleResult {
   readonly events: ReadonlyArray<{ readonly at: number; readonly event: FencedEvent }>;
 }
 
-/** A small seeded generator (mulberry32): the same seed, the same draws. */
-export function seededRandom(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4_294_967_296;
-  };
-}
-
 interface Node {
   readonly name: string;
   readonly store: MemoryLeases;
@@ -119,26 +107,11 @@ interface Fault {
 export async function runSchedule(options: ScheduleOptions): Promise<ScheduleResult> {
   const faultMs = options.faultMs ?? 8_000;
   const healMs = options.healMs ?? 6_000;
-  const random = seededRandom(options.seed);
-  const between = (low: number, high: number) => Math.floor(low + random() * (high - low));
-  const realRandom = Math.random;
-  Math.random = random;
-  // fake-timers yields to the real event loop between timers (with the setImmediate it finds when
-  // it is installed) so that the promises a timer settles run before the next timer: one loop
-  // iteration, an epoll call, per virtual timer (a profile showed the thread idle 35-45 % of the
-  // time). Everything here is in memory, so the yield needs only the microtasks drained: it is
-  // handed a yield that waits for that and no more (10,014-11,346 schedules a minute before,
-  // 12,927-13,733 after, quiet, 3,000 seeds each), and the real setImmediate is put back after.
-  const realSetImmediate = globalThis.setImmediate;
-  globalThis.setImmediate = afterMicrotasks as unknown as typeof setImmediate;
-  const clock = FakeTimers.withGlobal(globalThis).install({
-    now: T0,
-    toFake: ['setTimeout', 'clearTimeout', 'setInterval', 'clearInterval', 'setImmediate', 'clearImmediate', 'Date', 'performance'],
-    loopLimit: 1_000_000,
-  });
+  const world = enterVirtualWorld(options.seed);
+  const { between, clock } = world;
   // Whole-process pauses, from a stream of their own (as the clock faults below): drawn before the
   // nodes start, since only a schedule that draws one runs its nodes in contexts of their own.
-  const pauseRandom = seededRandom(options.seed ^ PAUSE_STREAM);
+  const pauseRandom = drawsFrom(options.seed ^ PAUSE_STREAM);
   const pauseBetween = (low: number, high: number) => Math.floor(low + pauseRandom() * (high - low));
   const drawnPauses = pauseRandom() < 0.75 ? [] : Array.from({ length: pauseBetween(1, 3) }, () => ({ at: T0 + pauseBetween(500, faultMs - 500), slot: pauseBetween(0, NODES), ms: pauseBetween(TTL_MS / 2, TTL_MS * 3) }));
   const pauses = drawnPauses.length > 0 ? new ProcessPauses() : undefined;
@@ -386,7 +359,7 @@ export async function runSchedule(options: ScheduleOptions): Promise<ScheduleRes
     }
     // Clock faults, from a stream of their own, numbered after the others: a schedule that draws
     // none is the one the seed ran before they existed, and a shrunk schedule's numbers still hold.
-    const clockRandom = seededRandom(options.seed ^ CLOCK_STREAM);
+    const clockRandom = drawsFrom(options.seed ^ CLOCK_STREAM);
     const clockBetween = (low: number, high: number) => Math.floor(low + clockRandom() * (high - low));
     const clockFaults = clockRandom() < 0.5 ? 0 : clockBetween(1, 3);
     for (let group = drawn; group < drawn + clockFaults; group++) {
@@ -430,7 +403,7 @@ export async function runSchedule(options: ScheduleOptions): Promise<ScheduleRes
       });
     }
     // Graceful handovers, from a stream of their own, numbered after the pauses.
-    const handoverRandom = seededRandom(options.seed ^ HANDOVER_STREAM);
+    const handoverRandom = drawsFrom(options.seed ^ HANDOVER_STREAM);
     const handoverBetween = (low: number, high: number) => Math.floor(low + handoverRandom() * (high - low));
     const handoverCount = handoverRandom() < 0.5 ? 0 : handoverBetween(1, 3);
     for (let i = 0; i < handoverCount; i++) {
@@ -519,38 +492,8 @@ export async function runSchedule(options: ScheduleOptions): Promise<ScheduleRes
     failpoints.disarm();
     await clock.runAllAsync().catch(() => undefined);
     pauses?.uninstall();
-    clock.uninstall();
-    globalThis.setImmediate = realSetImmediate;
-    Math.random = realRandom;
+    world.leave();
   }
-}
-
-/**
- * Calls `callback` once every microtask queued before it, and every one those queue, has run: a
- * microtask that defers to the next tick, since Node drains the whole microtask queue before it
- * looks at the tick queue again (from a tick callback too: a tick queued from a tick callback
- * directly would run before the microtasks the first one queued).
- */
-function afterMicrotasks(callback: () => void): void {
-  queueMicrotask(() => process.nextTick(callback));
-}
-
-/**
- * `target` with some methods replaced (the per-node view of a store the nodes share); its other
- * methods bound to it, once each: a node calls them on every request.
- */
-function withOverrides<T extends object>(target: T, overrides: Partial<Record<keyof T, unknown>>): T {
-  const bound = new Map<PropertyKey, unknown>(Object.entries(overrides));
-  return new Proxy(target, {
-    get: (on, key) => {
-      if (bound.has(key)) return bound.get(key);
-      const value: unknown = Reflect.get(on, key);
-      if (typeof value !== 'function') return value;
-      const method = value.bind(on);
-      bound.set(key, method);
-      return method;
-    },
-  });
 }
 
 /** Seeds the clock faults' stream apart from the others (any odd constant would do). */

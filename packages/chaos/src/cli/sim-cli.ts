@@ -6,7 +6,7 @@ import { machineHas, runnableHere } from './machine-support.js';
 import { killTrackedChildren, runTrackedCleanups } from '../process/child-registry.js';
 import { COLUMN_DEFINITIONS, renderHtmlReport, RESULT_COLUMNS, resultTableRows, type ReportRun } from '../report/html-report.js';
 import { keepRun, keptRunsRoot } from '../report/kept-runs.js';
-import { verdictOf } from '../report/verdict.js';
+import { harnessFailures, verdictOf } from '../report/verdict.js';
 import { textTable } from '../report/text-table.js';
 import { runScenario, scenarioLabel, type RunResult, type RunStatus } from '../sim/run-scenario.js';
 import { phaseTimeLine } from '../report/phase-time.js';
@@ -268,7 +268,7 @@ export async function runSimCli(app: SimApp, argv: readonly string[], io: CliIo 
     for (const r of guardedBad) io.out(`FAIL ${r.scenario}: ${verdictOf(r).text} with the guard on (seed ${args.seed}${keptIn(r)})\n`);
     for (const r of undamagedControls) {
       const text = verdictOf(r).text;
-      if (text.startsWith('harness failed')) io.out(`FAIL ${r.scenario} control: ${text} (seed ${args.seed}${keptIn(r)})\n`);
+      if (harnessFailures(r).length > 0) io.out(`FAIL ${r.scenario} control: ${text} (seed ${args.seed}${keptIn(r)})\n`);
       else io.out(`FAIL ${r.scenario}: the control shows no damage, so this run did not exercise what the scenario claims (seed ${args.seed}${keptIn(r)})\n`);
     }
     for (const r of inconclusive) io.out(`INCONCLUSIVE ${r.scenario} ${r.mode}: ${verdictOf(r).text.replace(/^inconclusive: /, '')} (seed ${args.seed}; safety was judged and held${keptIn(r)})\n`);

@@ -39,11 +39,10 @@ export function verdictOf(run: JudgedRun): Verdict {
   // The faults said they could not set up what they needed (a loaded machine elected too slowly, a
   // lagging leader that dispatched nothing in time): a run that then shows nothing tested nothing,
   // which proves nothing either way. Safety is judged first, and a control passes only on damage.
-  const detailsOf = (fault: string) => (run.events ?? []).flatMap((e) => (e.kind === 'fault' && e.fault === fault && e.phase === 'start' ? [e.detail] : []));
-  const why = detailsOf(PRECONDITION_MISSED);
+  const why = faultDetails(run, PRECONDITION_MISSED);
   // The toolkit failed mid-run (HARNESS_FAILED): whatever else the run shows, it did not run its
   // scenario to the end. Safety first: a guarded run's anomalies are named before it.
-  const harness = detailsOf(HARNESS_FAILED);
+  const harness = harnessFailures(run);
   const harnessFailed = { ok: false, inconclusive: false, text: `harness failed: ${harness.join('; ')}` };
   if (run.mode === 'control') {
     if (harness.length > 0) return harnessFailed;
@@ -63,4 +62,14 @@ export function verdictOf(run: JudgedRun): Verdict {
     return { ok: false, inconclusive: false, text: `toothless: no ${missing.join(', no ')}` };
   }
   return unjudged ?? { ok: true, inconclusive: false, text: 'no anomaly' };
+}
+
+/** The errors of the toolkit's own failures mid-run (`HARNESS_FAILED`), in the order they happened: empty when it ran whole. */
+export function harnessFailures(run: JudgedRun): string[] {
+  return faultDetails(run, HARNESS_FAILED);
+}
+
+/** The detail each start of `fault` in the run's history gave. */
+function faultDetails(run: JudgedRun, fault: string): string[] {
+  return (run.events ?? []).flatMap((e) => (e.kind === 'fault' && e.fault === fault && e.phase === 'start' ? [e.detail ?? ''] : []));
 }

@@ -199,11 +199,16 @@ export class LeaseGroup extends EventEmitter<LeaseGroupEventMap> {
     }
     this.#hub = hub;
     await this.#beatOnce();
+    // A stop (and maybe a start after it) came during the heartbeat: the stop closed this start's
+    // hub, and the elections are the newer start's to begin, if there is one. Started here, a lease
+    // would subscribe to a hub that is gone, and fail; and the newer start would find it not stopped
+    // and leave it so, a lease this member never competes for.
+    if (!current()) return;
     // Heartbeats go on while the elections start: a start of many leases on a slow Redis must not
     // outlast the member's own place on the list.
     this.#schedule();
     const coordinators = [...this.#coordinators.values()];
-    for (let i = 0; i < coordinators.length && this.#running; i += START_BATCH) {
+    for (let i = 0; i < coordinators.length && current(); i += START_BATCH) {
       await Promise.all(coordinators.slice(i, i + START_BATCH).map((c) => c.start()));
     }
   }
@@ -218,7 +223,13 @@ export class LeaseGroup extends EventEmitter<LeaseGroupEventMap> {
     if (!this.#running) return this.#stopping;
     this.#running = false;
     clearTimeout(this.#timer);
-    this.#stopping = this.#leave();
+    // After the stop before it, if that is still under way (a stop, a start, a stop): run side by
+    // side, the older one could end last and close the hub a start between them opened.
+    const before = this.#stopping;
+    this.#stopping = (async () => {
+      await before;
+      await this.#leave();
+    })();
     return this.#stopping;
   }
 

@@ -57,6 +57,8 @@ export class Coordinator extends EventEmitter<CoordinatorEventMap> {
   #timer: NodeJS.Timeout | undefined;
   #deadlineTimer: NodeJS.Timeout | undefined;
   #subscriber: ReleaseListener | undefined;
+  /** A subscription is being set up (see `#ensureSubscribed`). */
+  #subscribing = false;
   #failures = 0;
   #regressions = 0;
   #attempt: Promise<void> | undefined;
@@ -111,7 +113,7 @@ export class Coordinator extends EventEmitter<CoordinatorEventMap> {
     if (this.#state.kind !== 'stopped') return;
     this.#state = { kind: 'standby' };
     this.#metrics.observe();
-    await this.#subscribe();
+    await this.#ensureSubscribed();
     if (this.#seat === undefined) void this.#checkStoreConfig(); // a group checks once for all
     await this.#runAttempt();
   }
@@ -232,6 +234,8 @@ export class Coordinator extends EventEmitter<CoordinatorEventMap> {
 
   #runAttempt(): Promise<void> {
     if (this.#attempt !== undefined) return this.#attempt;
+    // The subscription failed to start (the store was down): each attempt (and renewal) tries it again.
+    if (this.#subscriber === undefined) void this.#ensureSubscribed();
     this.#attempt = this.#acquire().finally(() => {
       this.#attempt = undefined;
       // A release heard while this attempt was in flight: the attempt may have seen the lease still
@@ -436,6 +440,9 @@ export class Coordinator extends EventEmitter<CoordinatorEventMap> {
       return;
     }
     this.#metrics.renewed(receivedAt - sentAt, remainingMs);
+    // A leader whose subscription failed (elected while the store refused it) subscribes again now
+    // that the store answers: it hears releases the moment its term ends, not a retry later.
+    if (this.#subscriber === undefined) void this.#ensureSubscribed();
     // The new deadline counts from when the request was sent: the reply may have come late.
     state.deadline = Math.max(state.deadline, sentAt + this.ttlMs - this.driftMs);
     this.#armDeadline();
@@ -487,6 +494,24 @@ export class Coordinator extends EventEmitter<CoordinatorEventMap> {
   }
 
   // ---- plumbing ---------------------------------------------------------------------------
+
+  /**
+   * Subscribes to the lease's releases unless subscribed or subscribing. A failure is reported, not
+   * thrown: the release notice only makes a standby try sooner, and the election must go on without
+   * it (a start whose subscription failed once left the lease never competed for); the next attempt
+   * tries again.
+   */
+  async #ensureSubscribed(): Promise<void> {
+    if (this.#subscribing || this.#subscriber !== undefined || this.#state.kind === 'stopped') return;
+    this.#subscribing = true;
+    try {
+      await this.#subscribe();
+    } catch (error) {
+      this.#storeFailed('subscribe', error);
+    } finally {
+      this.#subscribing = false;
+    }
+  }
 
   async #subscribe(): Promise<void> {
     const onRelease = () => this.#wake();
