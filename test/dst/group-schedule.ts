@@ -9,9 +9,9 @@
  *
  * Faults (each schedule draws two to five): a member stopped as the README stops a replica on
  * SIGTERM and started again later (a new process); a member crashed (its connections gone, nothing
- * released or left) and started again later; a member stopped and started twice within a few ms, the
- * same object, while its first start is still opening its release hub (a restart a supervisor
- * retries); a member cut off from the store for a while (its requests fail, none reaching it) and
+ * released or left) and started again later; a member stopped and started twice, 0-59 ms apart, the
+ * same object, its requests taking up to 40 ms each meanwhile, so that its stops and starts overlap
+ * and end in any order (a restart a supervisor retries under load); a member cut off from the store for a while (its requests fail, none reaching it) and
  * restarted within it; and a member's replies delayed past the lease for a while (a slow network). Left out:
  * lease-store failovers, pauses and slow clocks (schedule.ts runs those on one lease; the group adds
  * nothing to them but its member list, which a failover can only make stale for a heartbeat), and
@@ -28,7 +28,7 @@
  * - A graceful stop hands over quickly: each lease the stopping member released is granted again
  *   within `GROUP_HANDOVER_BOUND_MS` of the release, when another member was running undisturbed.
  * - A crash is taken over in about a TTL: each lease the crashed member led is granted again within
- *   `TTL_MS + CRASH_TAKEOVER_SLACK_MS` of the crash, when another member was running undisturbed.
+ *   `GROUP_TTL_MS + CRASH_TAKEOVER_SLACK_MS` of the crash, when another member was running undisturbed.
  * - At the end, once the faults heal: every member lists exactly the running members and hears each
  *   lease's releases, and each lease is led by exactly one member, its owner by that list.
  */
