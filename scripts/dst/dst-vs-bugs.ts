@@ -36,11 +36,10 @@ function runOne(bug: PlantedBug): string {
   try {
     const notPlanted = plantIn(scratch, bug);
     if (notPlanted !== undefined) return `does not apply: ${notPlanted}`;
-    const single = values['group-only'] === true ? 'not in' : runKind(scratch, []);
-    if (!single.startsWith('not in')) return single;
-    const group = runKind(scratch, ['--group']);
-    if (values['group-only'] === true) return group.replace(/^caught, seed/, 'caught by the lease group, seed');
-    return group.startsWith('not in') ? `not in ${seeds} seeds of either` : group.replace(/^caught, seed/, 'caught by the lease group, seed');
+    const single = values['group-only'] === true ? undefined : runKind(scratch, []);
+    if (single !== undefined && !single.startsWith('not in')) return single;
+    const group = runKind(scratch, ['--group']).replace(/^caught, seed/, 'caught by the lease group, seed');
+    return single !== undefined && group.startsWith('not in') ? `not in ${seeds} seeds of either` : group;
   } finally {
     rmSync(scratch, { recursive: true, force: true });
   }

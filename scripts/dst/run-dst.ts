@@ -19,22 +19,13 @@
 import { randomInt } from 'node:crypto';
 import { parseArgs } from 'node:util';
 import { runGroupSchedule } from '../../test/dst/group-schedule.js';
-import { runSchedule, T0 } from '../../test/dst/schedule.js';
+import { runSchedule, T0, type ScheduleResult } from '../../test/dst/schedule.js';
 
 const { values } = parseArgs({ options: { events: { type: 'boolean' }, faults: { type: 'string' }, first: { type: 'boolean' }, group: { type: 'boolean' }, seed: { type: 'string' }, seeds: { type: 'string' }, from: { type: 'string' } } });
 
-/** What either kind of schedule comes to, as far as running, shrinking and replaying it goes. */
-interface ScheduleResult {
-  readonly seed: number;
-  readonly failures: readonly string[];
-  readonly excused: readonly string[];
-  readonly faults: readonly string[];
-  readonly drawn: number;
-  readonly events: ReadonlyArray<{ readonly at: number; readonly event: unknown }>;
-  /** One line of what the schedule did. */
-  readonly did: string;
-}
-const run = async (options: { seed: number; faults?: readonly number[] }): Promise<ScheduleResult> => {
+/** What either kind of schedule comes to, as far as running, shrinking and replaying it goes, and one line of what it did. */
+type RunResult = Pick<ScheduleResult, 'seed' | 'failures' | 'excused' | 'faults' | 'drawn' | 'events'> & { readonly did: string };
+const run = async (options: { seed: number; faults?: readonly number[] }): Promise<RunResult> => {
   if (values.group === true) {
     const result = await runGroupSchedule(options);
     return { ...result, did: `${result.elections} elections, ${result.judged.handovers} graceful handovers and ${result.judged.takeovers} crash takeovers judged` };
@@ -54,10 +45,10 @@ const parseFaults = (text: string): number[] => {
   return faults;
 };
 /** What a failure is, for the shrinker: its first broken invariant, without the figures that vary. */
-const kindOf = (result: ScheduleResult) => (result.failures[0] ?? '').replace(/[0-9]+/g, '#');
+const kindOf = (result: RunResult) => (result.failures[0] ?? '').replace(/[0-9]+/g, '#');
 
 /** Leaves out the faults a failure does not need, one at a time, while the same invariant still breaks. */
-async function shrink(failed: ScheduleResult): Promise<{ faults: number[]; result: ScheduleResult }> {
+async function shrink(failed: RunResult): Promise<{ faults: number[]; result: RunResult }> {
   let kept = Array.from({ length: failed.drawn }, (_, i) => i);
   let result = failed;
   for (const fault of [...kept]) {
