@@ -8,7 +8,8 @@
 // heartbeat in flight is applied after the leave unless stop() waits for it. The race with start()
 // is in lease-group.test.ts, on Redis, whose release hub takes real time to open.
 import { createLeaseGroup, type LeaseGroup } from '@fenced/coordinator';
-import { createMemoryLeaseServer, memoryLeases, type MemoryLeasesOptions } from '@fenced/coordinator/memory';
+import { createMemoryLeaseServer, memoryLeases, type MemoryLeaseServer, type MemoryLeasesOptions } from '@fenced/coordinator/memory';
+import type { FencedEvent } from '@fenced/shared';
 import { waitFor } from '#test-support';
 import { expect, it, vi } from 'vitest';
 
@@ -177,6 +178,73 @@ it('a stop and a start while the first start\'s heartbeat is in flight: that sta
     const stopped = group.stop();
     await vi.advanceTimersByTimeAsync(20);
     await stopped;
+  } finally {
+    vi.useRealTimers();
+  }
+});
+
+/** Counts the release subscriptions open on `server`. */
+function countSubscriptions(server: MemoryLeaseServer): { readonly open: number } {
+  const count = { open: 0 };
+  const listen = server.listen.bind(server);
+  server.listen = (lease, onRelease) => {
+    const unsubscribe = listen(lease, onRelease);
+    count.open++;
+    return () => (count.open--, unsubscribe());
+  };
+  return count;
+}
+
+it("a stop and a start while the leases subscribe: each lease subscribes on the new start's hub at once, and nothing is reported", async () => {
+  vi.useFakeTimers({ toFake: ['setTimeout', 'clearTimeout', 'setImmediate', 'clearImmediate', 'Date', 'performance'] });
+  try {
+    const server = createMemoryLeaseServer();
+    const subscriptions = countSubscriptions(server);
+    // The first start's two subscriptions take 30 ms to reach the store: the member is stopped and
+    // started again meanwhile, and the stop closes the hub they were being made on. Every election
+    // takes 100 ms: the new start's is still in flight when the old subscriptions fail.
+    let listens = 0;
+    const store = memoryLeases({ server, requestDelayMs: (operation) => (operation === 'listen' && ++listens <= 2 ? 30 : operation === 'acquire' ? 100 : 0) });
+    const failures: FencedEvent[] = [];
+    const group = createLeaseGroup({ store, group: 'g', leases: ['a', 'b'], ttlMs: 2000, renewIntervalMs: 1000, nodeId: 'x', logger: (e) => void (e.type === 'lease-store.error' && failures.push(e)) });
+    const first = group.start();
+    await vi.advanceTimersByTimeAsync(5);
+    expect(listens).toBe(2);
+    const stopped = group.stop();
+    const second = group.start();
+    // Subscribed as soon as the old subscriptions failed, before the elections in flight end: a lease
+    // left without one would make it again only at its next attempt or renewal, and hear no release
+    // until then.
+    await vi.advanceTimersByTimeAsync(60);
+    expect(failures).toEqual([]);
+    expect(subscriptions.open).toBe(2);
+    await vi.advanceTimersByTimeAsync(200);
+    await Promise.all([first, stopped, second]);
+    expect(subscriptions.open).toBe(2);
+    expect(group.led()).toEqual(['a', 'b']);
+    // They were made on the second start's hub: its stop ends them.
+    const last = group.stop();
+    await vi.advanceTimersByTimeAsync(20);
+    await last;
+    expect(subscriptions.open).toBe(0);
+  } finally {
+    vi.useRealTimers();
+  }
+});
+
+it('a release hub closed while a subscription is being made: the subscription ends too, and the listen says so', async () => {
+  vi.useFakeTimers({ toFake: ['setTimeout', 'clearTimeout', 'setImmediate', 'clearImmediate'] });
+  try {
+    const server = createMemoryLeaseServer();
+    const subscriptions = countSubscriptions(server);
+    const store = memoryLeases({ server, requestDelayMs: (operation) => (operation === 'listen' ? 30 : 0) });
+    const hub = await store.openReleaseHub(1000, () => undefined);
+    const listening = hub.listen('a', () => undefined);
+    const settled = listening.then(() => 'subscribed', (error: unknown) => (error as Error).message);
+    hub.close();
+    await vi.advanceTimersByTimeAsync(50);
+    expect(await settled).toBe("the release hub was closed while a's subscription was being made");
+    expect(subscriptions.open).toBe(0);
   } finally {
     vi.useRealTimers();
   }

@@ -108,3 +108,16 @@ describe("the Redis lease store's adapter on a frozen server (SIGSTOP)", () => {
     }
   });
 });
+
+describe('the release hub (a lease group’s one subscriber connection)', () => {
+  it('closed while a subscription is being made: the listen says so, no failure of the store is reported, and nothing listens on the channel', async () => {
+    const errors: unknown[] = [];
+    const hub = await redisLeases(redis, { keyPrefix: prefix }).openReleaseHub(5000, (error) => errors.push(error));
+    const name = lease();
+    const listening = hub.listen(name, () => undefined);
+    hub.close();
+    await expect(listening).rejects.toThrow(`the release hub was closed while ${name}'s subscription was being made`);
+    expect(errors).toEqual([]);
+    expect(await redis.pubsub('NUMSUB', leaseKeys(prefix, name).released)).toEqual([leaseKeys(prefix, name).released, 0]);
+  });
+});

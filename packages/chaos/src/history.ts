@@ -74,7 +74,8 @@ export const PRECONDITION_MISSED = 'precondition missed';
  * server that did not answer its admin command. The rounds end there; the run is healed, settled and
  * checked as any (safety is judged), and its verdict is failed, naming the error (`verdictOf`): a
  * defect to read in the kept run, never a pass, and no longer a throw that ended the whole simulation
- * with no table, no report and nothing kept.
+ * with no table, no report and nothing kept. A run that fails outside the rounds (a server that did
+ * not start, the effects that could not be read) records it too, naming the phase, and ends there.
  */
 export const HARNESS_FAILED = 'harness failed';
 

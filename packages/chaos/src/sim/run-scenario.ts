@@ -4,7 +4,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { checkRun, type CheckResult } from '../checker/check-run.js';
 import { clockStepText, faketimeEnv } from '../faketime.js';
-import { History, type Effect } from '../history.js';
+import { HARNESS_FAILED, History, type Effect } from '../history.js';
 import { trackCleanup } from '../process/child-registry.js';
 import { managedProcess, type ProcessLine } from '../process/managed-process.js';
 import { startFaultProxy, type FaultProxy } from '../fault-proxy.js';
@@ -116,44 +116,21 @@ export async function runScenario(app: SimApp, scenario: Scenario, mode: SimMode
   const options = onStoreTimings(given);
   const runFrom = Date.now();
   const store = simLeaseStore(options.leaseStore ?? 'redis');
-  // A scenario that restarts PostgreSQL, or fails it over, gets a server (a primary and its replica)
-  // of its own: the shared one serves everyone else.
-  const postgres = scenario.postgres === 'private' ? await startPostgresServer() : undefined;
-  const cluster = scenario.postgres === 'replicated' ? await startPostgresCluster() : undefined;
-  const databaseUrl = postgres?.url ?? cluster?.url ?? options.databaseUrl;
-  // The store's own servers for this run (etcd: a three-member cluster; MySQL: a MariaDB server; their
-  // faults reach no other run).
-  const servers = await store.startForRun();
-  const { etcd } = servers;
-  const run: RunContext = {
-    id: `sim_${scenario.name.replace(/-/g, '_')}_${store.idTag}${mode}_${randomBytes(3).toString('hex')}`,
-    mode,
-    databaseUrl,
-    ttlMs: options.ttlMs,
-    renewIntervalMs: options.renewIntervalMs,
-    everyMs: options.everyMs,
-    scenario: scenario.name,
-    controlClock: scenario.controlClock ?? 'server',
-    leaseStore: options.leaseStore ?? 'redis',
-    ...(cluster === undefined ? {} : { postgresMembers: cluster.memberUrls }),
-    ...servers.run,
-  };
-  const label = scenarioLabel(scenario.name, run.leaseStore);
+  const leaseStore = options.leaseStore ?? 'redis';
+  const label = scenarioLabel(scenario.name, leaseStore);
   const history = new History();
   const random = seededRandom(options.seed);
-  const pg = pgTarget(databaseUrl);
-  // A Redis wherever one can start (the apps' controls keep their record there, out of the faults'
-  // way); none where redis-server is missing and the app can do without on this lease store.
-  const redis = (app.usesRedis?.(run.leaseStore) ?? true) || redisServerInstalled() ? await startSimRedis(scenario.redis) : undefined;
   const proxies: FaultProxy[] = [];
   const nodes: SimNode[] = [];
   /** Every line each replica printed, as read: kept with a failed run (formatted only then, by kept-runs). */
   const stdout = new Map<string, ProcessLine[]>();
-  // A stepped clock reads its offset from a file the fault rewrites mid-run.
-  const clockDir = scenario.clockFault?.kind === 'stepped' ? mkdtempSync(join(tmpdir(), 'fenced-clock-')) : undefined;
-  const clockFile = clockDir === undefined ? undefined : join(clockDir, 'faketime');
-  if (clockFile !== undefined) writeFileSync(clockFile, clockStepText(0));
-  const started = Date.now();
+  /**
+   * What the run started besides its replicas and proxies (servers, the app's schema), each stopped
+   * in the reverse order when the run ends, however it ends: a start that fails stops what started
+   * before it.
+   */
+  const teardown: Array<{ readonly what: string; readonly stop: () => Promise<unknown> }> = [];
+  let started = Date.now();
   const phaseMs: Partial<Record<RunPhase, number>> = {};
   let phaseFrom = runFrom;
   /** Ends the phase under way: its time goes to `name`. */
@@ -164,6 +141,8 @@ export async function runScenario(app: SimApp, scenario: Scenario, mode: SimMode
   };
   let phase: RunStatus['phase'] = 'starting';
   let ctx: FaultContext | undefined;
+  /** The window checked: set once the first fire went out. */
+  let windowStart: number | undefined;
   const progress = setInterval(() => {
     const leader = ctx?.leader();
     const token = leader === undefined ? undefined : [...history.events].reverse().find((e) => e.kind === 'belief' && e.node === leader.name && e.leader);
@@ -182,11 +161,11 @@ export async function runScenario(app: SimApp, scenario: Scenario, mode: SimMode
   // The supervisor's own starvation: it stamps every line it reads, so a supervisor kept off the CPU
   // makes replicas look late (see checker/starvation.ts).
   const stopProbe = startStarvationProbe(({ ms }) => history.record({ at: Date.now(), kind: 'starved', node: SUPERVISOR, ms }));
-  const untrackCleanup = trackCleanup(() => app.cleanup(run));
+  let untrackCleanup = () => {};
   /** The run's result: its window, its check, what took effect, and each replica's last words. */
   const resultOf = (window: RunResult['window'], check: CheckResult, effects: readonly Effect[]): RunResult => ({
     scenario: label,
-    leaseStore: run.leaseStore,
+    leaseStore,
     mode,
     seed: options.seed,
     window,
@@ -199,6 +178,46 @@ export async function runScenario(app: SimApp, scenario: Scenario, mode: SimMode
     phaseMs,
   });
   try {
+    // A scenario that restarts PostgreSQL, or fails it over, gets a server (a primary and its replica)
+    // of its own: the shared one serves everyone else.
+    const postgres = scenario.postgres === 'private' ? await startPostgresServer() : undefined;
+    if (postgres !== undefined) teardown.push({ what: 'PostgreSQL', stop: () => postgres.stop() });
+    const cluster = scenario.postgres === 'replicated' ? await startPostgresCluster() : undefined;
+    if (cluster !== undefined) teardown.push({ what: 'the PostgreSQL cluster', stop: () => cluster.stop() });
+    const databaseUrl = postgres?.url ?? cluster?.url ?? options.databaseUrl;
+    // The store's own servers for this run (etcd: a three-member cluster; MySQL: a MariaDB server; their
+    // faults reach no other run).
+    const servers = await store.startForRun();
+    teardown.push({ what: `the ${leaseStore} lease store's servers`, stop: () => servers.stop() });
+    const { etcd } = servers;
+    const run: RunContext = {
+      id: `sim_${scenario.name.replace(/-/g, '_')}_${store.idTag}${mode}_${randomBytes(3).toString('hex')}`,
+      mode,
+      databaseUrl,
+      ttlMs: options.ttlMs,
+      renewIntervalMs: options.renewIntervalMs,
+      everyMs: options.everyMs,
+      scenario: scenario.name,
+      controlClock: scenario.controlClock ?? 'server',
+      leaseStore,
+      ...(cluster === undefined ? {} : { postgresMembers: cluster.memberUrls }),
+      ...servers.run,
+    };
+    const pg = pgTarget(databaseUrl);
+    // A Redis wherever one can start (the apps' controls keep their record there, out of the faults'
+    // way); none where redis-server is missing and the app can do without on this lease store.
+    const redis = (app.usesRedis?.(run.leaseStore) ?? true) || redisServerInstalled() ? await startSimRedis(scenario.redis) : undefined;
+    if (redis !== undefined) teardown.push({ what: 'Redis', stop: () => redis.stop() });
+    // A stepped clock reads its offset from a file the fault rewrites mid-run.
+    const clockDir = scenario.clockFault?.kind === 'stepped' ? mkdtempSync(join(tmpdir(), 'fenced-clock-')) : undefined;
+    if (clockDir !== undefined) teardown.push({ what: 'the clock file', stop: async () => rmSync(clockDir, { recursive: true, force: true }) });
+    const clockFile = clockDir === undefined ? undefined : join(clockDir, 'faketime');
+    if (clockFile !== undefined) writeFileSync(clockFile, clockStepText(0));
+    started = Date.now();
+    // Its schema and records, cleaned up even after a prepare that failed half-way, and on an interrupt.
+    // A clean-up that fails is not the run's failure: after a failover its database may be gone.
+    teardown.push({ what: "the app's clean-up", stop: () => app.cleanup(run).catch(() => undefined) });
+    untrackCleanup = trackCleanup(() => app.cleanup(run));
     await app.prepare(run);
     phaseEnded('servers');
     for (let i = 1; i <= options.replicas; i++) {
@@ -270,7 +289,7 @@ export async function runScenario(app: SimApp, scenario: Scenario, mode: SimMode
       const startFailure = `${why}${stderr.length > 0 ? ` (last stderr: ${stderr.join(' | ').slice(0, 300)})` : ''}`;
       return resultOf({ start: at, end: at }, checkRun({ history: history.events, effects: [], expectedFireIds: [], window: { start: started, end: at }, startFailure }), []);
     }
-    const windowStart = Date.now();
+    windowStart = Date.now();
     phaseEnded('start');
     phase = 'faults';
     ctx = new FaultContext(nodes, redis, app.leaseKey?.(run), history, random, options.ttlMs, faultsEnd(), startNode, clockFile, postgres, cluster, etcd, serviceHook);
@@ -318,21 +337,37 @@ export async function runScenario(app: SimApp, scenario: Scenario, mode: SimMode
     });
     phaseEnded('check');
     return resultOf({ start: windowStart, end: windowEnd }, check, effects);
+  } catch (error) {
+    // The toolkit failed outside the fault rounds (a server that did not start, a proxy, the effects
+    // that could not be read): the run is a row of the table whose verdict names the error, kept with
+    // its history and every replica's log, never a throw that ends the whole simulation. Safety is
+    // still judged on what the history holds.
+    harnessFailed(history, `while ${phase}: ${errorText(error)}`);
+    const at = Date.now();
+    return resultOf({ start: windowStart ?? at, end: at }, checkRun({ history: history.events, effects: [], expectedFireIds: [], window: { start: windowStart ?? started, end: at } }), []);
   } finally {
     stopProbe();
     clearInterval(progress);
     await Promise.all(nodes.map((n) => n.process.kill()));
     await Promise.all(proxies.map((p) => p.close()));
-    await redis?.stop();
-    await app.cleanup(run).catch(() => undefined);
-    await postgres?.stop();
-    await cluster?.stop();
-    await servers.stop();
-    if (clockDir !== undefined) rmSync(clockDir, { recursive: true, force: true });
+    for (const { what, stop } of teardown.reverse()) {
+      // Each part stopped whatever another did; a part that would not stop fails the run (it may have
+      // left a server behind), in its history, where the verdict reads it.
+      await stop().catch((error: unknown) => harnessFailed(history, `stopping ${what}: ${errorText(error)}`));
+    }
     untrackCleanup();
     phaseEnded('teardown');
   }
 }
+
+/** Records the toolkit's own failure in the run's history (see `HARNESS_FAILED`). */
+function harnessFailed(history: History, detail: string): void {
+  const at = Date.now();
+  history.record({ at, kind: 'fault', fault: HARNESS_FAILED, phase: 'start', detail });
+  history.record({ at, kind: 'fault', fault: HARNESS_FAILED, phase: 'end' });
+}
+
+const errorText = (error: unknown) => (error instanceof Error ? error.message : String(error));
 
 /** How long a run waits for its first leader, and then for its first dispatch, ms. */
 const START_MS = 30_000;

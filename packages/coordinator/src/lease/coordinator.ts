@@ -59,6 +59,8 @@ export class Coordinator extends EventEmitter<CoordinatorEventMap> {
   #subscriber: ReleaseListener | undefined;
   /** A subscription is being set up (see `#ensureSubscribed`). */
   #subscribing = false;
+  /** How many times `start()` has run: a subscription set up for an earlier run is not this run's. */
+  #runs = 0;
   #failures = 0;
   #regressions = 0;
   #attempt: Promise<void> | undefined;
@@ -112,6 +114,7 @@ export class Coordinator extends EventEmitter<CoordinatorEventMap> {
   async start(): Promise<void> {
     if (this.#state.kind !== 'stopped') return;
     this.#state = { kind: 'standby' };
+    this.#runs++;
     this.#metrics.observe();
     await this.#ensureSubscribed();
     if (this.#seat === undefined) void this.#checkStoreConfig(); // a group checks once for all
@@ -504,29 +507,35 @@ export class Coordinator extends EventEmitter<CoordinatorEventMap> {
   async #ensureSubscribed(): Promise<void> {
     if (this.#subscribing || this.#subscriber !== undefined || this.#state.kind === 'stopped') return;
     this.#subscribing = true;
+    const run = this.#runs;
+    const current = () => this.#runs === run && this.#state.kind !== 'stopped';
     try {
-      await this.#subscribe();
+      const listener = await this.#listen();
+      // A stop came while it was being set up, and maybe a start after it: the subscription is an
+      // earlier run's (in a lease group, on the release hub that stop closed: it would never hear a
+      // release again, and, being set, would never be made again).
+      if (current()) this.#subscriber = listener;
+      else listener.close();
     } catch (error) {
-      this.#storeFailed('subscribe', error);
+      // An earlier run's subscription failing (its hub closed) is not this run's failure.
+      if (current()) this.#storeFailed('subscribe', error);
     } finally {
       this.#subscribing = false;
     }
+    // The start that came meanwhile found a subscription being set up and went on: it subscribes now.
+    if (this.#runs !== run) await this.#ensureSubscribed();
   }
 
-  async #subscribe(): Promise<void> {
+  async #listen(): Promise<ReleaseListener> {
     const onRelease = () => this.#wake();
-    const listener: ReleaseListener =
-      this.#seat === undefined
-        ? await this.#store.listenForReleases(
-            this.#commandTimeoutMs(),
-            onRelease,
-            (error) => this.#storeFailed('subscribe', error),
-            (mode, reason) => emit(this.#logger, { type: 'lease.listening', lease: this.lease, nodeId: this.nodeId, mode, reason }),
-          )
-        : { close: await this.#seat.listen(onRelease) };
-    // stop() may have come while the subscription was being set up.
-    if (this.#state.kind === 'stopped') listener.close();
-    else this.#subscriber = listener;
+    return this.#seat === undefined
+      ? this.#store.listenForReleases(
+          this.#commandTimeoutMs(),
+          onRelease,
+          (error) => this.#storeFailed('subscribe', error),
+          (mode, reason) => emit(this.#logger, { type: 'lease.listening', lease: this.lease, nodeId: this.nodeId, mode, reason }),
+        )
+      : { close: await this.#seat.listen(onRelease) };
   }
 
   /** Reports store settings that make leases unsafe. */

@@ -9,9 +9,16 @@ export type SubscribeReleases = (lease: string, handlers: { readonly onRelease: 
  */
 export function releaseHubOver(subscribe: SubscribeReleases, timeoutMs: number, onError: (error: unknown) => void): ReleaseHub {
   const unsubscribes = new Set<() => void>();
+  let closed = false;
   return {
     async listen(lease, onRelease) {
       const unsubscribe = await subscribe(lease, { onRelease, onError }, timeoutMs);
+      // Closed while the subscription was being made: it ends too, or it would outlive the hub that
+      // promised to end them all (and hear releases for a group that stopped).
+      if (closed) {
+        unsubscribe();
+        throw new Error(`the release hub was closed while ${lease}'s subscription was being made`);
+      }
       unsubscribes.add(unsubscribe);
       return () => {
         unsubscribes.delete(unsubscribe);
@@ -19,6 +26,7 @@ export function releaseHubOver(subscribe: SubscribeReleases, timeoutMs: number, 
       };
     },
     close() {
+      closed = true;
       for (const unsubscribe of unsubscribes) unsubscribe();
       unsubscribes.clear();
     },

@@ -15,16 +15,27 @@ export async function openReleaseHub(redis: IoRedisClient, channelOf: (lease: st
   subscriber.on('message', (channel: string) => listeners.get(channel)?.());
   // Redis down: the group still starts (its members stay standbys until Redis answers).
   await withTimeout(subscriber.connect(), timeoutMs, 'subscribe').catch(onError);
+  let closed = false;
   return {
     async listen(lease, onRelease) {
       const channel = channelOf(lease);
       listeners.set(channel, onRelease);
-      await withTimeout(subscriber.subscribe(channel), timeoutMs, 'subscribe').catch(onError);
+      // A subscribe cut short by close() is not a failure of the store.
+      await withTimeout(subscriber.subscribe(channel), timeoutMs, 'subscribe').catch((error: unknown) => closed || onError(error));
+      // Closed while the subscription was being made: its connection is gone, and a subscription
+      // handed out now would never hear a release (see the in-memory and SQL hubs, release-hub.ts).
+      if (closed) {
+        listeners.delete(channel);
+        throw new Error(`the release hub was closed while ${lease}'s subscription was being made`);
+      }
       return () => {
         listeners.delete(channel);
         void subscriber.unsubscribe(channel).catch(() => undefined);
       };
     },
-    close: () => subscriber.disconnect(),
+    close: () => {
+      closed = true;
+      subscriber.disconnect();
+    },
   };
 }
