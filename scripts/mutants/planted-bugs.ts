@@ -307,7 +307,7 @@ export const PLANTED_BUGS: readonly PlantedBug[] = [
     bug: "a coordinator whose release subscription fails at start (the store down a moment) rejects its start and never runs an election: the lease is never competed for, even once the store is back",
     file: 'packages/coordinator/src/lease/coordinator.ts',
     find: '    await this.#ensureSubscribed();\n    if (this.#seat === undefined)',
-    replace: '    this.#subscribing = true;\n    await this.#subscribe().finally(() => (this.#subscribing = false));\n    if (this.#seat === undefined)',
+    replace: '    this.#subscribing = true;\n    this.#subscriber = await this.#listen().finally(() => (this.#subscribing = false));\n    if (this.#seat === undefined)',
     tests: ['test/coordinator/subscribe-failure.test.ts'],
   },
   {
@@ -390,6 +390,15 @@ export const PLANTED_BUGS: readonly PlantedBug[] = [
     find: "      await withTimeout(subscriber.subscribe(channel), timeoutMs, 'subscribe').catch((error: unknown) => closed || onError(error));",
     replace: "      await withTimeout(subscriber.subscribe(channel), timeoutMs, 'subscribe').catch(onError);\n      if (lease !== undefined) return () => listeners.delete(channel);",
     tests: ['test/lease-store/redis-lease-store.test.ts'],
+  },
+  {
+    id: 'start-subscribes-twice',
+    layer: 'lease',
+    bug: "a start whose subscription failed tries again at once in its first attempt: one outage of the store, two subscribe failures reported",
+    file: 'packages/coordinator/src/lease/coordinator.ts',
+    find: '    await this.#runAttempt({ subscribe: false });',
+    replace: '    await this.#runAttempt({ subscribe: true });',
+    tests: ['test/coordinator/subscribe-failure.test.ts'],
   },
   {
     id: 'renew-deadline-from-reply',

@@ -118,7 +118,9 @@ export class Coordinator extends EventEmitter<CoordinatorEventMap> {
     this.#metrics.observe();
     await this.#ensureSubscribed();
     if (this.#seat === undefined) void this.#checkStoreConfig(); // a group checks once for all
-    await this.#runAttempt();
+    // The subscription was just tried: a failure is not tried again by this first attempt (one
+    // outage, one report), but by the next one or the first renewal.
+    await this.#runAttempt({ subscribe: false });
   }
 
   /**
@@ -235,10 +237,10 @@ export class Coordinator extends EventEmitter<CoordinatorEventMap> {
 
   // ---- election ---------------------------------------------------------------------------
 
-  #runAttempt(): Promise<void> {
+  #runAttempt({ subscribe = true } = {}): Promise<void> {
     if (this.#attempt !== undefined) return this.#attempt;
     // The subscription failed to start (the store was down): each attempt (and renewal) tries it again.
-    if (this.#subscriber === undefined) void this.#ensureSubscribed();
+    if (subscribe && this.#subscriber === undefined) void this.#ensureSubscribed();
     this.#attempt = this.#acquire().finally(() => {
       this.#attempt = undefined;
       // A release heard while this attempt was in flight: the attempt may have seen the lease still
