@@ -7,6 +7,7 @@ import { cpSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { basename, join, relative } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { transformSync } from 'esbuild';
 
 export const root = fileURLToPath(new URL('..', import.meta.url));
 
@@ -37,15 +38,25 @@ export interface TextPatch {
 
 /**
  * Plants `patch` in the copy at `scratch`, regenerating the modules Lua and SQL reach the code
- * through. Returns why it does not apply (its text not there exactly once, the generation failed), or
- * undefined once planted.
+ * through. Returns why it does not apply (its text not there exactly once, the planted code does not
+ * parse, the generation failed), or undefined once planted.
  */
 export function plantIn(scratch: string, patch: TextPatch): string | undefined {
   const path = join(scratch, patch.file);
   const source = readFileSync(path, 'utf8');
   const count = source.split(patch.find).length - 1;
   if (count !== 1) return `the text to replace occurs ${count} times in ${patch.file}`;
-  writeFileSync(path, source.replace(patch.find, patch.replace));
+  const planted = source.replace(patch.find, patch.replace);
+  writeFileSync(path, planted);
+  // A planted bug is the code with one defect, and it runs: a planting that does not parse (its find
+  // matching code renamed since, say) would fail every test that loads it, and count as caught.
+  if (/\.ts$/.test(patch.file)) {
+    try {
+      transformSync(planted, { loader: 'ts', sourcefile: patch.file });
+    } catch (error) {
+      return `the planted code does not parse: ${(error as { errors?: Array<{ text: string }> }).errors?.[0]?.text ?? String(error)}`;
+    }
+  }
   if (!/\.(lua|sql)$/.test(patch.file)) return undefined;
   const gen = spawnSync(process.execPath, ['scripts/gen-assets.mjs'], { cwd: scratch, encoding: 'utf8' });
   return gen.status === 0 ? undefined : `gen-assets failed: ${gen.stderr.slice(-300)}`;
