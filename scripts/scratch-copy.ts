@@ -37,6 +37,22 @@ export interface TextPatch {
 }
 
 /**
+ * What the parser says of `code`, the text of the TypeScript file `file`, when it does not parse;
+ * undefined when it does, or when the file is not TypeScript. A planted bug is the code with one
+ * defect, and it runs: a planting that does not parse (its find matching code renamed since, say)
+ * would fail every test that loads it, and count as caught.
+ */
+export function parseProblem(file: string, code: string): string | undefined {
+  if (!file.endsWith('.ts')) return undefined;
+  try {
+    transformSync(code, { loader: 'ts', sourcefile: file });
+    return undefined;
+  } catch (error) {
+    return (error as { errors?: Array<{ text: string }> }).errors?.[0]?.text ?? String(error);
+  }
+}
+
+/**
  * Plants `patch` in the copy at `scratch`, regenerating the modules Lua and SQL reach the code
  * through. Returns why it does not apply (its text not there exactly once, the planted code does not
  * parse, the generation failed), or undefined once planted.
@@ -48,15 +64,8 @@ export function plantIn(scratch: string, patch: TextPatch): string | undefined {
   if (count !== 1) return `the text to replace occurs ${count} times in ${patch.file}`;
   const planted = source.replace(patch.find, patch.replace);
   writeFileSync(path, planted);
-  // A planted bug is the code with one defect, and it runs: a planting that does not parse (its find
-  // matching code renamed since, say) would fail every test that loads it, and count as caught.
-  if (/\.ts$/.test(patch.file)) {
-    try {
-      transformSync(planted, { loader: 'ts', sourcefile: patch.file });
-    } catch (error) {
-      return `the planted code does not parse: ${(error as { errors?: Array<{ text: string }> }).errors?.[0]?.text ?? String(error)}`;
-    }
-  }
+  const unparsed = parseProblem(patch.file, planted);
+  if (unparsed !== undefined) return `the planted code does not parse: ${unparsed}`;
   if (!/\.(lua|sql)$/.test(patch.file)) return undefined;
   const gen = spawnSync(process.execPath, ['scripts/gen-assets.mjs'], { cwd: scratch, encoding: 'utf8' });
   return gen.status === 0 ? undefined : `gen-assets failed: ${gen.stderr.slice(-300)}`;

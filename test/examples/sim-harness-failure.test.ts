@@ -4,42 +4,32 @@
  * started stopped: never a throw that ends the whole simulation with no table and no report, and never
  * a server or replica left behind for the next run.
  */
-import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, symlinkSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { rmSync } from 'node:fs';
 import { join } from 'node:path';
 import { runScenario, scenarios, verdictOf, type SimApp } from '@fenced/chaos';
-import { testDatabaseUrl, waitFor } from '#test-support';
+import { descendants, pathWithoutRedis, testDatabaseUrl, waitFor } from '#test-support';
 import { describe, expect, it } from 'vitest';
 import { ledgerApp } from '../../examples/ledger-sim/app.js';
 
-/** This process's children still running (a zombie is dead): their pids and commands. */
-function liveChildProcesses(): Array<{ pid: number; command: string }> {
-  return readdirSync('/proc')
-    .filter((e) => /^\d+$/.test(e))
-    .flatMap((pid) => {
-      try {
-        const stat = readFileSync(`/proc/${pid}/stat`, 'latin1');
-        const [state, ppid] = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-        if (Number(ppid) !== process.pid || state === 'Z') return [];
-        return [{ pid: Number(pid), command: readFileSync(`/proc/${pid}/cmdline`, 'latin1').replaceAll('\0', ' ').trim() }];
-      } catch {
-        return []; // gone while we looked
-      }
-    });
-}
-
-const liveChildren = () => liveChildProcesses().map((p) => p.command);
+/** The commands of the processes this one started that still run. */
+const liveChildren = () => descendants(process.pid).map((p) => p.command);
 
 /**
- * Runs `body`; then kills what it left running among this process's children (after a failed check:
- * the server a broken teardown left behind must not outlive the test).
+ * Runs `body`; then kills what it left running among the processes this one started (after a failed
+ * check: the server a broken teardown left behind must not outlive the test).
  */
 async function leavingNothing(body: () => Promise<void>): Promise<void> {
-  const before = new Set(liveChildProcesses().map((p) => p.pid));
+  const before = new Set(descendants(process.pid).map((p) => p.pid));
   try {
     await body();
   } finally {
-    for (const { pid } of liveChildProcesses()) if (!before.has(pid)) process.kill(pid, 'SIGKILL');
+    for (const { pid } of descendants(process.pid)) {
+      try {
+        if (!before.has(pid)) process.kill(pid, 'SIGKILL');
+      } catch {
+        // Gone meanwhile.
+      }
+    }
   }
 }
 
@@ -76,14 +66,10 @@ describe('a run whose harness fails outside the fault rounds', () => {
 
   it('its Redis cannot start after the etcd cluster did: the cluster is stopped, and the row names why', async () => {
     // A PATH with every tool of this one but Redis's: redis-server is not found (the app says it needs it).
-    const dir = mkdtempSync(join(tmpdir(), 'fenced-no-redis-'));
+    const bin = pathWithoutRedis();
     const path = process.env['PATH'];
     try {
-      for (const from of (path ?? '').split(':')) {
-        if (from === '' || !existsSync(from)) continue;
-        for (const tool of readdirSync(from)) if (!tool.startsWith('redis-') && !existsSync(join(dir, tool))) symlinkSync(join(from, tool), join(dir, tool));
-      }
-      process.env['PATH'] = dir;
+      process.env['PATH'] = bin;
       await leavingNothing(async () => {
         const before = liveChildren();
         const result = await runScenario({ ...ledgerApp, usesRedis: () => true }, scenarios.pause, 'guarded', { ...options, leaseStore: 'etcd' });
@@ -93,7 +79,7 @@ describe('a run whose harness fails outside the fault rounds', () => {
       });
     } finally {
       process.env['PATH'] = path;
-      rmSync(dir, { recursive: true, force: true });
+      rmSync(join(bin, '..'), { recursive: true, force: true });
     }
   });
 });

@@ -6,27 +6,11 @@
  * MySQL where their servers' binaries are), says in one line what it left out and what to install, and judges them as anywhere:
  * guarded clean, control damaged.
  */
-import { mkdirSync, mkdtempSync, readdirSync, rmSync, symlinkSync, existsSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { rmSync } from 'node:fs';
 import { join } from 'node:path';
 import { freePort } from '@fenced/chaos';
-import { judgedSimulation, runScript } from '#test-support';
+import { judgedSimulation, pathWithoutRedis, runScript } from '#test-support';
 import { afterAll, describe, expect, it } from 'vitest';
-
-/** A folder holding every tool of the PATH but Redis's, to stand in for a machine without Redis. */
-function pathWithoutRedis(): string {
-  const dir = mkdtempSync(join(tmpdir(), 'fenced-no-redis-'));
-  const bin = join(dir, 'bin');
-  mkdirSync(bin);
-  for (const from of (process.env['PATH'] ?? '').split(':')) {
-    if (from === '' || !existsSync(from)) continue;
-    for (const tool of readdirSync(from)) {
-      if (tool.startsWith('redis-') || existsSync(join(bin, tool))) continue;
-      symlinkSync(join(from, tool), join(bin, tool));
-    }
-  }
-  return bin;
-}
 
 const bin = pathWithoutRedis();
 afterAll(() => rmSync(join(bin, '..'), { recursive: true, force: true }));

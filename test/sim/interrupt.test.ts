@@ -1,43 +1,9 @@
 import { spawn } from 'node:child_process';
-import { readdirSync, readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
-import { testDatabaseUrl, waitFor } from '#test-support';
+import { descendants, readProc, testDatabaseUrl, waitFor, type Proc } from '#test-support';
 import { describe, expect, it } from 'vitest';
 
 const root = fileURLToPath(new URL('../..', import.meta.url));
-
-interface Proc {
-  pid: number;
-  ppid: number;
-  /** The state letter: T = stopped (SIGSTOP), Z = dead, waiting to be reaped. */
-  state: string;
-  command: string;
-}
-
-function readProc(pid: number): Proc | undefined {
-  try {
-    const stat = readFileSync(`/proc/${pid}/stat`, 'latin1');
-    const rest = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-    const command = readFileSync(`/proc/${pid}/cmdline`, 'latin1').replaceAll('\0', ' ').trim().slice(0, 120);
-    return { pid, ppid: Number(rest[1]), state: rest[0]!, command };
-  } catch {
-    return undefined; // gone while we looked
-  }
-}
-
-/** Every live process below `root` in the process tree (redis-server rewrites its environment, so go by ancestry). */
-function descendants(root: number): Proc[] {
-  const all = readdirSync('/proc')
-    .filter((e) => /^\d+$/.test(e))
-    .map((e) => readProc(Number(e)))
-    .filter((p): p is Proc => p !== undefined);
-  const below = new Set([root]);
-  for (let grew = true; grew; ) {
-    grew = false;
-    for (const p of all) if (below.has(p.ppid) && !below.has(p.pid)) (below.add(p.pid), (grew = true));
-  }
-  return all.filter((p) => p.pid !== root && below.has(p.pid) && p.state !== 'Z');
-}
 
 /** Those of `procs` still alive as the same program (a dead one may linger as a zombie: that is dead). */
 const stillAlive = (procs: readonly Proc[]) =>

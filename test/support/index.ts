@@ -9,3 +9,4 @@ export { countingEtcdClient, createEtcdClient, deleteEtcdPrefix, etcdTestScope, 
 export { expectStreamHeld, freezeUntilStuck, streamThroughFault, type StreamProgress, type WriteOutcome, type WriteStream } from './write-stream.js';
 export { expectGuardedCleanControlDamaged, judgedSimulation, type SimSummary, type SimSummaryRun } from './sim-summary.js';
 export { caught } from './caught.js';
+export { descendants, pathWithoutRedis, readProc, type Proc } from './processes.js';

@@ -17,7 +17,7 @@ export function releaseHubOver(subscribe: SubscribeReleases, timeoutMs: number, 
       // promised to end them all (and hear releases for a group that stopped).
       if (closed) {
         unsubscribe();
-        throw new Error(`the release hub was closed while ${lease}'s subscription was being made`);
+        throw closedWhileSubscribing(lease);
       }
       unsubscribes.add(unsubscribe);
       return () => {
@@ -31,4 +31,9 @@ export function releaseHubOver(subscribe: SubscribeReleases, timeoutMs: number, 
       unsubscribes.clear();
     },
   };
+}
+
+/** What a hub's `listen` throws when the hub was closed while the subscription was being made. */
+export function closedWhileSubscribing(lease: string): Error {
+  return new Error(`the release hub was closed while ${lease}'s subscription was being made`);
 }

@@ -1,5 +1,6 @@
 import { withTimeout } from '@fenced/shared/internal';
 import type { ReleaseHub } from '../lease-backend.js';
+import { closedWhileSubscribing } from '../release-hub.js';
 import { duplicateForSubscribing } from './release-listener.js';
 import type { IoRedisClient } from './ioredis-client.js';
 
@@ -26,7 +27,7 @@ export async function openReleaseHub(redis: IoRedisClient, channelOf: (lease: st
       // handed out now would never hear a release (see the in-memory and SQL hubs, release-hub.ts).
       if (closed) {
         listeners.delete(channel);
-        throw new Error(`the release hub was closed while ${lease}'s subscription was being made`);
+        throw closedWhileSubscribing(lease);
       }
       return () => {
         listeners.delete(channel);
