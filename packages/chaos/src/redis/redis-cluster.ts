@@ -2,7 +2,7 @@ import { spawn } from 'node:child_process';
 import { redisCommand } from './redis-command.js';
 import { freePort } from '../ports.js';
 import { startRedisServer, type RedisServerProcess } from './redis-server.js';
-import { breakReplication, restoreReplication } from './replication-fault.js';
+import { holdReplicationOn, releaseReplicationOn } from './replication-fault.js';
 import { replicaInSync } from './replica-sync.js';
 
 /** One node of a Redis Cluster, as `CLUSTER NODES` reports it. */
@@ -33,9 +33,9 @@ export interface RedisCluster {
   /** The server that is primary for `slot` now, and one of its replicas. */
   shard(slot: number): Promise<{ primary: RedisServerProcess; replica: RedisServerProcess | undefined }>;
   /**
-   * Makes the next failover of the shard of `slot` lossy: the replica's link to its primary is cut
-   * and cannot come back, so writes on the primary from now on never reach it. A later failover
-   * promotes a replica that missed them. `healReplication` undoes it.
+   * Makes the next failover of the shard of `slot` lossy: its primary refuses its replica, so writes
+   * on the primary from now on never reach it. A later failover promotes a replica that missed them.
+   * `healReplication` undoes it, once that server runs again (not while it is frozen).
    */
   holdReplication(slot: number): Promise<void>;
   healReplication(): Promise<void>;
@@ -99,11 +99,11 @@ export async function startRedisCluster(options: RedisClusterOptions = {}): Prom
     async holdReplication(slot) {
       const { primary, replica } = await cluster.shard(slot);
       if (replica === undefined) throw new Error(`slot ${slot} has no replica to hold back`);
-      await breakReplication(primary.port, replica.port);
-      held.push(replica);
+      held.push(primary);
+      await holdReplicationOn(primary.port);
     },
     async healReplication() {
-      for (const replica of held.splice(0)) if (replica.process !== undefined) await restoreReplication(replica.port);
+      for (const primary of held.splice(0)) if (primary.process !== undefined) await releaseReplicationOn(primary.port);
     },
     async waitUntilHealthy(timeoutMs = 30_000) {
       const deadline = Date.now() + timeoutMs;

@@ -4,7 +4,7 @@ import { join } from 'node:path';
 import { redisCommand } from './redis-command.js';
 import { freePort } from '../ports.js';
 import { startRedisServer, type RedisServerProcess } from './redis-server.js';
-import { breakReplication, restoreReplication } from './replication-fault.js';
+import { holdReplicationOn, releaseReplicationOn } from './replication-fault.js';
 import { waitForReplicaSync } from './replica-sync.js';
 
 /**
@@ -23,8 +23,8 @@ export interface RedisSentinel {
   /** The server the sentinels name as primary now. */
   primary(): Promise<RedisServerProcess>;
   /**
-   * Makes the next failover lossy: both replicas' links are cut and cannot come back, so writes on the
-   * primary from now on reach neither. `healReplication` undoes it.
+   * Makes the next failover lossy: the primary refuses its replicas, so writes on it from now on
+   * reach neither. `healReplication` undoes it, once that server runs again (not while it is frozen).
    */
   holdReplication(): Promise<void>;
   healReplication(): Promise<void>;
@@ -101,13 +101,11 @@ export async function startRedisSentinel(options: RedisSentinelOptions = {}): Pr
     },
     async holdReplication() {
       const primary = await topology.primary();
-      for (const replica of servers.filter((s) => s !== primary)) {
-        await breakReplication(primary.port, replica.port);
-        held.push(replica);
-      }
+      held.push(primary);
+      await holdReplicationOn(primary.port);
     },
     async healReplication() {
-      for (const replica of held.splice(0)) if (replica.process !== undefined) await restoreReplication(replica.port);
+      for (const primary of held.splice(0)) if (primary.process !== undefined) await releaseReplicationOn(primary.port);
     },
     async waitForFailover(deposed, timeoutMs = 30_000) {
       const deadline = Date.now() + timeoutMs;

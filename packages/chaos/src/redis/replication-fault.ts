@@ -1,19 +1,33 @@
 import { redisCommand } from './redis-command.js';
 
+/** The commands a replica syncs with; refused by the primary while replication is held. */
+const SYNC_COMMANDS = ['psync', 'sync'] as const;
+
 /**
  * Lossy replication on demand, for topologies whose replicas connect straight to their primary
- * (Cluster, Sentinel): the replica is given a wrong `masterauth` and its link is killed, so it cannot
- * sync again and every later write on the primary is missing from it. Asynchronous replication losing
- * acknowledged writes, made certain instead of unlikely. The replica still counts as a failover
- * candidate for a while (Cluster: `cluster-replica-validity-factor`; Sentinel: its down-after window),
- * so the next failover promotes it without those writes.
+ * (Cluster, Sentinel): the primary refuses the sync commands (its `default` user loses `psync` and
+ * `sync`, which no client of the SDK sends) and its replicas' links are killed, so no replica can
+ * sync again and every later write on the primary is missing from all of them. Asynchronous
+ * replication losing acknowledged writes, made certain instead of unlikely. The replicas still count
+ * as failover candidates for a while (Cluster: `cluster-replica-validity-factor`; Sentinel: its
+ * down-after window), so the next failover promotes one without those writes.
+ *
+ * Both steps run on the primary, which runs its commands one at a time: a replica whose `PSYNC` came
+ * before the refusal is a replica when the kill comes, and one whose `PSYNC` comes after is refused.
+ * (Held on the replica's side instead, with a wrong `masterauth`, a replica that reconnected between
+ * the two steps slipped through: Redis reconnects at once after a lost link, and a handshake sent
+ * before the password changed either completed unheld, or hung until `repl-timeout` because the
+ * replica reads its replies by the password it has now: seen beside four CPU hogs, 2026-12-07.)
  */
-export async function breakReplication(primaryPort: number, replicaPort: number): Promise<void> {
-  await redisCommand(replicaPort, ['CONFIG', 'SET', 'masterauth', 'fenced-chaos-wrong-password']);
+export async function holdReplicationOn(primaryPort: number): Promise<void> {
+  await redisCommand(primaryPort, ['ACL', 'SETUSER', 'default', ...SYNC_COMMANDS.map((c) => `-${c}`)]);
   await redisCommand(primaryPort, ['CLIENT', 'KILL', 'TYPE', 'replica']);
 }
 
-/** Lets the replica sync again. */
-export async function restoreReplication(replicaPort: number): Promise<void> {
-  await redisCommand(replicaPort, ['CONFIG', 'SET', 'masterauth', '']);
+/**
+ * Lets replicas sync from the server on `primaryPort` again (a no-op on a server that restarted: the
+ * refusal lives in its memory only).
+ */
+export async function releaseReplicationOn(primaryPort: number): Promise<void> {
+  await redisCommand(primaryPort, ['ACL', 'SETUSER', 'default', ...SYNC_COMMANDS.map((c) => `+${c}`)]);
 }

@@ -38,7 +38,7 @@ export interface ReplicatedRedis {
   primaryFor(key: string): Promise<RedisServerProcess>;
   /** Makes the next failover of that primary lossy: its replicas stop receiving its writes. */
   holdReplication(key: string): Promise<void>;
-  /** Lets the held replicas sync again. */
+  /** Lets the held replicas sync again (once the held primary runs: not while it is frozen). */
   healReplication(): Promise<void>;
   /** Resolves with the new primary for `key` once a server other than `deposed` serves it. */
   waitForFailover(key: string, deposed: RedisServerProcess, timeoutMs: number): Promise<RedisServerProcess>;

@@ -53,9 +53,10 @@ export const primaryFailover: DeploymentFaultKind<'redis', PrimaryFailoverFault>
       if (variant === 'lossy') promotedCounter = await counterOn(promoted.port, key);
       await ctx.sleep(holdMs);
     } finally {
-      if (variant === 'lossy') await redis.healReplication();
       // It wakes up believing it still is the primary, until it learns otherwise.
       primary.resume();
+      // The refusal to sync lives on the server that was frozen: undone once it answers again.
+      if (variant === 'lossy') await redis.healReplication();
     }
     ctx.fault('primary frozen', 'end', undefined, 'resumed, deposed');
     if (variant === 'lossy') {
@@ -106,13 +107,19 @@ async function untilTheCounterIsMet(ctx: FaultContext, redis: ReplicatedRedis, f
   }
 }
 
-/** The token counter on the server at `port` (0 when unset); undefined when it did not answer. */
+/**
+ * The token counter on the server at `port` (0 when unset), asked until it answers, for 10 s at most
+ * (a just-promoted server on a loaded machine can take a while); undefined when it never did, and the
+ * round is then judged on its elections alone.
+ */
 async function counterOn(port: number, key: string): Promise<bigint | undefined> {
-  try {
-    const value = await redisCommand(port, ['GET', key], 1000);
-    return value === null ? 0n : BigInt(String(value));
-  } catch {
-    return undefined;
+  const deadline = Date.now() + 10_000;
+  for (;;) {
+    const value = await redisCommand(port, ['GET', key], 2000).catch(() => undefined);
+    if (value === null) return 0n;
+    if (value !== undefined) return /^\d+$/.test(String(value)) ? BigInt(String(value)) : undefined;
+    if (Date.now() > deadline) return undefined;
+    await new Promise((r) => setTimeout(r, 100));
   }
 }
 
