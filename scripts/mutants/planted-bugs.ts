@@ -383,6 +383,15 @@ export const PLANTED_BUGS: readonly PlantedBug[] = [
     tests: ['packages/chaos/src/redis/replication-fault.test.ts'],
   },
   {
+    id: 'redis-standby-silent',
+    layer: 'lease',
+    bug: 'a standby on Redis never says how it hears releases (no `lease.listening`), where every other store says so',
+    file: 'packages/coordinator/src/store/redis/release-listener.ts',
+    find: '    await subscriber.subscribe(channel);\n    listening();\n',
+    replace: '    await subscriber.subscribe(channel);\n',
+    tests: ['test/lease-store/conformance-redis.test.ts'],
+  },
+  {
     id: 'subscription-of-earlier-run',
     layer: 'lease',
     bug: "a coordinator stopped and started again while its release subscription was being made takes that subscription as the new run's: in a lease group it was made on the hub the stop closed, and its failure is reported as the new run's",

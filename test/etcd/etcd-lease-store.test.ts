@@ -1,9 +1,11 @@
 // The etcd lease store at its edges, below the conformance suite: what a refusal says of the
 // holder's time, each request of a stalled member naming itself, a base that keeps moving under the
 // grant or the counter's repair, a session whose etcd lease is gone as the key is written, the
-// in-flight hook of a retried grant, a release in one request, and the election record's trim. Written for the survivors of its StrykerJS run (docs/planted-bugs.md). Faults are
-// a fault proxy in front of the test cluster's first member (stalled: nothing passes until it is
-// let go), or another writer on the same keys, through a client that acts just before a request.
+// in-flight hook of a retried grant, a release in one request, the election record's trim, and a
+// renew whose session is gone or whose read fails. Written for the survivors of its StrykerJS runs
+// (docs/planted-bugs.md). Faults are a fault proxy in front of the test cluster's first member
+// (stalled: nothing passes until it is let go), or another writer on the same keys, through a client
+// that acts just before a request.
 import { parseToken, isFencedError } from '@fenced/shared';
 import { startFaultProxy, type FaultProxy } from '@fenced/chaos';
 import { etcdLeases } from '@fenced/coordinator/etcd';
@@ -24,10 +26,14 @@ async function proxied(): Promise<{ client: Etcd3; proxy: FaultProxy }> {
 }
 
 /**
- * `real` with hooks run before each of its key-value transactions is sent and once its reply is
- * in, and one run before a keep-alive stream is opened: another process, or a fault, acting then.
+ * `real` with hooks run before each of its key-value transactions and reads is sent and once its
+ * reply is in, and one run before a keep-alive stream is opened: another process, or a fault, acting
+ * then.
  */
-function withHooks(real: Etcd3, hooks: { beforeTxn?: (request: Parameters<Etcd3['kv']['txn']>[0]) => Promise<void>; afterTxn?: () => void; beforeKeepAlive?: () => Promise<void> }): Etcd3 {
+function withHooks(
+  real: Etcd3,
+  hooks: { beforeTxn?: (request: Parameters<Etcd3['kv']['txn']>[0]) => Promise<void>; afterTxn?: () => void; beforeRange?: () => Promise<void>; afterRange?: () => void; beforeKeepAlive?: () => Promise<void> },
+): Etcd3 {
   const kv = new Proxy(real.kv, {
     get: (on, key) =>
       key === 'txn'
@@ -37,7 +43,14 @@ function withHooks(real: Etcd3, hooks: { beforeTxn?: (request: Parameters<Etcd3[
             hooks.afterTxn?.();
             return reply;
           }
-        : Reflect.get(on, key),
+        : key === 'range'
+          ? async (...args: Parameters<Etcd3['kv']['range']>) => {
+              await hooks.beforeRange?.();
+              const reply = await on.range(...args);
+              hooks.afterRange?.();
+              return reply;
+            }
+          : Reflect.get(on, key),
   });
   const leaseClient = new Proxy(real.leaseClient, {
     get: (on, key) => (key === 'leaseKeepAlive' ? async (...args: Parameters<Etcd3['leaseClient']['leaseKeepAlive']>) => (await hooks.beforeKeepAlive?.(), on.leaseKeepAlive(...args)) : Reflect.get(on, key)),
@@ -205,6 +218,38 @@ describe('the etcd lease store, recording elections', () => {
   });
 });
 
+describe('the etcd lease store, recording elections without a trim', () => {
+  it('sends no delete while the record holds 32 elections or fewer', async () => {
+    const name = `record-full-${++n}`;
+    const requests: string[] = [];
+    let ranged!: () => void;
+    let rangedOnce = new Promise<void>((resolve) => (ranged = resolve));
+    const real = client();
+    const kv = new Proxy(real.kv, {
+      get: (on, key) => {
+        const value = Reflect.get(on, key) as unknown;
+        if (typeof value !== 'function') return value;
+        return async (...args: unknown[]) => {
+          requests.push(String(key));
+          const reply = await (value as (...a: unknown[]) => Promise<unknown>).apply(on, args);
+          if (key === 'range') ranged();
+          return reply;
+        };
+      },
+    });
+    const lease = etcdLeases({ client: new Proxy(real, { get: (on, key) => (key === 'kv' ? kv : Reflect.get(on, key)) }), prefix }).openLease(name, 'node-a', 5000);
+    for (let token = 1; token <= 32; token++) {
+      lease.recordElection({ token: parseToken(BigInt(token)), ttlMs: 5000, fences: 1, regressed: false });
+      // Each record's writes and its look at the record done, and the turns after it, where a delete would go.
+      await rangedOnce;
+      rangedOnce = new Promise<void>((resolve) => (ranged = resolve));
+      for (let i = 0; i < 5; i++) await new Promise((r) => setImmediate(r));
+    }
+    expect(requests.filter((r) => r === 'deleteRange')).toEqual([]);
+    expect((await admin().getAll().prefix(`${prefix}elections/${name}/`).keys()).length).toBe(32);
+  });
+});
+
 describe('the etcd lease store, releasing and repairing the counter', () => {
   /** `real`, counting the key-value requests it sends (reads and transactions alike). */
   function counting(real: Etcd3): { client: Etcd3; requests: string[] } {
@@ -238,6 +283,31 @@ describe('the etcd lease store, releasing and repairing the counter', () => {
     expect(error).toMatchObject({ code: 'LEASE_STORE_UNAVAILABLE', reason: 'timeout', message: expect.stringMatching(/^etcd: release failed \(timeout\)/) });
   });
 
+  it('a counter repair raises a base that is already there (a second repair) in one read and one write', async () => {
+    const name = `repair-twice-${++n}`;
+    const { client: counted, requests } = counting(client());
+    const lease = etcdLeases({ client: counted, prefix }).openLease(name, 'node-a', 5000);
+    await lease.raiseCounter(parseToken(1_000_000n), 5000);
+    requests.length = 0;
+    await lease.raiseCounter(parseToken(2_000_000n), 5000);
+    expect(requests).toEqual(['txn', 'txn']);
+    const won = await lease.acquire(5000, 5000);
+    expect(won.won && won.token > 2_000_000n).toBe(true);
+  });
+
+  it.each([
+    ['read of the base', 'read base', (request: Parameters<Etcd3['kv']['txn']>[0]) => request.compare === undefined && request.success?.[0]?.request_range !== undefined],
+    ['write of the base', 'raise counter', (request: Parameters<Etcd3['kv']['txn']>[0]) => request.compare?.[0]?.target === 'Mod'],
+  ])('a counter repair whose %s fails names it', async (_step, operation, failing) => {
+    const cut = withHooks(client(), {
+      beforeTxn: async (request) => {
+        if (failing(request)) throw new Error('cut off');
+      },
+    });
+    const error = await etcdLeases({ client: cut, prefix }).openLease(`repair-cut-${++n}`, 'node-a', 5000).raiseCounter(parseToken(1_000_000n), 5000).catch((err: unknown) => err);
+    expect(error).toMatchObject({ code: 'LEASE_STORE_UNAVAILABLE', store: 'etcd', message: expect.stringMatching(new RegExp(`^etcd: ${operation} failed .*cut off`)) });
+  });
+
   it('a counter repair compares the base it read: when the base moves under each of its three tries, it fails naming itself and writes nothing', async () => {
     const name = `repair-moving-${++n}`;
     let bumps = 0;
@@ -253,5 +323,84 @@ describe('the etcd lease store, releasing and repairing the counter', () => {
     expect(error).toMatchObject({ code: 'LEASE_STORE_UNAVAILABLE', store: 'etcd', message: expect.stringMatching(/^etcd: raise counter failed .*the base kept moving under the repair/) });
     expect(bumps).toBe(3);
     expect(await admin().get(`${prefix}base/${name}`).string()).toBe('3');
+  });
+});
+
+describe('the etcd lease store, renewing', () => {
+  /** The etcd lease a lease's key is attached to (the session it was granted on). */
+  async function sessionOf(name: string): Promise<string> {
+    const [kv] = (await admin().get(`${prefix}lease/${name}`).exec()).kvs;
+    if (kv === undefined) throw new Error(`${name} has no key`);
+    return kv.lease;
+  }
+
+  it("is not renewed when its keep-alive finds the session's etcd lease gone, though its read still saw the key; the term is forgotten, so its release reads the key first", async () => {
+    const name = `renew-expired-${++n}`;
+    let armed = false;
+    let read!: () => void;
+    const readDone = new Promise<void>((resolve) => (read = resolve));
+    const requests: string[] = [];
+    // The renew's read of the key goes first and sees it; then, before the keep-alive is sent, the
+    // session's etcd lease goes (as if it had expired in between).
+    const hooked = withHooks(client(), {
+      beforeTxn: async () => void (armed && requests.push('txn')),
+      afterRange: () => armed && read(),
+      beforeKeepAlive: async () => {
+        if (!armed) return;
+        await readDone;
+        await admin().leaseClient.leaseRevoke({ ID: await sessionOf(name) });
+      },
+    });
+    const lease = etcdLeases({ client: hooked, prefix }).openLease(name, 'node-a', 5000);
+    const won = await lease.acquire(5000, 5000);
+    if (!won.won) throw new Error('not granted');
+    armed = true;
+    expect(await lease.renew(won.leaseValue, 5000, () => 5000)).toMatchObject({ renewed: false });
+    // Granted no more: a release of that term reads the key (gone with the etcd lease) and sends no delete.
+    requests.length = 0;
+    expect(await lease.release(won.leaseValue, 5000)).toBe(false);
+    expect(requests).toEqual([]);
+  });
+
+  it('is not renewed when its key, as written, is no longer on its session (put again without the etcd lease: it would outlive the term)', async () => {
+    const name = `renew-detached-${++n}`;
+    const lease = etcdLeases({ client: client(), prefix }).openLease(name, 'node-a', 5000);
+    const won = await lease.acquire(5000, 5000);
+    if (!won.won) throw new Error('not granted');
+    // The same value, put again with no etcd lease: its creation revision and value are the term's still.
+    const value = await admin().get(`${prefix}lease/${name}`).string();
+    await admin().put(`${prefix}lease/${name}`).value(value!);
+    expect(await lease.renew(won.leaseValue, 5000, () => 5000)).toMatchObject({ renewed: false });
+  });
+
+  it('a renew whose read of the key fails names the read, not the keep-alive', async () => {
+    const name = `renew-read-${++n}`;
+    let failReads = false;
+    const failing = withHooks(client(), {
+      beforeRange: async () => {
+        if (failReads) throw new Error('the read was cut off');
+      },
+    });
+    const lease = etcdLeases({ client: failing, prefix }).openLease(name, 'node-a', 5000);
+    const won = await lease.acquire(5000, 5000);
+    if (!won.won) throw new Error('not granted');
+    failReads = true;
+    const error = await lease.renew(won.leaseValue, 5000, () => 5000).catch((err: unknown) => err);
+    expect(error).toMatchObject({ code: 'LEASE_STORE_UNAVAILABLE', store: 'etcd', message: expect.stringMatching(/^etcd: read lease failed .*the read was cut off/) });
+  });
+
+  it("a renew on a session already found gone answers not renewed at once, sending nothing (another lease of the same session found it)", async () => {
+    const { client: through, proxy } = await proxied();
+    const store = etcdLeases({ client: through, prefix });
+    const first = store.openLease(`renew-dead-a-${++n}`, 'node-a', 5000);
+    const second = store.openLease(`renew-dead-b-${n}`, 'node-a', 5000);
+    const [a, b] = await Promise.all([first.acquire(5000, 5000), second.acquire(5000, 5000)]);
+    if (!a.won || !b.won) throw new Error('not granted');
+    // One session for both: revoked, the first renew finds it gone.
+    await admin().leaseClient.leaseRevoke({ ID: await sessionOf(`renew-dead-a-${n}`) });
+    expect(await first.renew(a.leaseValue, 5000, () => 5000)).toMatchObject({ renewed: false });
+    // Nothing passes the proxy now: a request would wait out the renew's time and fail it.
+    proxy.setMode({ kind: 'stall' });
+    expect(await second.renew(b.leaseValue, 3000, () => 3000)).toMatchObject({ renewed: false });
   });
 });

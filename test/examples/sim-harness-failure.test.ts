@@ -57,6 +57,9 @@ describe('a run whose harness fails outside the fault rounds', () => {
         expect(verdictOf({ mode, check: result.check, events: result.history.events })).toEqual({ ok: false, inconclusive: false, text: verdict });
         // The replicas' logs are in the result (a kept run holds them) when they had started.
         expect(result.nodes).toHaveLength(replicas);
+        // So are its Redis server's, read as the teardown stopped it.
+        expect(Object.keys(result.serverLogs)).toEqual([expect.stringMatching(/^redis-\d+$/)]);
+        expect(Object.values(result.serverLogs)[0]).toMatch(/Redis version=.*just started/);
         // Its Redis (a server of its own) and its replicas: gone.
         await waitFor(() => liveChildren().length <= before.length, 10_000, 20).catch(() => undefined);
         expect(liveChildren()).toEqual(before);

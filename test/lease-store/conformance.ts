@@ -316,6 +316,18 @@ export function describeLeaseStoreConformance(harness: LeaseStoreHarness): void 
         expect(performance.now() - stoppedAt, 'b waited for its retry').toBeLessThan(retryMs / 4);
       });
 
+      it('a standby says how it hears releases (`lease.listening`: by notification, or by polling and why); a listener may leave that unasked', async () => {
+        const name = lease();
+        const said: Array<{ mode: string; reason: string; lease: string; nodeId: string }> = [];
+        const b = coordinator({ lease: name, nodeId: 'standby', logger: (e) => void (e.type === 'lease.listening' && said.push(e)) });
+        await b.start();
+        await waitFor(() => said.length > 0, 10_000);
+        expect(said[0]).toEqual({ type: 'lease.listening', lease: name, nodeId: 'standby', mode: expect.stringMatching(/^(notify|polling)$/), reason: expect.stringMatching(/\S/) });
+        // The store's own listener, asked without the callback that hears how.
+        const listener = await harness.backend().openLease(lease(), 'node-a', 5000).listenForReleases(5000, () => undefined, () => undefined);
+        await listener.close();
+      });
+
       it('a release that arrives while an acquire is in flight is not lost', async () => {
         const { name, retryMs, a, b } = await leaderAndFarStandby();
         // b's acquire is on its way (and finds the lease held); before its reply is read, a steps down.

@@ -1,5 +1,5 @@
 import { spawn, type ChildProcess } from 'node:child_process';
-import { mkdtempSync, rmSync } from 'node:fs';
+import { closeSync, fstatSync, mkdtempSync, openSync, readSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { trackChild } from '../process/child-registry.js';
@@ -29,7 +29,15 @@ export interface RedisServerProcess {
   pause(): void;
   /** SIGCONT. */
   resume(): void;
+  /**
+   * What it logged (every start of it, in order), its last `maxBytes` at most; empty once stopped (its
+   * directory is gone with it) or before it logged anything. Kept with a failed simulation run.
+   */
+  log(maxBytes?: number): string;
 }
+
+/** How much of a server's log a failed run keeps: its tail, where the fault was. */
+const LOG_TAIL_BYTES = 256 * 1024;
 
 export interface RedisServerOptions {
   /** A port to use; default: a free one. */
@@ -49,7 +57,8 @@ export async function startRedisServer(options: RedisServerOptions = {}): Promis
   const port = options.port ?? (await freePort());
   // Its own working directory: a Cluster node writes nodes.conf there, a Sentinel its config.
   const dir = mkdtempSync(join(tmpdir(), `fenced-redis-${port}-`));
-  const args = ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no', '--dir', dir, ...(options.args ?? [])];
+  const logFile = join(dir, 'redis.log');
+  const args = ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no', '--dir', dir, '--logfile', logFile, ...(options.args ?? [])];
   let child: ChildProcess | undefined;
   let paused = false;
 
@@ -89,6 +98,7 @@ export async function startRedisServer(options: RedisServerOptions = {}): Promis
       child.kill('SIGCONT');
       paused = false;
     },
+    log: (maxBytes = LOG_TAIL_BYTES) => tailOf(logFile, maxBytes),
     async start() {
       if (child !== undefined) return;
       const c = spawn(options.binary ?? 'redis-server', [...(options.configFile === undefined ? [] : [options.configFile]), ...args, ...(options.sentinel ? ['--sentinel'] : [])], { stdio: 'ignore', cwd: dir });
@@ -100,4 +110,24 @@ export async function startRedisServer(options: RedisServerOptions = {}): Promis
   };
   await handle.start();
   return handle;
+}
+
+/** The last `maxBytes` of a file, as text (from the first whole line); empty when there is none. */
+function tailOf(file: string, maxBytes: number): string {
+  let fd: number;
+  try {
+    fd = openSync(file, 'r');
+  } catch {
+    return '';
+  }
+  try {
+    const size = fstatSync(fd).size;
+    const length = Math.min(size, maxBytes);
+    const buffer = Buffer.alloc(length);
+    readSync(fd, buffer, 0, length, size - length);
+    const text = buffer.toString('utf8');
+    return length < size ? text.slice(text.indexOf('\n') + 1) : text;
+  } finally {
+    closeSync(fd);
+  }
 }

@@ -25,17 +25,20 @@ function failedRun(seed: number) {
     effects: [],
     history,
     logs: { r1: { stdout: [{ at: Date.UTC(2026, 11, 4), record: { kind: 'ready' } }], stderr: 'boom\n' }, r2: { stdout: [], stderr: '' } },
+    serverLogs: { 'redis-6390': '1:M 07 Dec 2026 01:35:25.603 # Connection with replica 127.0.0.1:6391 lost.\n', 'sentinel-26379': '' },
   };
 }
 
 describe('failed runs, kept', () => {
-  it('keep the history, the check, every replica log and the report in one folder, and name it', () => {
+  it("keep the history, the check, every replica log, the report and the run's Redis servers' logs in one folder, and name it", () => {
     const root = mkdtempSync(join(tmpdir(), 'fenced-kept-'));
     roots.push(root);
     const dir = keepRun(root, { run: failedRun(7), verdict: '1 anomalies', command: 'pnpm sim --scenario pause --seed 7', reportHtml: '<html>report</html>' });
     expect(dir.startsWith(root)).toBe(true);
     expect(dir).toMatch(/pause-postgres-guarded-seed7$/);
-    expect(readdirSync(dir).sort()).toEqual(['README.txt', 'check.json', 'effects.json', 'history.jsonl', 'r1.stderr.log', 'r1.stdout.log', 'r2.stderr.log', 'r2.stdout.log', 'report.html']);
+    expect(readdirSync(dir).sort()).toEqual(['README.txt', 'check.json', 'effects.json', 'history.jsonl', 'r1.stderr.log', 'r1.stdout.log', 'r2.stderr.log', 'r2.stdout.log', 'report.html', 'servers']);
+    expect(readdirSync(join(dir, 'servers')).sort()).toEqual(['redis-6390.log', 'sentinel-26379.log']);
+    expect(readFileSync(join(dir, 'servers', 'redis-6390.log'), 'utf8')).toContain('Connection with replica 127.0.0.1:6391 lost.');
     const readme = readFileSync(join(dir, 'README.txt'), 'utf8');
     expect(readme).toContain('command: pnpm sim --scenario pause --seed 7');
     expect(readme).toContain('violation: a stale write committed: token 6 after 7');

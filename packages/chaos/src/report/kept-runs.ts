@@ -7,8 +7,9 @@ import type { RunResult } from '../sim/run-scenario.js';
  * A failed run, kept where a person can read it after the fact: CI keeps only the tail of the
  * output, and a run's temporary folder goes with its process. Each kept run is one folder:
  * `README.txt` (the command, the verdict, the violations), `history.jsonl` (every event, in order),
- * `check.json`, `effects.json`, each replica's `<name>.stdout.log` and `<name>.stderr.log`, and the
- * whole HTML report. The newest {@link KEPT_RUNS} folders stay; older ones are deleted.
+ * `check.json`, `effects.json`, each replica's `<name>.stdout.log` and `<name>.stderr.log`, the
+ * whole HTML report, and the run's own Redis servers' logs (`servers/`). The newest {@link KEPT_RUNS}
+ * folders stay; older ones are deleted.
  */
 export const KEPT_RUNS = 10;
 
@@ -18,7 +19,7 @@ export function keptRunsRoot(env: Readonly<Record<string, string | undefined>>):
 }
 
 export interface KeptRun {
-  readonly run: Pick<RunResult, 'scenario' | 'mode' | 'seed' | 'check' | 'effects' | 'history' | 'logs'>;
+  readonly run: Pick<RunResult, 'scenario' | 'mode' | 'seed' | 'check' | 'effects' | 'history' | 'logs' | 'serverLogs'>;
   readonly verdict: string;
   readonly command: string;
   readonly reportHtml: string;
@@ -45,7 +46,7 @@ export function keepRun(root: string, kept: KeptRun, now = new Date()): string {
       `verdict: ${kept.verdict}`,
       ...run.check.violations.map((v) => `violation: ${v}`),
       ...(run.check.inconclusive?.violations ?? []).map((v) => `inconclusive: ${v}`),
-      'files: history.jsonl (every event, in order), check.json, effects.json, <replica>.stdout.log and <replica>.stderr.log, report.html',
+      'files: history.jsonl (every event, in order), check.json, effects.json, <replica>.stdout.log and <replica>.stderr.log, report.html, and the run\'s own Redis servers\' logs (servers/<redis|sentinel>-<port>.log, the last 256 KiB of each)',
       '',
     ].join('\n'),
   );
@@ -56,6 +57,9 @@ export function keepRun(root: string, kept: KeptRun, now = new Date()): string {
     writeFileSync(join(dir, `${safe(name)}.stdout.log`), `${log.stdout.map((line) => `${new Date(line.at).toISOString()} ${JSON.stringify(line.record, jsonable)}`).join('\n')}\n`);
     writeFileSync(join(dir, `${safe(name)}.stderr.log`), log.stderr);
   }
+  const servers = Object.entries(run.serverLogs);
+  if (servers.length > 0) mkdirSync(join(dir, 'servers'));
+  for (const [name, log] of servers) writeFileSync(join(dir, 'servers', `${safe(name)}.log`), log);
   writeFileSync(join(dir, 'report.html'), kept.reportHtml);
   pruneKeptRuns(root, KEPT_RUNS);
   return dir;

@@ -63,6 +63,11 @@ export interface RunResult {
   /** Each replica's log: every line it printed on stdout (stamped when read) and its stderr's last 64 KiB. */
   readonly logs: Readonly<Record<string, { readonly stdout: readonly ProcessLine[]; readonly stderr: string }>>;
   /**
+   * The run's own Redis servers' logs (`redis-<port>`, `sentinel-<port>`: each one's last 256 KiB),
+   * read as they stop, so filled in with the teardown, after the result is made.
+   */
+  readonly serverLogs: Readonly<Record<string, string>>;
+  /**
    * Where the run's wall time went, ms per phase: `servers` (its own Redis, PostgreSQL, etcd or
    * MariaDB), `start` (the replicas started, to the first dispatch), `faults`, `settle` (healed, to
    * quiescence), `check` (replicas stopped, effects read and judged) and `teardown` (filled in as
@@ -130,6 +135,8 @@ export async function runScenario(app: SimApp, scenario: Scenario, mode: SimMode
    * before it.
    */
   const teardown: Array<{ readonly what: string; readonly stop: () => Promise<unknown> }> = [];
+  /** Read from each server as the teardown stops it (its log goes with its folder). */
+  const serverLogs: Record<string, string> = {};
   let started = Date.now();
   const phaseMs: Partial<Record<RunPhase, number>> = {};
   let phaseFrom = runFrom;
@@ -175,6 +182,7 @@ export async function runScenario(app: SimApp, scenario: Scenario, mode: SimMode
     nodes: nodes.map((n) => n.name),
     diagnostics: Object.fromEntries(nodes.map((n) => [n.name, n.process.stderr().slice(-2000)])),
     logs: Object.fromEntries(nodes.map((n) => [n.name, { stdout: stdout.get(n.name) ?? [], stderr: n.process.stderr() }])),
+    serverLogs,
     phaseMs,
   });
   try {
@@ -207,7 +215,15 @@ export async function runScenario(app: SimApp, scenario: Scenario, mode: SimMode
     // A Redis wherever one can start (the apps' controls keep their record there, out of the faults'
     // way); none where redis-server is missing and the app can do without on this lease store.
     const redis = (app.usesRedis?.(run.leaseStore) ?? true) || redisServerInstalled() ? await startSimRedis(scenario.redis) : undefined;
-    if (redis !== undefined) teardown.push({ what: 'Redis', stop: () => redis.stop() });
+    if (redis !== undefined) {
+      teardown.push({
+        what: 'Redis',
+        stop: () => {
+          Object.assign(serverLogs, redis.logs());
+          return redis.stop();
+        },
+      });
+    }
     // A stepped clock reads its offset from a file the fault rewrites mid-run.
     const clockDir = scenario.clockFault?.kind === 'stepped' ? mkdtempSync(join(tmpdir(), 'fenced-clock-')) : undefined;
     if (clockDir !== undefined) teardown.push({ what: 'the clock file', stop: async () => rmSync(clockDir, { recursive: true, force: true }) });

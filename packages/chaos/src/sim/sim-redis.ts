@@ -24,6 +24,8 @@ export type SimRedis = ProxiedRedis | ReplicatedRedis;
 export interface ProxiedRedis {
   readonly kind: 'proxied';
   readonly topology: RedisTopology;
+  /** Each server's log, by name (`redis-<port>`), read before `stop()` (which deletes them). */
+  logs(): Record<string, string>;
   stop(): Promise<void>;
 }
 
@@ -42,6 +44,8 @@ export interface ReplicatedRedis {
   healReplication(): Promise<void>;
   /** Resolves with the new primary for `key` once a server other than `deposed` serves it. */
   waitForFailover(key: string, deposed: RedisServerProcess, timeoutMs: number): Promise<RedisServerProcess>;
+  /** Each server's log, by name (`redis-<port>`, `sentinel-<port>`), read before `stop()` (which deletes them). */
+  logs(): Record<string, string>;
   /**
    * Resolves once the deployment is whole: every primary serves, every other server replicates in
    * sync. A deposed primary that resumed learns of its demotion only after a while (Cluster by
@@ -66,7 +70,7 @@ export async function startSimRedis(kind: RedisKind): Promise<SimRedis> {
     case 'single':
     case 'failover': {
       const topology = await startRedisTopology(kind);
-      return { kind: 'proxied', topology, stop: () => topology.stop() };
+      return { kind: 'proxied', topology, logs: () => logsOf('redis', [topology.primary, topology.replica]), stop: () => topology.stop() };
     }
     case 'cluster':
       return clusterRedis(await startRedisCluster({ nodeTimeoutMs: DOWN_AFTER_MS }));
@@ -96,6 +100,7 @@ function clusterRedis(cluster: RedisCluster): ReplicatedRedis {
     holdReplication: async (key) => cluster.holdReplication(await slotOf(key)),
     healReplication: () => cluster.healReplication(),
     waitForFailover: async (key, deposed, timeoutMs) => cluster.waitForFailover(await slotOf(key), deposed, timeoutMs),
+    logs: () => logsOf('redis', cluster.servers),
     async waitUntilWhole(timeoutMs) {
       const deadline = Date.now() + timeoutMs;
       await cluster.waitUntilHealthy(timeoutMs);
@@ -118,6 +123,7 @@ function sentinelRedis(sentinel: RedisSentinel): ReplicatedRedis {
     holdReplication: () => sentinel.holdReplication(),
     healReplication: () => sentinel.healReplication(),
     waitForFailover: (_key, deposed, timeoutMs) => sentinel.waitForFailover(deposed, timeoutMs),
+    logs: () => ({ ...logsOf('redis', sentinel.servers), ...logsOf('sentinel', sentinel.sentinels) }),
     async waitUntilWhole(timeoutMs) {
       const deadline = Date.now() + timeoutMs;
       const primary = await sentinel.primary();
@@ -125,4 +131,9 @@ function sentinelRedis(sentinel: RedisSentinel): ReplicatedRedis {
     },
     stop: () => sentinel.stop(),
   };
+}
+
+/** The logs of `servers`, each named `<kind>-<port>`. */
+function logsOf(kind: string, servers: ReadonlyArray<RedisServerProcess | undefined>): Record<string, string> {
+  return Object.fromEntries(servers.flatMap((s) => (s === undefined ? [] : [[`${kind}-${s.port}`, s.log()]])));
 }

@@ -72,7 +72,7 @@ export function redisLeaseStore(redis: IoRedisClient, keys: LeaseKeys, nodeId: s
         .catch(() => {});
     },
 
-    listenForReleases: (timeoutMs, onRelease, onError) => listenForReleases(redis, keys.released, timeoutMs, { onRelease, onError }),
+    listenForReleases: (timeoutMs, onRelease, onError, onListening) => listenForReleases(redis, keys.released, timeoutMs, { onRelease, onError, onListening }),
   };
 }
 

@@ -13,17 +13,23 @@ export async function listenForReleases(
   redis: IoRedisClient,
   channel: string,
   timeoutMs: number,
-  handlers: { onRelease: () => void; onError: (error: unknown) => void },
+  handlers: { onRelease: () => void; onError: (error: unknown) => void; onListening?: ((mode: 'notify', reason: string) => void) | undefined },
 ): Promise<ReleaseListener> {
   const subscriber = duplicateForSubscribing(redis);
   subscriber.on('error', handlers.onError);
   subscriber.on('message', handlers.onRelease);
-  subscriber.on('ready', () => void subscriber.subscribe(channel).catch(() => undefined));
+  const listening = () => handlers.onListening?.('notify', 'Redis pub/sub');
+  /** Whether the first subscription has been made or given up on: a later `ready` is a reconnect. */
+  let started = false;
+  // Every connection subscribes when ready; one after the start says so again (a new connection).
+  subscriber.on('ready', () => void subscriber.subscribe(channel).then(() => started && listening(), () => undefined));
   const subscribed = async () => {
     await subscriber.connect();
     await subscriber.subscribe(channel);
+    listening();
   };
   await withTimeout(subscribed(), timeoutMs, 'subscribe').catch(handlers.onError);
+  started = true;
   return { close: () => subscriber.disconnect() };
 }
 
