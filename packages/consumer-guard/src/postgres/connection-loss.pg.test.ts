@@ -207,3 +207,85 @@ it('a Kysely guard without the pool behind it is refused: it could not hear a ki
   expect(isFencedError(err, 'INVALID_CONFIG')).toBe(true);
   expect(String(err)).toContain('pool');
 });
+
+describe('a pool that cannot connect at all (nothing listens on its port)', () => {
+  let pool: pg.Pool;
+  beforeAll(() => {
+    pool = new pg.Pool({ host: '127.0.0.1', port: 1, user: 'postgres', database: 'test', connectionTimeoutMillis: 2000 });
+  });
+  afterAll(async () => {
+    await pool.end();
+  });
+
+  it('a guarded write fails typed, in the open phase, nothing applied, the driver error its cause', async () => {
+    const guard = createPostgresGuard({ db: pool, resource: 'unreachable', schema: schema.name });
+    const err = await caught(guard.guardedWrite(1n, async () => 'written'));
+    expect(isFencedError(err, 'GUARD_UNAVAILABLE')).toBe(true);
+    expect(String((err as Error).message)).toMatch(/^PostgreSQL guard failed during open; nothing was applied: .*ECONNREFUSED/);
+    expect((err as Error).cause).toBeInstanceOf(Error);
+  });
+
+  it("a read of the fence fails typed, the driver's connect error its cause", async () => {
+    const guard = createPostgresGuard({ db: pool, resource: 'unreachable', schema: schema.name });
+    const err = await caught(guard.highest());
+    expect(isFencedError(err, 'GUARD_UNAVAILABLE')).toBe(true);
+    expect(String((err as Error).message)).toMatch(/^PostgreSQL guard failed during query; nothing was applied: .*ECONNREFUSED/);
+    expect((err as Error).cause).toBeInstanceOf(Error);
+  });
+});
+
+it('a db that is neither a Kysely instance nor a pg.Pool (a query without connect, a connect without query) is refused, naming db', () => {
+  for (const db of [{ query: async () => ({ rows: [] }) }, { connect: async () => ({}) }]) {
+    let err: unknown;
+    try {
+      createPostgresGuard({ db, resource: 'r' } as never);
+    } catch (e) {
+      err = e;
+    }
+    expect(isFencedError(err, 'INVALID_CONFIG') && err.issues.some((i) => i.path === 'db')).toBe(true);
+  }
+});
+
+it('guardedWriteIn refuses a tx that is no transaction of the driver (no query), before any statement', async () => {
+  const guard = createPostgresGuard({ db: schema.pool, resource: 'not-a-tx', schema: schema.name });
+  const err = await caught(guard.guardedWriteIn({ begin: () => undefined } as never, 1n, async () => 'written'));
+  expect(err).toBeInstanceOf(TypeError);
+  expect(String((err as Error).message)).toMatch(/^guardedWriteIn: tx must be a transaction of the PostgreSQL driver/);
+});
+
+describe("a client whose own error event comes after its failed statement's reply", () => {
+  // pg emits a client's `error` when its socket ends, which can come after the statement that met
+  // the killed backend has failed and the write has been caught. This client holds each `error` back
+  // 300 ms (and drops it once nothing listens: an ended client emits none), so the write's failure is
+  // all the guard knows when it hands the client back.
+  class LateErrors extends pg.Client {
+    override emit(event: string | symbol, ...args: unknown[]): boolean {
+      if (event !== 'error') return super.emit(event, ...args);
+      setTimeout(() => void (this.listenerCount('error') > 0 && super.emit(event, ...args)), 300);
+      return true;
+    }
+  }
+
+  it('is handed back broken, not handed out again: the next write on a pool of one connects anew', async () => {
+    const applicationName = `late-errors-${process.pid}`;
+    const pool = new pg.Pool({ connectionString: schema.pool.options.connectionString, max: 1, application_name: applicationName, Client: LateErrors });
+    try {
+      const guard = createPostgresGuard({ db: pool, resource: 'late-errors', schema: schema.name });
+      await guard.migrate();
+      const err = await caught(
+        guard.guardedWrite(1n, async (trx) => {
+          const pid = Number((await trx.query('SELECT pg_backend_pid() AS pid')).rows[0].pid);
+          const sleeping = trx.query('SELECT pg_sleep(30)');
+          sleeping.catch(() => undefined); // it fails while the backend is being ended, before the await below
+          await waitFor(async () => (await admin.query(`SELECT 1 FROM pg_stat_activity WHERE pid = $1 AND state = 'active'`, [pid])).rowCount === 1, 10_000);
+          await terminate(pid);
+          await sleeping;
+        }),
+      );
+      expect(isFencedError(err, 'GUARD_UNAVAILABLE'), `expected GuardUnavailableError, got ${String(err)}`).toBe(true);
+      expect(await guard.guardedWrite(1n, async (trx) => (await trx.query('SELECT 1 AS one')).rows[0].one)).toBe(1);
+    } finally {
+      await pool.end();
+    }
+  });
+});
