@@ -265,3 +265,55 @@ describe('the MySQL fence store, an advance whose session is killed while it wai
     expect(await writer.highest()).toBe(1n);
   });
 });
+
+describe('the MySQL fence store, inspected (`fenced doctor` and `fenced status` read this)', () => {
+  it("reports the server as the server itself says: product and version, isolation, read-only, timeouts, who may end sessions, the binary log", async () => {
+    const inspection = await createMysqlGuard({ db: db.pool, resource: 'inspected' }).inspect();
+    const [said] = (await db.pool.query(
+      `SELECT VERSION() AS version, @@global.read_only AS ro, @@innodb_lock_wait_timeout AS lw, @@SESSION.tx_isolation AS iso,
+              @@SESSION.max_statement_time AS mst, @@SESSION.idle_transaction_timeout AS itt, @@log_bin AS lb, @@binlog_format AS bf`,
+    )) as unknown as [Array<Record<string, unknown>>];
+    const server = said[0]!;
+    expect(inspection.server).toEqual({
+      version: `MariaDB ${String(server['version']).replace(/-.*$/, '')}`,
+      defaultIsolation: String(server['iso']).toLowerCase().replace(/-/g, ' '),
+      readOnly: Number(server['ro']) === 1,
+      lockTimeoutMs: Number(server['lw']) * 1000,
+      statementTimeoutMs: Math.round(Number(server['mst']) * 1000),
+      idleInTransactionTimeoutMs: Math.round(Number(server['itt']) * 1000),
+      // The test machine's MariaDB is reached as root.
+      mayEndOtherRoles: true,
+      binlog: { enabled: Number(server['lb']) === 1, format: String(server['bf']) },
+    });
+    expect(inspection.server.defaultIsolation).toMatch(/^(repeatable read|read committed|serializable|read uncommitted)$/);
+  });
+
+  it('reports a session whose timeouts are set as set: a statement and an idle transaction ended after so many seconds', async () => {
+    const pool = createMysqlPool({ database: db.name, connectionLimit: 1 });
+    onTestFinished(() => pool.end());
+    const connection = await pool.getConnection();
+    await connection.query('SET SESSION max_statement_time = 2.5, SESSION idle_transaction_timeout = 7, SESSION innodb_lock_wait_timeout = 3');
+    connection.release();
+    const { server } = await createMysqlGuard({ db: pool, resource: 'inspected' }).inspect();
+    expect(server).toMatchObject({ statementTimeoutMs: 2500, idleInTransactionTimeoutMs: 7000, lockTimeoutMs: 3000 });
+  });
+});
+
+describe('the MySQL fence store on a server that cannot be reached (nothing listens on its port)', () => {
+  it.each([
+    ['lower fence', (g: ReturnType<typeof createMysqlGuard>) => g.lowerFence({ token: 1n, actor: 'ops', reason: 'a test' })],
+    ['prune applied fires', (g: ReturnType<typeof createMysqlGuard>) => g.pruneAppliedFires(60_000)],
+    ['read applied fires', (g: ReturnType<typeof createMysqlGuard>) => g.lastAppliedFire()],
+    ['read applied fires', (g: ReturnType<typeof createMysqlGuard>) => g.lastAppliedFires(new Date(0))],
+    ['read applied fires', (g: ReturnType<typeof createMysqlGuard>) => g.appliedFireIds(['job@20261207T000000.000Z'])],
+    ['inspect', (g: ReturnType<typeof createMysqlGuard>) => g.inspect()],
+    ['read audit', (g: ReturnType<typeof createMysqlGuard>) => g.auditLog()],
+  ])('an operation outside the write path fails typed, naming it (%s), the connect error its cause', async (operation, call) => {
+    const pool = createPool({ host: '127.0.0.1', port: 1, user: 'root', connectTimeout: 2000 });
+    onTestFinished(() => pool.end());
+    const err = await caught(call(createMysqlGuard({ db: pool, resource: 'unreachable' })));
+    expect(isFencedError(err, 'GUARD_UNAVAILABLE'), `got ${String(err)}`).toBe(true);
+    expect(String((err as Error).message)).toMatch(new RegExp(`^MySQL guard failed during ${operation}; nothing was applied: .*ECONNREFUSED`));
+    expect((err as Error).cause).toBeInstanceOf(Error);
+  });
+});
