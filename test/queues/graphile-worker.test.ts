@@ -5,11 +5,15 @@
 import { createCoordinator, createScheduler, dispatchKey, graphileWorkerQueue } from '@fenced/coordinator';
 import { createGuard, toGraphileTask, type Guard } from '@fenced/consumer-guard';
 import { createEnvelope, type Envelope, parseToken } from '@fenced/shared';
-import { createRedis, createTestSchema, deleteKeys, spawnTs, testDatabaseUrl, uniquePrefix, uniqueSchemaName, waitFor, type ChildHandle } from '#test-support';
+import { createRedis, createTestDatabase, createTestSchema, deleteKeys, spawnTs, uniquePrefix, uniqueSchemaName, waitFor, type ChildHandle } from '#test-support';
 import { Logger, makeWorkerUtils, run, type Runner, type WorkerUtils } from 'graphile-worker';
 import type pg from 'pg';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 
+// A database of its own: graphile-worker's workers stop when any graphile-worker schema in their
+// database is migrated (its `worker:migrate` notification is database-wide), and other test files
+// (the queue examples) migrate theirs meanwhile.
+let database: Awaited<ReturnType<typeof createTestDatabase>>;
 let schema: Awaited<ReturnType<typeof createTestSchema>>;
 let guard: Guard<pg.PoolClient>;
 let utils: WorkerUtils;
@@ -19,11 +23,12 @@ const runners: Runner[] = [];
 let child: ChildHandle | undefined;
 
 beforeAll(async () => {
-  schema = await createTestSchema('gw');
+  database = await createTestDatabase('gw');
+  schema = await createTestSchema('gw', database.url);
   await schema.pool.query(`CREATE TABLE ledger (id serial PRIMARY KEY, fire_id text NOT NULL, token bigint NOT NULL, worker text NOT NULL)`);
   guard = createGuard({ db: schema.pool, resource: 'ledger', schema: schema.name });
   await guard.migrate();
-  utils = await makeWorkerUtils({ connectionString: testDatabaseUrl(), schema: gwSchema, logger: silent });
+  utils = await makeWorkerUtils({ connectionString: database.url, schema: gwSchema, logger: silent });
   await utils.migrate();
 });
 afterEach(async () => {
@@ -36,6 +41,7 @@ afterAll(async () => {
   await utils.release();
   await schema.pool.query(`DROP SCHEMA IF EXISTS "${gwSchema}" CASCADE`);
   await schema.drop();
+  await database.drop();
 });
 
 const ledgerRows = async () => (await schema.pool.query<{ fire_id: string; token: string; worker: string }>(`SELECT fire_id, token, worker FROM ledger ORDER BY id`)).rows;
@@ -53,12 +59,12 @@ async function parentRunner(statuses: string[]): Promise<void> {
     statuses.push(outcome.status);
     return outcome;
   });
-  runners.push(await run({ connectionString: testDatabaseUrl(), schema: gwSchema, concurrency: 1, noHandleSignals: true, pollInterval: 100, logger: silent, taskList: { ledger: task } }));
+  runners.push(await run({ connectionString: database.url, schema: gwSchema, concurrency: 1, noHandleSignals: true, pollInterval: 100, logger: silent, taskList: { ledger: task } }));
 }
 
 describe('the graphile-worker task wrapper', () => {
   it('a worker paused mid-job, whose job is unlocked and run by another worker, leaves the effect in the database once', async () => {
-    child = spawnTs('test/fixtures/graphile-worker.ts', { DATABASE_URL: testDatabaseUrl(), SCHEMA: schema.name, GW_SCHEMA: gwSchema });
+    child = spawnTs('test/fixtures/graphile-worker.ts', { DATABASE_URL: database.url, SCHEMA: schema.name, GW_SCHEMA: gwSchema });
     await child.waitForLine((l) => l.kind === 'ready', 20_000);
     const envelope = envelopeOf(3n);
     await graphileWorkerQueue(utils).add('ledger', envelope, { jobId: dispatchKey(envelope) });

@@ -1,5 +1,5 @@
 export { resolveServices, type ServiceUrls } from './services.js';
-export { countingPool, createPool, createTestSchema, kyselyOver, uniqueSchemaName, testDatabaseUrl, waitForLockWait, withPgClient } from './postgres.js';
+export { countingPool, createPool, createTestDatabase, createTestSchema, kyselyOver, uniqueSchemaName, testDatabaseUrl, waitForLockWait, withPgClient } from './postgres.js';
 export { createRedis, deleteKeys, resultWithin, testRedisUrl, uniquePrefix, waitFor } from './redis.js';
 export { isStopped, runScript, spawnNode, spawnTs, type ChildHandle } from './child.js';
 export { inMemoryMetrics } from './metrics.js';

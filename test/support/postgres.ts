@@ -34,18 +34,42 @@ export function createPool(options: { schema?: string; max?: number; connectionS
 
 /**
  * A schema of its own for one test file: created now, dropped (with everything in it) by `drop()`.
+ * In the test database, or in the one `connectionString` names.
  */
-export async function createTestSchema(prefix?: string): Promise<{ name: string; pool: pg.Pool; drop: () => Promise<void> }> {
+export async function createTestSchema(prefix?: string, connectionString?: string): Promise<{ name: string; pool: pg.Pool; drop: () => Promise<void> }> {
   const name = uniqueSchemaName(prefix);
-  const admin = createPool({ max: 1 });
+  const on = connectionString === undefined ? {} : { connectionString };
+  const admin = createPool({ max: 1, ...on });
   await admin.query(`CREATE SCHEMA "${name}"`);
-  const pool = createPool({ schema: name });
+  const pool = createPool({ schema: name, ...on });
   return {
     name,
     pool,
     drop: async () => {
       await pool.end();
       await admin.query(`DROP SCHEMA IF EXISTS "${name}" CASCADE`);
+      await admin.end();
+    },
+  };
+}
+
+/**
+ * A database of its own, for what a schema cannot keep apart: graphile-worker's workers shut down on
+ * a `worker:migrate` notification, which is database-wide, so another file's fresh graphile-worker
+ * schema, migrated in the shared test database, ended this file's workers. `drop()` ends its
+ * sessions and drops it.
+ */
+export async function createTestDatabase(prefix = 'db'): Promise<{ name: string; url: string; drop: () => Promise<void> }> {
+  const name = uniqueSchemaName(prefix);
+  const admin = createPool({ max: 1 });
+  await admin.query(`CREATE DATABASE "${name}"`);
+  const url = new URL(testDatabaseUrl());
+  url.pathname = `/${name}`;
+  return {
+    name,
+    url: url.toString(),
+    drop: async () => {
+      await admin.query(`DROP DATABASE IF EXISTS "${name}" WITH (FORCE)`);
       await admin.end();
     },
   };
