@@ -7,7 +7,7 @@ import { createPostgresGuard } from '@fenced/consumer-guard/postgres';
 import { postgresLeases } from '@fenced/coordinator/postgres';
 import { createEnvelope, isFencedError, parseToken, type FencedEvent } from '@fenced/shared';
 import { caught, createTestSchema, kyselyOver } from '#test-support';
-import type pg from 'pg';
+import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { describeSqlStorePromises, type CallerTransaction, type SqlStoreGuard } from './sql-store-promises.js';
 
@@ -65,6 +65,10 @@ describeSqlStorePromises('postgres', {
     (client as pg.PoolClient).query(`DO $$ BEGIN RAISE EXCEPTION USING ERRCODE = '${ownCodes[refusal]}', MESSAGE = 'the caller''s own', DETAIL = '9'; END $$`),
   ownCode: (refusal) => ({ code: ownCodes[refusal], message: "the caller's own" }),
   openLease: (lease) => postgresLeases({ pool: schema.pool, schema: schema.name }).openLease(lease, 'node-a', 15_000),
+  unreachable: (resource) => {
+    const pool = new pg.Pool({ host: '127.0.0.1', port: 1, user: 'postgres', database: 'test', connectionTimeoutMillis: 2000 });
+    return { guard: createPostgresGuard({ db: pool, resource, schema: schema.name }), close: () => pool.end() };
+  },
   refusedConfigurations: [
     { make: () => createPostgresGuard({ db: kyselyOver(schema.pool), resource: 'r', schema: schema.name } as never), path: 'pool', message: /^required when db is a Kysely instance: pass the pg\.Pool behind its PostgresDialect/ },
     { make: () => createPostgresGuard({ db: { query: 1 }, resource: 'r', schema: schema.name } as never), path: 'db', message: /^must be a Kysely instance or a pg\.Pool$/ },

@@ -3,14 +3,15 @@
  * passes, asked of both the same way (written for StrykerJS's survivors on postgres-store.ts and
  * mysql-store.ts): what a write inside the caller's transaction records and reports, the phase each
  * failure names, the lease refusal's message, errors of the store's own codes raised by the caller's
- * SQL where they cannot be the check's, the check's shape after a lowering, and the configuration it
- * refuses by name.
+ * SQL where they cannot be the check's, the check's shape after a lowering, the configuration it
+ * refuses by name, and each operation outside the write path failing by name on a server that cannot
+ * be reached.
  */
 import type { TransactionExecutor } from '@fenced/consumer-guard';
 import type { LeaseBackend } from '@fenced/coordinator';
 import { isFencedError, type FencedEvent, type FencedLogger, type Token } from '@fenced/shared';
 import { caught } from '#test-support';
-import { describe, expect, it } from 'vitest';
+import { describe, expect, it, onTestFinished } from 'vitest';
 import { acquireUntilWon } from '../lease-checked/conformance.js';
 
 type LeaseStore = ReturnType<LeaseBackend['openLease']>;
@@ -23,6 +24,17 @@ export interface SqlStoreGuard {
   highest(): Promise<Token | null>;
   advance(token: bigint): Promise<void>;
   lowerFence(request: { token: bigint; actor: string; reason: string }): Promise<Token | null>;
+}
+
+/** The operations outside the write path, as both SQL stores' guards answer them. */
+export interface SqlStoreAdmin {
+  lowerFence(request: { token: bigint; actor: string; reason: string }): Promise<Token | null>;
+  pruneAppliedFires(olderThanMs: number): Promise<number>;
+  lastAppliedFire(): Promise<unknown>;
+  lastAppliedFires(since: Date): Promise<unknown>;
+  appliedFireIds(fireIds: readonly string[]): Promise<ReadonlySet<string>>;
+  inspect(): Promise<unknown>;
+  auditLog(): Promise<unknown>;
 }
 
 /** A transaction the test holds, handed to the guard as the caller's executor, every statement kept. */
@@ -49,6 +61,8 @@ export interface SqlStoreHarness {
   ownCode(refusal: 'lease not held' | 'duplicate fire'): Record<string, unknown>;
   /** The lease store the lease-checked writes check, for `lease`. */
   openLease(lease: string): LeaseStore;
+  /** A guard on `resource` over a pool of the store's driver whose server nothing listens for; `close` ends that pool. */
+  unreachable(resource: string): { readonly guard: SqlStoreAdmin; close(): Promise<void> };
   /** The two configurations the store refuses before a statement is sent, and the issue each names. */
   readonly refusedConfigurations: ReadonlyArray<{ readonly make: () => unknown; readonly path: string; readonly message: RegExp }>;
 }
@@ -60,6 +74,25 @@ export function describeSqlStorePromises(name: string, harness: SqlStoreHarness)
   let n = 0;
   const nextResource = () => `sqlstore-${name}-${++n}`;
   const { database } = harness;
+
+  describe(`the ${database} fence store on a server that cannot be reached (nothing listens on its port)`, () => {
+    it.each([
+      ['lower fence', (g: SqlStoreAdmin) => g.lowerFence({ token: 1n, actor: 'ops', reason: 'a test' })],
+      ['prune applied fires', (g: SqlStoreAdmin) => g.pruneAppliedFires(60_000)],
+      ['read applied fires', (g: SqlStoreAdmin) => g.lastAppliedFire()],
+      ['read applied fires', (g: SqlStoreAdmin) => g.lastAppliedFires(new Date(0))],
+      ['read applied fires', (g: SqlStoreAdmin) => g.appliedFireIds(['job@20261207T000000.000Z'])],
+      ['inspect', (g: SqlStoreAdmin) => g.inspect()],
+      ['read audit', (g: SqlStoreAdmin) => g.auditLog()],
+    ])('an operation outside the write path fails typed, naming it (%s), the connect error its cause', async (operation, call) => {
+      const { guard, close } = harness.unreachable(nextResource());
+      onTestFinished(close);
+      const err = await caught(call(guard));
+      expect(isFencedError(err, 'GUARD_UNAVAILABLE'), `got ${String(err)}`).toBe(true);
+      expect(String((err as Error).message)).toMatch(new RegExp(`^${database} guard failed during ${operation}; nothing was applied: .*ECONNREFUSED`));
+      expect((err as Error).cause).toBeInstanceOf(Error);
+    });
+  });
 
   describe(`the ${database} fence store's own promises`, () => {
     it("records a fire's outcome beside its claim inside the caller's transaction, and reports the write accepted", async () => {

@@ -225,19 +225,6 @@ describe('a pool that cannot connect at all (nothing listens on its port)', () =
     expect((err as Error).cause).toBeInstanceOf(Error);
   });
 
-  it.each([
-    ['lower fence', (g: ReturnType<typeof createPostgresGuard>) => g.lowerFence({ token: 1n, actor: 'ops', reason: 'a test' })],
-    ['prune applied fires', (g: ReturnType<typeof createPostgresGuard>) => g.pruneAppliedFires(60_000)],
-    ['read applied fires', (g: ReturnType<typeof createPostgresGuard>) => g.lastAppliedFire()],
-    ['read applied fires', (g: ReturnType<typeof createPostgresGuard>) => g.lastAppliedFires(new Date(0))],
-    ['read applied fires', (g: ReturnType<typeof createPostgresGuard>) => g.appliedFireIds(['job@20261207T000000.000Z'])],
-  ])('an operation outside the write path fails typed, naming it (%s), the connect error its cause', async (operation, call) => {
-    const err = await caught(call(createPostgresGuard({ db: pool, resource: 'unreachable', schema: schema.name })));
-    expect(isFencedError(err, 'GUARD_UNAVAILABLE')).toBe(true);
-    expect(String((err as Error).message)).toMatch(new RegExp(`^PostgreSQL guard failed during ${operation}; nothing was applied: .*ECONNREFUSED`));
-    expect((err as Error).cause).toBeInstanceOf(Error);
-  });
-
   it('answers which of no fires were applied without asking the database', async () => {
     expect(await createPostgresGuard({ db: pool, resource: 'unreachable', schema: schema.name }).appliedFireIds([])).toEqual(new Set());
   });
