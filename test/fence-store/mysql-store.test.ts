@@ -6,8 +6,9 @@
  */
 import { createMysqlGuard } from '@fenced/consumer-guard/mysql';
 import { mysqlLeases } from '@fenced/coordinator/mysql';
+import { startMariadbServer } from '@fenced/chaos';
 import { caught, createMysqlPool, createTestMysqlDatabase, testMysqlUrl, waitFor } from '#test-support';
-import { isFencedError, parseToken, type FencedEvent } from '@fenced/shared';
+import { isFencedError, parseToken, type FencedEvent, type FencedLogger } from '@fenced/shared';
 import { Kysely, MysqlDialect } from 'kysely';
 import mysqlCallbacks from 'mysql2';
 import { createPool, type PoolConnection } from 'mysql2/promise';
@@ -58,9 +59,9 @@ async function begin(migrated: boolean): Promise<CallerTransaction> {
 const ownErrno = { 'lease not held': 45004, 'duplicate fire': 45003 } as const;
 
 /** A guard on a mysql2 pool whose server nothing listens for (port 1); `close` ends the pool. */
-function unreachable(resource: string): { guard: ReturnType<typeof createMysqlGuard>; close: () => Promise<void> } {
+function unreachable(resource: string, logger: FencedLogger): { guard: ReturnType<typeof createMysqlGuard>; close: () => Promise<void> } {
   const pool = createPool({ host: '127.0.0.1', port: 1, user: 'root', connectTimeout: 2000 });
-  return { guard: createMysqlGuard({ db: pool, resource }), close: () => pool.end() };
+  return { guard: createMysqlGuard({ db: pool, resource, logger }), close: () => pool.end() };
 }
 
 describeSqlStorePromises('mysql', {
@@ -293,6 +294,81 @@ describe('the MySQL fence store, inspected (`fenced doctor` and `fenced status` 
       binlog: { enabled: Number(server['lb']) === 1, format: String(server['bf']) },
     });
     expect(inspection.server.defaultIsolation).toMatch(/^(repeatable read|read committed|serializable|read uncommitted)$/);
+  });
+
+  it('reports a database that was never migrated as such: no migration applied, no fence, no applied fire, the server still reported', async () => {
+    const migrated = await createMysqlGuard({ db: db.pool, resource: 'inspected' }).inspect();
+    const inspection = await createMysqlGuard({ db: bare.pool, resource: 'inspected' }).inspect();
+    expect(inspection).toEqual({ store: 'mysql', migrations: { applied: 0, known: migrated.migrations.known }, fences: [], appliedFires: { rows: 0, bytes: 0, oldest: null }, server: migrated.server });
+    expect(migrated.migrations.known).toBeGreaterThan(0);
+  });
+
+  it('reports a connection with no database chosen as nothing migrated (the tables are looked for in the current database)', async () => {
+    const url = new URL(testMysqlUrl());
+    url.pathname = '/';
+    const pool = createPool({ uri: url.toString(), connectionLimit: 1 });
+    onTestFinished(() => pool.end());
+    const [[current]] = (await pool.query('SELECT DATABASE() AS name')) as unknown as [Array<Record<string, unknown>>];
+    expect(current!['name']).toBe(null);
+    const inspection = await createMysqlGuard({ db: pool, resource: 'inspected' }).inspect();
+    expect(inspection).toMatchObject({ migrations: { applied: 0 }, fences: [], appliedFires: { rows: 0, bytes: 0, oldest: null } });
+    // Told its database, the same connection finds the store there.
+    const told = await createMysqlGuard({ db: pool, resource: 'inspected', database: db.name }).inspect();
+    expect(told.migrations.applied).toBe(told.migrations.known);
+    expect(told.appliedFires.bytes).toBeGreaterThan(0);
+  });
+
+  it("reports the applied fires' table size as the server counts it (data and indexes), and the audit's times by the server's clock", async () => {
+    const guard = createMysqlGuard({ db: db.pool, resource: 'inspected-size' });
+    await guard.guardedWrite(3n, async () => undefined, { fireId: 'inspected-size@20261207T000000.000Z' });
+    const { appliedFires } = await guard.inspect();
+    const [[size]] = (await db.pool.query(`SELECT CAST(data_length + index_length AS CHAR) AS bytes FROM information_schema.tables WHERE table_schema = ? AND table_name LIKE '%\\_applied'`, [db.name])) as unknown as [
+      Array<Record<string, unknown>>,
+    ];
+    expect(appliedFires.bytes).toBe(Number(size!['bytes']));
+    // InnoDB gives every table at least a page: a table that exists has a size.
+    expect(appliedFires.bytes).toBeGreaterThan(0);
+    const serverNow = async () => Number(((await db.pool.query('SELECT CAST(FLOOR(UNIX_TIMESTAMP(NOW(6)) * 1000) AS CHAR) AS now')) as unknown as [Array<Record<string, unknown>>])[0][0]!['now']);
+    const before = await serverNow();
+    await guard.lowerFence({ token: 2n, actor: 'ops@example', reason: 'dated by the server' });
+    const after = await serverNow();
+    const [entry] = await guard.auditLog('inspected-size', 1);
+    expect(entry!.at.getTime()).toBeGreaterThanOrEqual(before);
+    expect(entry!.at.getTime()).toBeLessThanOrEqual(after);
+  });
+
+  it.each([
+    ['a user who may only read its database', '', false],
+    ['a user granted SUPER', 'SUPER', true],
+    ['a user granted CONNECTION ADMIN (MariaDB 10.5 split it from SUPER)', 'CONNECTION ADMIN', true],
+    ['a user granted all privileges on its database alone', 'ALL PRIVILEGES ON DATABASE', false],
+  ])('reports whether the user may end other sessions from its grants: %s', async (_, grant, may) => {
+    const user = `fenced_inspect_${process.pid}_${Math.floor(Math.random() * 1e9)}`;
+    await db.pool.query(`CREATE USER '${user}'@'%'`);
+    onTestFinished(async () => {
+      await db.pool.query(`DROP USER '${user}'@'%'`);
+    });
+    await db.pool.query(`GRANT SELECT ON \`${db.name}\`.* TO '${user}'@'%'`);
+    if (grant === 'ALL PRIVILEGES ON DATABASE') await db.pool.query(`GRANT ALL PRIVILEGES ON \`${db.name}\`.* TO '${user}'@'%'`);
+    else if (grant !== '') await db.pool.query(`GRANT ${grant} ON *.* TO '${user}'@'%'`);
+    const url = new URL(testMysqlUrl());
+    url.username = user;
+    url.password = '';
+    url.pathname = `/${db.name}`;
+    const pool = createPool({ uri: url.toString(), connectionLimit: 1 });
+    onTestFinished(() => pool.end());
+    const { server } = await createMysqlGuard({ db: pool, resource: 'inspected' }).inspect();
+    expect(server.mayEndOtherRoles).toBe(may);
+  });
+
+  it('reports a read-only server with its binary log on as such (a server of its own, started so)', { timeout: 60_000 }, async () => {
+    const server = await startMariadbServer({ settings: { 'read-only': 'ON', 'log-bin': 'fenced-bin', 'binlog-format': 'ROW' } });
+    onTestFinished(() => server.stop());
+    const pool = createPool({ uri: server.url, connectionLimit: 1 });
+    onTestFinished(() => pool.end());
+    const inspection = await createMysqlGuard({ db: pool, resource: 'inspected' }).inspect();
+    expect(inspection.server).toMatchObject({ readOnly: true, binlog: { enabled: true, format: 'ROW' } });
+    expect(inspection.migrations.applied).toBe(0);
   });
 
   it('reports a session whose timeouts are set as set: a statement and an idle transaction ended after so many seconds', async () => {

@@ -31,7 +31,10 @@ const on = (migrated: boolean) => (migrated ? schema : bare);
 /** A transaction the test holds on its own client, as a caller's executor. */
 async function begin(migrated: boolean): Promise<CallerTransaction> {
   const client = await on(migrated).pool.connect();
-  client.on('error', () => {});
+  // Held until release (node-postgres gives a checked-out client no listener), then taken off: a
+  // pooled client is checked out again by the next test.
+  const unheard = () => {};
+  client.on('error', unheard);
   await client.query('BEGIN');
   const sent: Array<{ text: string; values: unknown[] | undefined }> = [];
   return {
@@ -46,6 +49,7 @@ async function begin(migrated: boolean): Promise<CallerTransaction> {
       try {
         await client.query(how === 'commit' ? 'COMMIT' : 'ROLLBACK');
       } finally {
+        client.off('error', unheard);
         client.release();
       }
     },
@@ -65,9 +69,9 @@ describeSqlStorePromises('postgres', {
     (client as pg.PoolClient).query(`DO $$ BEGIN RAISE EXCEPTION USING ERRCODE = '${ownCodes[refusal]}', MESSAGE = 'the caller''s own', DETAIL = '9'; END $$`),
   ownCode: (refusal) => ({ code: ownCodes[refusal], message: "the caller's own" }),
   openLease: (lease) => postgresLeases({ pool: schema.pool, schema: schema.name }).openLease(lease, 'node-a', 15_000),
-  unreachable: (resource) => {
+  unreachable: (resource, logger) => {
     const pool = new pg.Pool({ host: '127.0.0.1', port: 1, user: 'postgres', database: 'test', connectionTimeoutMillis: 2000 });
-    return { guard: createPostgresGuard({ db: pool, resource, schema: schema.name }), close: () => pool.end() };
+    return { guard: createPostgresGuard({ db: pool, resource, schema: schema.name, logger }), close: () => pool.end() };
   },
   refusedConfigurations: [
     { make: () => createPostgresGuard({ db: kyselyOver(schema.pool), resource: 'r', schema: schema.name } as never), path: 'pool', message: /^required when db is a Kysely instance: pass the pg\.Pool behind its PostgresDialect/ },

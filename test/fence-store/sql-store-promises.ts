@@ -34,7 +34,7 @@ export interface SqlStoreAdmin {
   lastAppliedFires(since: Date): Promise<unknown>;
   appliedFireIds(fireIds: readonly string[]): Promise<ReadonlySet<string>>;
   inspect(): Promise<unknown>;
-  auditLog(): Promise<unknown>;
+  auditLog(resource?: string): Promise<unknown>;
 }
 
 /** A transaction the test holds, handed to the guard as the caller's executor, every statement kept. */
@@ -61,8 +61,8 @@ export interface SqlStoreHarness {
   ownCode(refusal: 'lease not held' | 'duplicate fire'): Record<string, unknown>;
   /** The lease store the lease-checked writes check, for `lease`. */
   openLease(lease: string): LeaseStore;
-  /** A guard on `resource` over a pool of the store's driver whose server nothing listens for; `close` ends that pool. */
-  unreachable(resource: string): { readonly guard: SqlStoreAdmin; close(): Promise<void> };
+  /** A guard on `resource` over a pool of the store's driver whose server nothing listens for, reporting to `logger`; `close` ends that pool. */
+  unreachable(resource: string, logger: FencedLogger): { readonly guard: SqlStoreAdmin; close(): Promise<void> };
   /** The two configurations the store refuses before a statement is sent, and the issue each names. */
   readonly refusedConfigurations: ReadonlyArray<{ readonly make: () => unknown; readonly path: string; readonly message: RegExp }>;
 }
@@ -76,21 +76,28 @@ export function describeSqlStorePromises(name: string, harness: SqlStoreHarness)
   const { database } = harness;
 
   describe(`the ${database} fence store on a server that cannot be reached (nothing listens on its port)`, () => {
+    // Each failure is reported (`guard.unavailable`) for the resource it concerns: the guard's own,
+    // or the one an audit read asked for.
+    const own = 'own';
     it.each([
-      ['lower fence', (g: SqlStoreAdmin) => g.lowerFence({ token: 1n, actor: 'ops', reason: 'a test' })],
-      ['prune applied fires', (g: SqlStoreAdmin) => g.pruneAppliedFires(60_000)],
-      ['read applied fires', (g: SqlStoreAdmin) => g.lastAppliedFire()],
-      ['read applied fires', (g: SqlStoreAdmin) => g.lastAppliedFires(new Date(0))],
-      ['read applied fires', (g: SqlStoreAdmin) => g.appliedFireIds(['job@20261207T000000.000Z'])],
-      ['inspect', (g: SqlStoreAdmin) => g.inspect()],
-      ['read audit', (g: SqlStoreAdmin) => g.auditLog()],
-    ])('an operation outside the write path fails typed, naming it (%s), the connect error its cause', async (operation, call) => {
-      const { guard, close } = harness.unreachable(nextResource());
+      ['lower fence', own, (g: SqlStoreAdmin) => g.lowerFence({ token: 1n, actor: 'ops', reason: 'a test' })],
+      ['prune applied fires', own, (g: SqlStoreAdmin) => g.pruneAppliedFires(60_000)],
+      ['read applied fires', own, (g: SqlStoreAdmin) => g.lastAppliedFire()],
+      ['read applied fires', own, (g: SqlStoreAdmin) => g.lastAppliedFires(new Date(0))],
+      ['read applied fires', own, (g: SqlStoreAdmin) => g.appliedFireIds(['job@20261207T000000.000Z'])],
+      ['inspect', own, (g: SqlStoreAdmin) => g.inspect()],
+      ['read audit', own, (g: SqlStoreAdmin) => g.auditLog()],
+      ['read audit', 'audited-elsewhere', (g: SqlStoreAdmin) => g.auditLog('audited-elsewhere')],
+    ])('an operation outside the write path fails typed, naming it (%s), the connect error its cause, reported for its resource (%s)', async (operation, concerns, call) => {
+      const resource = nextResource();
+      const events: FencedEvent[] = [];
+      const { guard, close } = harness.unreachable(resource, (e) => void events.push(e));
       onTestFinished(close);
       const err = await caught(call(guard));
       expect(isFencedError(err, 'GUARD_UNAVAILABLE'), `got ${String(err)}`).toBe(true);
       expect(String((err as Error).message)).toMatch(new RegExp(`^${database} guard failed during ${operation}; nothing was applied: .*ECONNREFUSED`));
       expect((err as Error).cause).toBeInstanceOf(Error);
+      expect(events.filter((e) => e.type === 'guard.unavailable').map((e) => e.type === 'guard.unavailable' && e.resource)).toEqual([concerns === own ? resource : concerns]);
     });
   });
 

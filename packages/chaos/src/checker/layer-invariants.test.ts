@@ -61,6 +61,54 @@ describe('the scheduler, from its dispatches', () => {
   });
 });
 
+describe('a fire still waiting when a fault begins', () => {
+  const judge = (history: HistoryEvent[], ids: string[]) => dueFiresDispatchedInTime(input(history, { recoveryMs: 500, expectedFireIds: ids }), []);
+
+  it('is judged from the end of the fault when the fault began while it was within its bound (a backlog hit mid-drain)', () => {
+    // Due at 2000, its bound 2500; the replica draining it is hit at 2300 until 4000.
+    const history = [fault(2300, 'start'), fault(4000, 'end'), dispatch(4400, 'waiting', { scheduledAt: 2000 })];
+    expect(judge(history, ['waiting'])).toMatchObject({ count: 0 });
+    // Still bounded after the fault: past 4500 it is late.
+    const late = [fault(2300, 'start'), fault(4000, 'end'), dispatch(4700, 'waiting', { scheduledAt: 2000 })];
+    expect(judge(late, ['waiting']).violations).toEqual(['dispatched 200 ms past its bound: waiting by r1, 2700 ms after it was due']);
+  });
+
+  it('is judged from each fault in turn while every one of them began within its bound', () => {
+    const history = [fault(2300, 'start'), fault(3000, 'end'), fault(3400, 'start'), fault(5000, 'end'), dispatch(5400, 'twice hit', { scheduledAt: 2000 })];
+    expect(judge(history, ['twice hit'])).toMatchObject({ count: 0 });
+    // The second fault began 900 ms after the first ended: past the bound; the fire was late before it.
+    const lateBetween = [fault(2300, 'start'), fault(3000, 'end'), fault(3900, 'start'), fault(5000, 'end'), dispatch(5400, 'late between', { scheduledAt: 2000 })];
+    expect(judge(lateBetween, ['late between']).violations).toEqual(['dispatched 1900 ms past its bound: late between by r1, 3400 ms after it was due']);
+  });
+
+  it('is credited, before the fault, with the busy time of the replica that was dispatching its job then, not the one that dispatched it after', () => {
+    const handled = (at: number, fireId: string, node: string): HistoryEvent => ({ at, kind: 'handled', node, fireId });
+    // r3 drains a backlog: the fire before this one runs 2000-2900, then r3 is hit; r2 leads after.
+    const history = [
+      dispatch(2000, 'job@1', { scheduledAt: 1900, node: 'r3' }),
+      handled(2900, 'job@1', 'r3'),
+      fault(2900, 'start'),
+      fault(4000, 'end'),
+      dispatch(4300, 'job@2', { scheduledAt: 2000, node: 'r2' }),
+    ];
+    expect(judge(history, ['job@2'])).toMatchObject({ count: 0 });
+    // Another job's replica earns it nothing: judged from when it was due.
+    const otherJob = history.map((e) => (e.kind === 'dispatch' && e.fireId === 'job@1' ? { ...e, fireId: 'other@1' } : e.kind === 'handled' ? { ...e, fireId: 'other@1' } : e));
+    expect(judge(otherJob, ['job@2']).violations).toEqual(['dispatched 1800 ms past its bound: job@2 by r2, 2300 ms after it was due']);
+  });
+
+  it('is still late when it was already past its bound before the fault began: the fault forgives nothing before it', () => {
+    // Due at 2000, its bound 2500; the fault begins at 2600, after the fire was already late.
+    const history = [fault(2600, 'start'), fault(4000, 'end'), dispatch(4400, 'late before', { scheduledAt: 2000 })];
+    expect(judge(history, ['late before']).violations).toEqual(['dispatched 1900 ms past its bound: late before by r1, 2400 ms after it was due']);
+  });
+
+  it('ignores a fault that began after its dispatch', () => {
+    const history = [dispatch(2700, 'late', { scheduledAt: 2000 }), fault(2800, 'start'), fault(4000, 'end')];
+    expect(judge(history, ['late']).violations).toEqual(['dispatched 200 ms past its bound: late by r1, 700 ms after it was due']);
+  });
+});
+
 describe('a backlog after a fault, drained one fire at a time', () => {
   const handled = (at: number, fireId: string, node = 'r1'): HistoryEvent => ({ at, kind: 'handled', node, fireId });
   // A fault from 2000 to 3000; fires a…d came due during it, each handler takes 400 ms; the bound is 500 ms.

@@ -42,7 +42,10 @@ export const noEarlyDispatch: Invariant = (input) => {
 
 /**
  * Every fire due in the window is dispatched, catch-up included, within the bound: `recoveryMs` after
- * it was due, or after the end of the fault it came due in, plus the time the dispatching replica's
+ * it was due, or after the end of the fault it came due in, or after the end of a fault that began
+ * while it still waited within its bound (a fire in a backlog when the replica draining it is hit
+ * waits for the failover as a fire due in the fault does; one already past its bound when the fault
+ * began is judged from before it), plus the time the dispatching replica's
  * job was busy with earlier fires meanwhile (from each dispatch to its `handled` line: the scheduler
  * runs one fire of a job at a time, so a backlog drains no faster than its handler), plus the time
  * the machine starved that replica or the supervisor of CPU (their probes' `starved` reports, outside
@@ -58,7 +61,16 @@ export const dueFiresDispatchedInTime: Invariant = (input) => {
   const starved = starvedIntervals(input.history);
   const supervisorStarved = starved.get(SUPERVISOR) ?? [];
   const first = new Map<string, Dispatch>();
-  for (const e of input.history) if (e.kind === 'dispatch' && !first.has(e.fireId)) first.set(e.fireId, e);
+  /** Per job, its dispatches in the order they were made. */
+  const dispatchesOf = new Map<string, Dispatch[]>();
+  for (const e of input.history) {
+    if (e.kind !== 'dispatch') continue;
+    if (!first.has(e.fireId)) first.set(e.fireId, e);
+    const list = dispatchesOf.get(jobOf(e.fireId)) ?? [];
+    list.push(e);
+    dispatchesOf.set(jobOf(e.fireId), list);
+  }
+  for (const list of dispatchesOf.values()) list.sort((a, b) => a.at - b.at);
   const violations: string[] = [];
   let count = 0;
   for (const id of input.expectedFireIds) {
@@ -69,9 +81,14 @@ export const dueFiresDispatchedInTime: Invariant = (input) => {
       continue;
     }
     if (dispatch.scheduledAt === undefined) continue;
-    const covering = faults.find((f) => f.start <= dispatch.scheduledAt! && dispatch.scheduledAt! <= f.end);
-    const from = Math.max(dispatch.scheduledAt, covering?.end ?? 0);
-    const held = coveredWithin([...(busy.get(dispatch.node) ?? []), ...(starved.get(dispatch.node) ?? []), ...supervisorStarved], from, dispatch.at);
+    const creditOf = (node: string) => [...(busy.get(node) ?? []), ...(starved.get(node) ?? []), ...supervisorStarved];
+    const credit = creditOf(dispatch.node);
+    // Before a fault it waited through, the fire waited on the replica that was dispatching its job
+    // then (the one the fault hit, when it hit the leader): that replica's busy time is its credit.
+    const job = jobOf(id);
+    const holderBefore = (at: number) => lastBefore(dispatchesOf.get(job) ?? [], at)?.node ?? dispatch.node;
+    const from = waitingFrom(dispatch.scheduledAt, dispatch.at, faults, (start, until) => start + recoveryMs + coveredWithin(creditOf(holderBefore(until)), start, until));
+    const held = coveredWithin(credit, from, dispatch.at);
     const bound = from + recoveryMs + held;
     if (dispatch.at > bound) {
       count++;
@@ -80,6 +97,41 @@ export const dueFiresDispatchedInTime: Invariant = (input) => {
   }
   return result(count, violations);
 };
+
+/** A fire id's job: the scheduler's ids are `<job>@<time>`; any other id is a job of its own. */
+const jobOf = (fireId: string): string => {
+  const at = fireId.lastIndexOf('@');
+  return at > 0 ? fireId.slice(0, at) : fireId;
+};
+
+/** The last of `sorted` (by `at`) made before `at`, by binary search. */
+function lastBefore<T extends { readonly at: number }>(sorted: readonly T[], at: number): T | undefined {
+  let lo = 0;
+  let hi = sorted.length;
+  while (lo < hi) {
+    const mid = (lo + hi) >>> 1;
+    if (sorted[mid]!.at < at) lo = mid + 1;
+    else hi = mid;
+  }
+  return lo === 0 ? undefined : sorted[lo - 1];
+}
+
+/**
+ * Where a fire's wait is judged from: when it was due, or the end of the fault it came due in; then,
+ * for each later fault that began before its dispatch while it was still within its bound
+ * (`boundFrom(start, faultStart)`), that fault's end. `faults` are merged and sorted.
+ */
+function waitingFrom(scheduledAt: number, dispatchedAt: number, faults: ReadonlyArray<{ start: number; end: number }>, boundFrom: (start: number, until: number) => number): number {
+  let from = scheduledAt;
+  for (const f of faults) {
+    if (f.end < from) continue;
+    if (f.start >= dispatchedAt) break;
+    // Due inside it, or hit while it waited in time: the wait starts again when the fault ends.
+    if (f.start <= from || f.start <= boundFrom(from, f.start)) from = Math.max(from, f.end);
+    else break;
+  }
+  return from;
+}
 
 /** Each replica's handler runs, from a dispatch to the `handled` line of that fire after it, in order. */
 function busyIntervals(history: readonly HistoryEvent[]): Map<string, Array<{ start: number; end: number }>> {

@@ -82,15 +82,24 @@ export { ETCD_MIN_TTL_MS } from './lease-store-runs.js';
 
 /**
  * A run asks for the TTL its lease store keeps (etcd raises a shorter one: `SimLeaseStore.minTtlMs`),
- * its renew interval scaled alike, so that the checker's bounds, counted in TTLs, describe the lease
- * the store actually keeps.
+ * its renew interval and the job's interval scaled alike, so that the checker's bounds, counted in
+ * TTLs, describe the lease the store actually keeps, and the run is the same run slowed down: as many
+ * fires per TTL, so an outage of so many TTLs leaves the same backlog, which the app's handler drains
+ * at the same pace (on etcd at the unscaled interval, a 5 s outage left twice the fires, and a loaded
+ * machine drained them no faster than new ones came due).
  */
 function onStoreTimings(options: RunOptions): RunOptions {
   const minTtlMs = simLeaseStore(options.leaseStore ?? 'redis').minTtlMs;
   if (options.ttlMs >= minTtlMs) return options;
   const scale = minTtlMs / options.ttlMs;
   // The fault time too: a run is as many TTLs long as on the other stores, so as many rounds fit.
-  return { ...options, ttlMs: minTtlMs, renewIntervalMs: Math.round(options.renewIntervalMs * scale), durationMs: Math.round(options.durationMs * scale) };
+  return {
+    ...options,
+    ttlMs: minTtlMs,
+    renewIntervalMs: Math.round(options.renewIntervalMs * scale),
+    everyMs: Math.round(options.everyMs * scale),
+    durationMs: Math.round(options.durationMs * scale),
+  };
 }
 
 /** Parses a PostgreSQL URL's host and port, to put a fault proxy in front of it. */

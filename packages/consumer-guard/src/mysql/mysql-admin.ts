@@ -104,7 +104,7 @@ export function mysqlAdminOperations(ctx: MysqlAdminContext) {
     try {
       const [state] = await ctx.session.query(
         `SELECT VERSION() AS version, @@version_comment AS comment, @@global.read_only AS read_only, @@innodb_lock_wait_timeout AS lock_wait,
-                @@log_bin AS log_bin, @@binlog_format AS binlog_format, DATABASE() AS current_database`,
+                @@log_bin AS log_bin, @@binlog_format AS binlog_format`,
       );
       const version = String(state!['version']);
       const mariadb = /mariadb/i.test(version) || /mariadb/i.test(String(state!['comment']));
@@ -118,9 +118,11 @@ export function mysqlAdminOperations(ctx: MysqlAdminContext) {
         mayEndOtherRoles: await mayEndOthers(ctx.session),
         binlog: { enabled: Number(state!['log_bin']) === 1, format: String(state!['binlog_format']) },
       };
-      const database = ctx.names.database ?? (state!['current_database'] === null ? null : String(state!['current_database']));
-      const tables = database === null ? [] : await ctx.session.query(`SELECT table_name AS name FROM information_schema.tables WHERE table_schema = ?`, [database]);
-      const present = new Set(tables.map((row) => String(row['name'] ?? row['NAME'] ?? row['TABLE_NAME'])));
+      // The store's database, else the connection's current one (none: no table is found, and the
+      // store reads as never migrated).
+      const schema = 'COALESCE(?, DATABASE())';
+      const tables = await ctx.session.query(`SELECT table_name AS name FROM information_schema.tables WHERE table_schema = ${schema}`, [ctx.names.database]);
+      const present = new Set(tables.map((row) => String(row['name'])));
       const applied = present.has(`${ctx.names.table}_migrations`) ? Number((await ctx.session.query(`SELECT COALESCE(MAX(id), 0) AS id FROM ${ctx.names.migrations}`))[0]!['id']) : 0;
       const migrations = { applied, known: LATEST_MYSQL_MIGRATION };
       if (!present.has(`${ctx.names.table}_applied`)) return { store: 'mysql', migrations, fences: [], appliedFires: { rows: 0, bytes: 0, oldest: null }, server };
@@ -147,8 +149,8 @@ export function mysqlAdminOperations(ctx: MysqlAdminContext) {
       }
       const [table] = await ctx.session.query(
         `SELECT (SELECT COUNT(*) FROM ${ctx.names.applied}) AS n, (SELECT ${epochMs('MIN(applied_at)')} FROM ${ctx.names.applied}) AS oldest,
-                (SELECT COALESCE(SUM(data_length + index_length), 0) FROM information_schema.tables WHERE table_schema = ? AND table_name = ?) AS bytes`,
-        [database, `${ctx.names.table}_applied`],
+                (SELECT COALESCE(SUM(data_length + index_length), 0) FROM information_schema.tables WHERE table_schema = ${schema} AND table_name = ?) AS bytes`,
+        [ctx.names.database, `${ctx.names.table}_applied`],
       );
       return {
         store: 'mysql',
@@ -215,8 +217,7 @@ function statementTimeoutMs(session: MysqlSession<unknown>, mariadb: boolean): P
 async function mayEndOthers(session: MysqlSession<unknown>): Promise<boolean> {
   try {
     const grants = await session.query('SHOW GRANTS');
-    const text = grants.map((row) => String(Object.values(row)[0])).join('\n');
-    return /GRANT ALL PRIVILEGES ON \*\.\*|\bSUPER\b|\bCONNECTION_ADMIN\b|\bCONNECTION ADMIN\b/.test(text);
+    return grants.some((row) => /GRANT ALL PRIVILEGES ON \*\.\*|\bSUPER\b|\bCONNECTION_ADMIN\b|\bCONNECTION ADMIN\b/.test(String(Object.values(row)[0])));
   } catch {
     return false;
   }
