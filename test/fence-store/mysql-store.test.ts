@@ -304,9 +304,7 @@ describe('the MySQL fence store, inspected (`fenced doctor` and `fenced status` 
   });
 
   it('reports a connection with no database chosen as nothing migrated (the tables are looked for in the current database)', async () => {
-    const url = new URL(testMysqlUrl());
-    url.pathname = '/';
-    const pool = createPool({ uri: url.toString(), connectionLimit: 1 });
+    const pool = createMysqlPool({ database: null, connectionLimit: 1 });
     onTestFinished(() => pool.end());
     const [[current]] = (await pool.query('SELECT DATABASE() AS name')) as unknown as [Array<Record<string, unknown>>];
     expect(current!['name']).toBe(null);
@@ -351,11 +349,7 @@ describe('the MySQL fence store, inspected (`fenced doctor` and `fenced status` 
     await db.pool.query(`GRANT SELECT ON \`${db.name}\`.* TO '${user}'@'%'`);
     if (grant === 'ALL PRIVILEGES ON DATABASE') await db.pool.query(`GRANT ALL PRIVILEGES ON \`${db.name}\`.* TO '${user}'@'%'`);
     else if (grant !== '') await db.pool.query(`GRANT ${grant} ON *.* TO '${user}'@'%'`);
-    const url = new URL(testMysqlUrl());
-    url.username = user;
-    url.password = '';
-    url.pathname = `/${db.name}`;
-    const pool = createPool({ uri: url.toString(), connectionLimit: 1 });
+    const pool = createMysqlPool({ database: db.name, user, connectionLimit: 1 });
     onTestFinished(() => pool.end());
     const { server } = await createMysqlGuard({ db: pool, resource: 'inspected' }).inspect();
     expect(server.mayEndOtherRoles).toBe(may);

@@ -12,10 +12,17 @@ export function testMysqlUrl(): string {
   return url;
 }
 
-/** A mysql2 promise pool on `database` of the run's server. */
-export function createMysqlPool(options: { database?: string; connectionLimit?: number } = {}): mysql.Pool {
+/**
+ * A mysql2 promise pool on `database` of the run's server (`null`: none chosen), as `user` (without a
+ * password) when given.
+ */
+export function createMysqlPool(options: { database?: string | null; user?: string; connectionLimit?: number } = {}): mysql.Pool {
   const url = new URL(testMysqlUrl());
-  if (options.database !== undefined) url.pathname = `/${options.database}`;
+  if (options.database !== undefined) url.pathname = options.database === null ? '/' : `/${options.database}`;
+  if (options.user !== undefined) {
+    url.username = options.user;
+    url.password = '';
+  }
   return mysql.createPool({ uri: url.toString(), connectionLimit: options.connectionLimit ?? 10 });
 }
 

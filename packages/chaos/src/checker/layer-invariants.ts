@@ -66,11 +66,19 @@ export const dueFiresDispatchedInTime: Invariant = (input) => {
   for (const e of input.history) {
     if (e.kind !== 'dispatch') continue;
     if (!first.has(e.fireId)) first.set(e.fireId, e);
-    const list = dispatchesOf.get(jobOf(e.fireId)) ?? [];
+    const job = jobOf(e.fireId);
+    const list = dispatchesOf.get(job) ?? [];
     list.push(e);
-    dispatchesOf.set(jobOf(e.fireId), list);
+    dispatchesOf.set(job, list);
   }
   for (const list of dispatchesOf.values()) list.sort((a, b) => a.at - b.at);
+  /** Per replica, what its wait earns: its busy and starved stretches, and the supervisor's. */
+  const credits = new Map<string, Array<{ start: number; end: number }>>();
+  const creditOf = (node: string) => {
+    let credit = credits.get(node);
+    if (credit === undefined) credits.set(node, (credit = [...(busy.get(node) ?? []), ...(starved.get(node) ?? []), ...supervisorStarved]));
+    return credit;
+  };
   const violations: string[] = [];
   let count = 0;
   for (const id of input.expectedFireIds) {
@@ -81,7 +89,6 @@ export const dueFiresDispatchedInTime: Invariant = (input) => {
       continue;
     }
     if (dispatch.scheduledAt === undefined) continue;
-    const creditOf = (node: string) => [...(busy.get(node) ?? []), ...(starved.get(node) ?? []), ...supervisorStarved];
     const credit = creditOf(dispatch.node);
     // Before a fault it waited through, the fire waited on the replica that was dispatching its job
     // then (the one the fault hit, when it hit the leader): that replica's busy time is its credit.
@@ -98,7 +105,10 @@ export const dueFiresDispatchedInTime: Invariant = (input) => {
   return result(count, violations);
 };
 
-/** A fire id's job: the scheduler's ids are `<job>@<time>`; any other id is a job of its own. */
+/**
+ * A fire id's job: the scheduler's ids are `<job>@<time>`; any other id is a job of its own. (The
+ * toolkit imports no SDK package, so not `parseFireId` of `@fenced/shared`.)
+ */
 const jobOf = (fireId: string): string => {
   const at = fireId.lastIndexOf('@');
   return at > 0 ? fireId.slice(0, at) : fireId;
