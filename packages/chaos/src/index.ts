@@ -1,7 +1,7 @@
 export { startRedisServer, type RedisServerProcess, type RedisServerOptions } from './redis/redis-server.js';
 export { freePort, waitForPort } from './ports.js';
 export { startRedisTopology, type RedisTopology } from './redis/redis-topology.js';
-export { redisCommand } from './redis/redis-command.js';
+export { redisCommand, redisCommands } from './redis/redis-command.js';
 export { startRedisCluster, parseClusterNodes, type ClusterNodeInfo, type RedisCluster, type RedisClusterOptions } from './redis/redis-cluster.js';
 export { startRedisSentinel, type RedisSentinel, type RedisSentinelOptions } from './redis/redis-sentinel.js';
 export { startFaultProxy, type FaultProxy, type ProxyMode } from './fault-proxy.js';

@@ -1,7 +1,10 @@
-import { readFileSync } from 'node:fs';
+import { spawn } from 'node:child_process';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import net from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { freePort } from './ports.js';
+import { freePort, reservePort } from './ports.js';
 
 describe('freePort', () => {
   it('picks ports below the kernel’s ephemeral range (where no outgoing connection takes them), each free to bind', async () => {
@@ -23,5 +26,30 @@ describe('freePort', () => {
     const ports: number[] = [];
     for (let i = 0; i < 600; i++) ports.push(await freePort());
     expect(new Set(ports).size).toBe(ports.length);
+  });
+
+  it('never hands out a port another running process reserved, and takes one over once that process ended', async () => {
+    // What the unit project's workers are to each other: a server of one worker down for a restart
+    // leaves its port free to bind, and another worker must not pick it then.
+    const dir = mkdtempSync(join(tmpdir(), 'fenced-ports-test-'));
+    const other = spawn('sleep', ['60'], { stdio: 'ignore' });
+    try {
+      writeFileSync(join(dir, '20001'), String(other.pid));
+      expect(reservePort(20001, dir), 'a port a running process reserved').toBe(false);
+      expect(reservePort(20002, dir), 'a port nobody reserved').toBe(true);
+      expect(readFileSync(join(dir, '20002'), 'utf8')).toBe(String(process.pid));
+      expect(reservePort(20002, dir), 'a port this process reserved already').toBe(false);
+      writeFileSync(join(dir, '20003'), '');
+      expect(reservePort(20003, dir), 'a reservation still being written').toBe(false);
+
+      const ended = new Promise((r) => other.once('exit', r));
+      other.kill('SIGKILL');
+      await ended;
+      expect(reservePort(20001, dir), 'a port whose reserving process ended').toBe(true);
+      expect(readFileSync(join(dir, '20001'), 'utf8')).toBe(String(process.pid));
+    } finally {
+      other.kill('SIGKILL');
+      rmSync(dir, { recursive: true, force: true });
+    }
   });
 });

@@ -1,5 +1,7 @@
-import { readFileSync } from 'node:fs';
+import { mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import net from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 
 /**
  * Where a server the toolkit starts gets its port. A port is picked free here and bound by the
@@ -35,19 +37,72 @@ function tryPort(port: number): Promise<number | null> {
 }
 
 /**
- * Ports this process handed out lately, and until when they stay promised: a port is free to bind
- * until its server binds it, so two runs side by side in one process (`pnpm sim --parallel`) could
- * otherwise both be handed it in that moment.
+ * Where the ports handed out are reserved, one file per port holding its owner's pid, so that no two
+ * processes on the machine hand one port out while both could use it. A port is free to bind from its
+ * pick until its server binds it, and again whenever that server is down (killed, to be restarted on
+ * the same port): another process's pick in that moment bound it first, and the restarted server's
+ * wait for its port then found the other server and went on with it (a Sentinel test's replica was
+ * rewritten under it, seen in the unit project's three workers beside four CPU hogs). A reservation
+ * lasts as long as its process: servers are started and restarted until then.
  */
-const promised = new Map<number, number>();
-const PROMISE_MS = 120_000;
+const RESERVATIONS = join(tmpdir(), 'fenced-ports');
 
-/** Hands out `port` unless this process promised it lately; true when it is now promised. */
-function promise(port: number): boolean {
-  const now = Date.now();
-  for (const [p, until] of promised) if (until <= now) promised.delete(p);
-  if (promised.has(port)) return false;
-  promised.set(port, now + PROMISE_MS);
+/**
+ * The ports this process reserved, released when it exits normally; a reservation left by a process
+ * that was killed (as test workers are) is taken over once its pid runs no more.
+ */
+const reserved = new Set<number>();
+let releaseAtExit = false;
+
+/** Whether the process `pid` runs (one we may not signal runs too). */
+function running(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch (error) {
+    return (error as NodeJS.ErrnoException).code === 'EPERM';
+  }
+}
+
+/** Creates the reservation file, or answers false when it exists already. */
+function create(file: string): boolean {
+  try {
+    writeFileSync(file, String(process.pid), { flag: 'wx' });
+    return true;
+  } catch (error) {
+    if ((error as NodeJS.ErrnoException).code === 'EEXIST') return false;
+    throw error;
+  }
+}
+
+/**
+ * Reserves `port` for this process in `dir`: true when it is now this process's, false when a running
+ * process holds it (this one included). A reservation whose process has ended is taken over.
+ */
+export function reservePort(port: number, dir: string = RESERVATIONS): boolean {
+  mkdirSync(dir, { recursive: true });
+  const file = join(dir, String(port));
+  if (!create(file)) {
+    let owner: number;
+    try {
+      owner = Number(readFileSync(file, 'utf8'));
+    } catch {
+      return false; // released or taken over by its owner right now: not ours to judge
+    }
+    // An empty file is one another process is writing (create, then write): held.
+    if (!Number.isInteger(owner) || owner <= 0 || owner === process.pid || running(owner)) return false;
+    rmSync(file, { force: true });
+    if (!create(file)) return false; // another process took the stale one over first
+  }
+  if (dir === RESERVATIONS) {
+    reserved.add(port);
+    if (!releaseAtExit) {
+      releaseAtExit = true;
+      process.once('exit', () => {
+        for (const p of reserved) rmSync(join(RESERVATIONS, String(p)), { force: true });
+      });
+    }
+  }
   return true;
 }
 
@@ -57,16 +112,15 @@ export async function freePort(): Promise<number> {
   if (low - LOWEST >= 1000) {
     for (let attempt = 0; attempt < 50; attempt++) {
       const candidate = LOWEST + Math.floor(Math.random() * (low - LOWEST));
-      if (!promise(candidate)) continue;
+      if (!reservePort(candidate)) continue;
       const port = await tryPort(candidate);
       if (port !== null) return port;
-      promised.delete(candidate);
     }
   }
   for (let attempt = 0; attempt < 50; attempt++) {
     const port = await tryPort(0);
     if (port === null) break;
-    if (promise(port)) return port;
+    if (reservePort(port)) return port;
   }
   throw new Error('no free port on 127.0.0.1');
 }

@@ -4,6 +4,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { trackChild } from '../process/child-registry.js';
 import { freePort, waitForPort } from '../ports.js';
+import { redisCommand } from './redis-command.js';
 
 /** A private redis-server on a loopback port, without persistence unless asked. */
 export interface RedisServerProcess {
@@ -104,12 +105,39 @@ export async function startRedisServer(options: RedisServerOptions = {}): Promis
       const c = spawn(options.binary ?? 'redis-server', [...(options.configFile === undefined ? [] : [options.configFile]), ...args, ...(options.sentinel ? ['--sentinel'] : [])], { stdio: 'ignore', cwd: dir });
       child = c;
       trackChild(c);
-      const failed = new Promise<never>((_, reject) => c.once('error', (err) => reject(new Error(`cannot start redis-server: ${err.message}`))));
-      await Promise.race([waitForPort(port), failed]);
+      const failed = new Promise<never>((_, reject) => {
+        c.once('error', (err) => reject(new Error(`cannot start redis-server: ${err.message}`)));
+        c.once('exit', (code, signal) => reject(new Error(`redis-server on port ${port} exited at start (${signal ?? code}): ${lastWarnings(logFile)}`)));
+      });
+      // Its exit after a later stop rejects this too: nobody waits on it then.
+      failed.catch(() => {});
+      try {
+        await Promise.race([waitForPort(port), failed]);
+        // The port answering is not proof that this server bound it: one that could not (the port
+        // taken while this one was down) exits, and the wait found the other. Whoever answers must
+        // be this process.
+        const answering = await Promise.race([processIdOn(port), failed]);
+        if (answering !== c.pid) throw new Error(`port ${port} is answered by another redis-server (pid ${answering}), not the one started (pid ${c.pid})`);
+      } catch (error) {
+        if (child === c) await end('SIGKILL');
+        throw error;
+      }
     },
   };
   await handle.start();
   return handle;
+}
+
+/** The last two warnings a server logged (`#` lines): why it could not start, say a port it could not bind. */
+function lastWarnings(logFile: string): string {
+  return tailOf(logFile, 2048).split('\n').filter((line) => / # /.test(line)).slice(-2).map((line) => line.slice(line.indexOf(' # ') + 3)).join('; ');
+}
+
+/** The pid of the Redis server (or Sentinel) answering on `port`, from its `INFO server`. */
+async function processIdOn(port: number): Promise<number | undefined> {
+  const info = String(await redisCommand(port, ['INFO', 'server'], 10_000));
+  const match = /^process_id:(\d+)\r?$/m.exec(info);
+  return match === null ? undefined : Number(match[1]);
 }
 
 /** The last `maxBytes` of a file, as text (from the first whole line); empty when there is none. */
