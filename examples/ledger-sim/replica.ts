@@ -152,8 +152,12 @@ if (mode === 'guarded') {
     // On PostgreSQL the election itself ends the frozen writes of the term before it (the lease row).
     logger: (e) => {
       if (e.type === 'lease.takeover') line({ kind: 'takeover', ended: true, count: e.ended });
-      // A grant or renewal from a deposed primary, refused by the primary confirmation.
-      if (e.type === 'lease-store.error' && e.store === 'postgres' && (e.error as Error | undefined)?.name === 'NotOnPrimaryError') line({ kind: 'deposed', operation: e.operation });
+      // A grant or renewal refused by the primary confirmation: from a deposed PostgreSQL primary, or
+      // from a Redis server the sentinels do not all name (Redis says which).
+      if (e.type === 'lease-store.error' && (e.error as Error | undefined)?.name === 'NotOnPrimaryError') {
+        const server = (e.error as { server?: unknown }).server;
+        line({ kind: 'deposed', operation: e.operation, ...(typeof server === 'string' ? { server } : {}) });
+      }
     },
   });
   const mark = onPostgres || onEtcd || onMysql ? undefined : createRedisGuard({ redis: needRedis(), resource: RESOURCE, keyPrefix: env('KEY_PREFIX') });

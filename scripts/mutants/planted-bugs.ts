@@ -374,6 +374,15 @@ export const PLANTED_BUGS: readonly PlantedBug[] = [
     tests: ['packages/chaos/src/redis/replication-fault.test.ts'],
   },
   {
+    id: 'refusals-explain-any-gap',
+    layer: 'checker',
+    bug: "the lossy failover round takes any grant refused on the promoted server for the reason no election met its counter: a counter behind by more than the refusals minted is excused, not judged toothless",
+    file: PRIMARY_FAILOVER,
+    find: '  if (promotedCounter + BigInt(refusedGrants) >= highestUsed) {',
+    replace: '  if (refusedGrants > 0) {',
+    tests: [PRIMARY_FAILOVER_TESTS],
+  },
+  {
     id: 'port-reservation-ignores-owner',
     layer: 'checker',
     bug: "the toolkit's free-port pick takes over any other process's reservation as if its owner had ended: a worker's server down for a restart loses its port to another worker's pick",

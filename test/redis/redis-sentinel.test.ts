@@ -114,6 +114,8 @@ describe("the lease store's renew on a Sentinel client", () => {
       await redisCommand(rogue.port, ['SET', leaseKeys(prefix, 'renew').lease, won.leaseValue, 'PX', '10000'], 1000);
       const refused = await caught(store(onRogue).renew(won.leaseValue, 10_000, () => 5000));
       expect(String(refused)).toContain(`the reply came from 127.0.0.1:${rogue.port}, not the primary every sentinel names`);
+      // Typed, and naming the server for whoever reads the lease store's errors (the simulation does).
+      expect(refused).toMatchObject({ name: 'NotOnPrimaryError', server: `127.0.0.1:${rogue.port}` });
     } finally {
       onRogue.disconnect();
       await rogue.stop();

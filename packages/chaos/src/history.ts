@@ -40,8 +40,12 @@ export type HistoryEvent =
    * 'supervisor'`); see checker/starvation.ts.
    */
   | { at: number; kind: 'starved'; node: string; ms: number }
-  /** A replica's lease store refused a grant or renewal from a deposed PostgreSQL primary (a failover it did not see). */
-  | { at: number; kind: 'deposed'; node: string; operation: string };
+  /**
+   * A replica's lease store refused a grant or renewal its primary confirmation did not count: from a
+   * deposed PostgreSQL primary (a failover it did not see), or from a Redis server the sentinels do not
+   * all name (`server`, `host:port`: a failover still spreading among them).
+   */
+  | { at: number; kind: 'deposed'; node: string; operation: string; server?: string };
 
 export type WriteOutcome = 'begin' | 'committed' | 'stale' | 'duplicate' | 'failed';
 

@@ -38,7 +38,7 @@ export const PROTECTIONS = {
   },
   'deposed primary refused': {
     column: 'deposed',
-    meaning: 'grants and renewals a deposed PostgreSQL primary gave, refused by the lease store because a member is the primary on a later timeline (0 in a control)',
+    meaning: 'grants and renewals the lease store refused because its primary confirmation did not count the server that gave them: a deposed PostgreSQL primary (a member is the primary on a later timeline), or a Redis server the sentinels do not all name (0 in a control)',
     count: ({ history }) => history.filter((e) => e.kind === 'deposed').length,
   },
   takeover: {

@@ -11,7 +11,8 @@ import type { ProcessLine } from '../process/managed-process.js';
  * - `{ kind: 'failpoint', name, action? }`: it stopped (or stalled) itself at a failpoint it was armed with;
  * - `{ kind: 'repair', token }`: an election repaired the token counter;
  * - `{ kind: 'takeover', ended }`: an election's advance ended a blocking transaction;
- * - `{ kind: 'deposed', operation }`: its lease store refused a grant or renewal from a deposed primary;
+ * - `{ kind: 'deposed', operation, server? }`: its lease store refused a grant or renewal its primary
+ *   confirmation did not count (a deposed primary; on Redis, a server the sentinels do not all name);
  * - `{ kind: 'starved', ms }`: its event loop ran `ms` late (`startStarvationProbe`).
  * Other lines (`ready`, `stalling`, text) are for the supervisor's own waits: no event.
  */
@@ -52,7 +53,7 @@ export function historyEventOf(name: string, line: ProcessLine): HistoryEvent | 
     case 'takeover':
       return { at, kind: 'takeover', node: name, ended: r['ended'] === true };
     case 'deposed':
-      return { at, kind: 'deposed', node: name, operation: String(r['operation']) };
+      return { at, kind: 'deposed', node: name, operation: String(r['operation']), ...(typeof r['server'] === 'string' ? { server: r['server'] } : {}) };
     case 'starved':
       return typeof r['ms'] === 'number' && r['ms'] > 0 ? { at, kind: 'starved', node: name, ms: r['ms'] } : undefined;
     default:

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import type { HistoryEvent } from '../../history.js';
-import { counterMetSince, highestElectedBefore } from './primary-failover.js';
+import { counterMetSince, grantsRefusedOn, highestElectedBefore, unmetCounter } from './primary-failover.js';
 
 const elected = (at: number, token: string, node = 'r1'): HistoryEvent => ({ at, kind: 'belief', node, leader: true, token });
 const lost = (at: number, node = 'r1'): HistoryEvent => ({ at, kind: 'belief', node, leader: false, reason: 'deadline' });
@@ -35,5 +35,33 @@ describe('counterMetSince', () => {
 
   it('counts nothing before the instant', () => {
     expect(counterMetSince([...before, repair(900, '2')], 1_000, 4n)).toBeUndefined();
+  });
+});
+
+describe('grantsRefusedOn', () => {
+  const refused = (at: number, server: string | undefined, operation = 'acquire'): HistoryEvent => ({ at, kind: 'deposed', node: 'r2', operation, ...(server === undefined ? {} : { server }) });
+
+  it('counts the grants from that server the primary confirmation refused since the instant, and nothing else', () => {
+    const events = [refused(900, '127.0.0.1:7001'), refused(1_100, '127.0.0.1:7001'), refused(1_200, '127.0.0.1:7001'), refused(1_300, '127.0.0.1:7000'), refused(1_400, '127.0.0.1:7001', 'renew'), refused(1_500, undefined), elected(1_600, '5')];
+    expect(grantsRefusedOn(events, 1_000, '127.0.0.1:7001')).toBe(2);
+    expect(grantsRefusedOn(events, 1_000, undefined)).toBe(0);
+  });
+});
+
+describe('unmetCounter', () => {
+  it('is a missed precondition when the promoted server lost no token', () => {
+    expect(unmetCounter(4n, 4n, 0)).toMatch(/counter stood at 4 when it took over, at or above every token used \(4\): the failover lost no token/);
+  });
+
+  it('is a missed precondition when refused grants, one token each, took the counter past every token used', () => {
+    // Seen: the counter at 2, tokens 3 and 4 used on the deposed primary, two grants refused on the promoted server.
+    expect(unmetCounter(2n, 4n, 2)).toMatch(/stood at 2 .* 2 grants there were refused before any fence/);
+    expect(unmetCounter(2n, 4n, 3)).toBeDefined();
+  });
+
+  it('is nothing (the run is judged toothless) when the counter was behind and too few grants were refused to explain it', () => {
+    expect(unmetCounter(2n, 4n, 1)).toBeUndefined();
+    expect(unmetCounter(2n, 4n, 0)).toBeUndefined();
+    expect(unmetCounter(undefined, 4n, 5)).toBeUndefined();
   });
 });

@@ -78,7 +78,12 @@ export function redisLeaseStore(redis: IoRedisClient, keys: LeaseKeys, nodeId: s
 
 /** A reply came from a server that the sentinels do not all name as the primary. */
 export class NotOnPrimaryError extends Error {
+  /** The server (`host:port`) the reply came from; undefined when its connection had closed. */
+  readonly server: string | undefined;
+
   constructor(server: string | undefined) {
     super(`the reply came from ${server ?? 'a closed connection'}, not the primary every sentinel names (a failover in progress)`);
+    this.name = 'NotOnPrimaryError';
+    this.server = server;
   }
 }
