@@ -410,6 +410,15 @@ export const PLANTED_BUGS: readonly PlantedBug[] = [
     tests: ['packages/chaos/src/ports.test.ts'],
   },
   {
+    id: 'port-takeover-unlocked',
+    layer: 'checker',
+    bug: "the toolkit's free-port pick takes a stale reservation over without the takeover's lock: two processes that both found it stale each remove the file and create their own, and both use the port",
+    file: 'packages/chaos/src/ports.ts',
+    find: '    mkdirSync(lock);\n',
+    replace: '    mkdirSync(lock, { recursive: true });\n',
+    tests: ['packages/chaos/src/ports.test.ts'],
+  },
+  {
     id: 'redis-start-trusts-any-listener',
     layer: 'checker',
     bug: "the toolkit's redis-server start takes any server answering its port for its own: one that could not bind (the port taken while it was down) goes on with another's server",

@@ -1,5 +1,5 @@
 import { spawn } from 'node:child_process';
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import net from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -45,8 +45,15 @@ describe('freePort', () => {
       const ended = new Promise((r) => other.once('exit', r));
       other.kill('SIGKILL');
       await ended;
+      // Another process taking the same stale reservation over right now (its lock is there): not ours.
+      writeFileSync(join(dir, '20004'), String(other.pid));
+      mkdirSync(join(dir, '20004.takeover'));
+      expect(reservePort(20004, dir), 'a stale reservation another process is taking over').toBe(false);
+      expect(readFileSync(join(dir, '20004'), 'utf8')).toBe(String(other.pid));
+
       expect(reservePort(20001, dir), 'a port whose reserving process ended').toBe(true);
       expect(readFileSync(join(dir, '20001'), 'utf8')).toBe(String(process.pid));
+      expect(existsSync(join(dir, '20001.takeover')), 'its lock, gone with the takeover').toBe(false);
     } finally {
       other.kill('SIGKILL');
       rmSync(dir, { recursive: true, force: true });

@@ -76,6 +76,34 @@ function create(file: string): boolean {
 }
 
 /**
+ * Replaces the reservation `file` of `owner`, a process that ended, with this process's. One process
+ * at a time (a directory beside it is the lock: creating one is atomic): two that both found it stale
+ * would otherwise each remove the file and create their own, the second over the first's. A lock left
+ * by a process killed while it held it keeps that port out of use, which costs nothing.
+ */
+function takeOver(file: string, owner: number): boolean {
+  const lock = `${file}.takeover`;
+  try {
+    mkdirSync(lock);
+  } catch {
+    return false;
+  }
+  try {
+    let now: number;
+    try {
+      now = Number(readFileSync(file, 'utf8'));
+    } catch {
+      now = owner; // removed since: nobody holds it
+    }
+    if (now !== owner) return false; // taken over already, by the one that held the lock before
+    rmSync(file, { force: true });
+    return create(file);
+  } finally {
+    rmSync(lock, { recursive: true, force: true });
+  }
+}
+
+/**
  * Reserves `port` for this process in `dir`: true when it is now this process's, false when a running
  * process holds it (this one included). A reservation whose process has ended is taken over.
  */
@@ -91,8 +119,7 @@ export function reservePort(port: number, dir: string = RESERVATIONS): boolean {
     }
     // An empty file is one another process is writing (create, then write): held.
     if (!Number.isInteger(owner) || owner <= 0 || owner === process.pid || running(owner)) return false;
-    rmSync(file, { force: true });
-    if (!create(file)) return false; // another process took the stale one over first
+    if (!takeOver(file, owner)) return false;
   }
   if (dir === RESERVATIONS) {
     reserved.add(port);
