@@ -40,6 +40,12 @@ function releaseNotifications(p: pg.Pool, options: { listen?: 'auto' | 'poll'; p
   return { channel, notifications };
 }
 
+/** How many sessions of `p` are LISTENing on `channel` now. */
+async function listeningOn(p: pg.Pool, channel: string): Promise<number> {
+  const { rows } = await p.query(`SELECT count(*)::int AS n FROM pg_stat_activity WHERE application_name = $1 AND query = $2`, [(p.options as { application_name: string }).application_name, `LISTEN "${channel}"`]);
+  return (rows[0] as { n: number }).n;
+}
+
 describe('release notifications on PostgreSQL', () => {
   it('wake the subscribers of the released lease only (a probe wakes nobody), one subscriber goes alone, and the LISTEN connection with the last', async () => {
     const p = pool();
@@ -67,8 +73,7 @@ describe('release notifications on PostgreSQL', () => {
     await waitFor(() => b.releases === 2, 10_000);
     expect([a1.releases, a2.releases]).toEqual([1, 2]);
 
-    const listening = async () =>
-      (await p.query(`SELECT count(*)::int AS n FROM pg_stat_activity WHERE application_name = $1 AND query = $2`, [(p.options as { application_name: string }).application_name, `LISTEN "${channel}"`])).rows[0].n as number;
+    const listening = () => listeningOn(p, channel);
     expect(await listening()).toBe(1);
     offA2();
     expect(await listening(), 'b still listens').toBe(1);
@@ -96,8 +101,7 @@ describe('release notifications on PostgreSQL', () => {
     expect(notifications.mode).toBeUndefined();
     // The connect it had begun ends in a release: no client of the pool checked out, no session
     // LISTENing (the pool's idle clients, the probe's among them on a busy machine, are not its).
-    const listening = async () =>
-      (await p.query(`SELECT count(*)::int AS n FROM pg_stat_activity WHERE application_name = $1 AND query = $2`, [(p.options as { application_name: string }).application_name, `LISTEN "${channel}"`])).rows[0].n as number;
+    const listening = () => listeningOn(p, channel);
     const checkedOut = () => p.totalCount - p.idleCount;
     await waitFor(async () => checkedOut() === 0 && (await listening()) === 0, 10_000);
     expect(h.modes).toEqual([]);
