@@ -1,13 +1,17 @@
 /**
  * The election-time advance's takeover on MySQL/MariaDB (mysql-takeover.ts) where the conformance
  * suite does not look: whom it may not end (a session of another user, a lock whose holder's token
- * cannot be read), a wait that is not on a row lock, and the advance's own lock-wait bound, set for
- * its statement and put back on the pooled connection after. (Written for StrykerJS's survivors.)
+ * cannot be read), a wait that is not on a row lock, the advance's own lock-wait bound, set for its
+ * statement and put back on the pooled connection after, how often it reads the lock tables, and a
+ * blocker gone before its KILL. (Written for StrykerJS's survivors.)
  */
 import { createMysqlGuard } from '@fenced/consumer-guard/mysql';
 import type { FencedEvent } from '@fenced/shared';
+import { failpoints } from '@fenced/shared/failpoints';
 import { createMysqlPool, createTestMysqlDatabase, testMysqlUrl, waitFor } from '#test-support';
+import { Kysely, MysqlDialect } from 'kysely';
 import { randomBytes } from 'node:crypto';
+import mysqlCallbacks from 'mysql2';
 import mysql from 'mysql2/promise';
 import { afterAll, beforeAll, describe, expect, it, onTestFinished } from 'vitest';
 
@@ -163,5 +167,67 @@ describe('the takeover of an election-time advance on MySQL', () => {
     // times its bound).
     const [[writerId]] = (await writer.query('SELECT CONNECTION_ID() AS id')) as unknown as [[{ id: number }]];
     expect(takeovers).toEqual([{ type: 'guard.takeover', resource: name, token: 4n, blockingToken: 3n, session: String(writerId.id), ended: false }]);
+  });
+
+  it('reads InnoDB’s lock tables at most every 150 ms, however short the grace period: a faster reader keeps their cache from ever refreshing', async () => {
+    const name = resource();
+    // The guard over Kysely, whose log hears every statement the takeover sends.
+    const url = new URL(testMysqlUrl());
+    url.pathname = `/${db.name}`;
+    const pool = mysqlCallbacks.createPool({ uri: url.toString(), connectionLimit: 4 });
+    const lockReads: number[] = [];
+    const kysely = new Kysely<unknown>({
+      dialect: new MysqlDialect({ pool }),
+      log: (event) => void (/INNODB_TRX/.test(event.query.sql) && lockReads.push(performance.now())),
+    });
+    onTestFinished(() => kysely.destroy());
+    const guard = createMysqlGuard({ db: kysely, pool, resource: name, takeover: { graceMs: 0, timeoutMs: 10_000 } });
+    // A gap lock: its holder's token cannot be read, so it is never ended and the takeover keeps looking.
+    const operator = await lockFenceRow(name);
+    const advance = guard.advance(4n).then(() => 'advanced', (err: unknown) => err);
+    await whileAnAdvanceWaits(1000);
+    await operator.query('COMMIT');
+    expect(await advance).toBe('advanced');
+    expect(lockReads.length).toBeGreaterThan(1);
+    // Each read is logged when it completes; the next starts 150 ms after that at the earliest.
+    const gaps = lockReads.slice(1).map((at, i) => at - lockReads[i]!);
+    expect(Math.min(...gaps)).toBeGreaterThanOrEqual(150);
+  });
+
+  it('a blocker that ended between the search and its KILL is passed over, and the others are ended in the same turn', async () => {
+    const name = resource();
+    const { logger, takeovers } = takeoversHeard();
+    await createMysqlGuard({ db: db.pool, resource: name }).advance(3n);
+    // Two writers of the old term holding the fence row shared (a write of the fence's own token
+    // does so): the advance waits for both.
+    const sharers = await Promise.all(
+      [0, 1].map(async () => {
+        const connection = await db.pool.getConnection();
+        onTestFinished(() => connection.destroy());
+        await connection.query('START TRANSACTION');
+        await connection.query('SELECT * FROM fenced_fences WHERE resource = ? LOCK IN SHARE MODE', [name]);
+        const [[row]] = (await connection.query('SELECT CONNECTION_ID() AS id')) as unknown as [[{ id: number }]];
+        return row.id;
+      }),
+    );
+    const [gone, frozen] = sharers as [number, number];
+    // The moment after the search found both: one of them ends on its own (the test ends it).
+    let turns = 0;
+    onTestFinished(() => failpoints.disarm());
+    failpoints.arm(
+      'takeover.blockers-found-before-end',
+      {
+        kind: 'call',
+        run: async () => {
+          if (turns++ === 0) await db.pool.query(`KILL CONNECTION ${gone}`);
+        },
+      },
+      10,
+    );
+    const guard = createMysqlGuard({ db: db.pool, resource: name, takeover: { graceMs: 50, timeoutMs: 10_000 }, logger });
+    expect(await guard.advance(4n).then(() => 'advanced', (err: unknown) => err)).toBe('advanced');
+    // One turn: the KILL of the session already gone failed, and the other was ended all the same.
+    expect(turns).toBe(1);
+    expect(takeovers).toEqual([{ type: 'guard.takeover', resource: name, token: 4n, blockingToken: 3n, session: String(frozen), ended: true }]);
   });
 });

@@ -3,11 +3,13 @@
  * look (sql-lease-store-adapter.ts, asked of MySQL's too).
  */
 import { postgresLeases } from '@fenced/coordinator/postgres';
-import { createPool, createTestSchema } from '#test-support';
-import { onTestFinished } from 'vitest';
+import { startFaultProxy } from '@fenced/chaos';
+import { createPool, createTestSchema, testDatabaseUrl } from '#test-support';
+import { afterAll, beforeAll, describe, expect, it, onTestFinished } from 'vitest';
 import { describeSqlLeaseStoreAdapter } from './sql-lease-store-adapter.js';
 
 let schema: Awaited<ReturnType<typeof createTestSchema>>;
+let confirmSchema: Awaited<ReturnType<typeof createTestSchema>>;
 
 describeSqlLeaseStoreAdapter({
   database: 'PostgreSQL',
@@ -39,4 +41,43 @@ describeSqlLeaseStoreAdapter({
     const { rows } = await schema.pool.query(`SELECT node, token::text AS token, ttl_ms::int AS ttl_ms, fences, regressed FROM "${schema.name}".fenced_fences_elections WHERE lease = $1`, [lease]);
     return rows.map((r: Record<string, unknown>) => ({ node: String(r['node']), token: String(r['token']), ttlMs: Number(r['ttl_ms']), fences: Number(r['fences']), regressed: r['regressed'] === true }));
   },
+});
+
+describe("the PostgreSQL lease store's primary confirmation", () => {
+  beforeAll(async () => {
+    confirmSchema = await createTestSchema('lconfirm_pg');
+    await postgresLeases({ pool: confirmSchema.pool, schema: confirmSchema.name }).migrate();
+  });
+  afterAll(async () => confirmSchema?.drop());
+
+  it('waits for a member that never answers no longer than the command bound, not the renew’s whole time: the primary’s answer counts the renew', async () => {
+    // A member whose connection is up and silent (a frozen server): its pool's query never answers.
+    const database = new URL(testDatabaseUrl());
+    const silent = await startFaultProxy(Number(database.port || 5432));
+    silent.setMode({ kind: 'drop' });
+    database.port = String(silent.port);
+    const frozenMember = createPool({ connectionString: database.toString(), max: 1 });
+    onTestFinished(async () => {
+      await silent.close(); // the pending connect fails, so the pool can end
+      await frozenMember.end();
+    });
+    const commandBoundMs = 300;
+    const store = postgresLeases({
+      pool: confirmSchema.pool,
+      schema: confirmSchema.name,
+      listen: 'poll',
+      confirmPrimary: { members: [confirmSchema.pool, frozenMember], timeoutMs: 60_000 },
+    }).openLease('confirmed', 'node-a', commandBoundMs);
+    const won = await store.acquire(60_000, 5000);
+    if (!won.won) throw new Error('not granted');
+
+    const renewMs = 30_000;
+    const started = performance.now();
+    const reply = await store.renew(won.leaseValue, 60_000, () => started + renewMs - performance.now());
+    const tookMs = performance.now() - started;
+    expect(reply.renewed).toBe(true);
+    // Waiting out the renew's time instead would use up a leader's whole margin on every renewal
+    // while a replica is frozen. The bound is 300 ms; a busy machine adds to it, never 30 s.
+    expect(tookMs).toBeLessThan(renewMs / 2);
+  });
 });

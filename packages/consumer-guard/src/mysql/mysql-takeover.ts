@@ -1,4 +1,5 @@
 import { MYSQL_LOCK_TABLES_IDLE_MS, mysqlSessionsBlocking, storedToken } from '@fenced/shared/internal';
+import { failpoints } from '@fenced/shared/failpoints';
 import type { Token } from '@fenced/shared';
 import type { BlockingWrite, TakeoverStore } from '../takeover/advance-with-takeover.js';
 import { errnoOf } from './mysql-errors.js';
@@ -73,6 +74,8 @@ export function mysqlTakeoverStore(session: MysqlSession<unknown>, names: MysqlO
       const held = await dirtyFence(session, names, waiter.resource);
       // The blocker's token is at most `held`: end it only when that is below ours.
       if (held === null || held >= token) return [];
+      // A blocker may commit, roll back or be ended by someone else before its KILL arrives.
+      if (failpoints.armed) await failpoints.hit('takeover.blockers-found-before-end');
       const found: BlockingWrite[] = [];
       for (const blocker of blockers) {
         try {

@@ -27,6 +27,11 @@ export const FAILPOINT_NAMES = [
   'guard.checked-before-commit',
   /** The write committed; the Redis fast-path mark not yet raised. */
   'guard.committed-before-mark',
+  /**
+   * An election's takeover on MySQL found the sessions of a lower token that block its advance; none
+   * of them ended yet (PostgreSQL finds and ends them in one statement: nothing lies between).
+   */
+  'takeover.blockers-found-before-end',
   /** A fenced HTTP call's headers (its fire, its token) are on the wire; its body not yet sent. */
   'http.headers-sent-before-body',
 ] as const;
