@@ -1486,6 +1486,15 @@ export const PLANTED_BUGS: readonly PlantedBug[] = [
     tests: MYSQL_LEASE_CHECK_TESTS,
   },
   {
+    id: 'mysql-grant-deadlock-unbounded',
+    layer: 'lease',
+    bug: 'the MySQL grant sends its call again after every deadlock, without its bound of three: a grant InnoDB keeps deadlocking runs until the call times out, and on past it on its connection',
+    file: 'packages/coordinator/src/store/mysql/mysql-grant.ts',
+    find: '      for (let attempt = 1; ; attempt++) {',
+    replace: '      for (let attempt = 1; ; attempt--) {',
+    tests: ['test/lease-store/mysql-grant-takeover.test.ts'],
+  },
+  {
     id: 'write-in-keeps-refused-part',
     layer: 'guard',
     bug: "guardedWriteIn does not go back to its savepoint after a refusal: a raise made before a refused fire claim stays in the caller's transaction and commits with it",
@@ -1502,6 +1511,15 @@ export const PLANTED_BUGS: readonly PlantedBug[] = [
     find: '(errnoOf(err) === DUPLICATE_ENTRY || errnoOf(err) === LOCK_DEADLOCK) && attempt <= options.maxRetries',
     replace: '(errnoOf(err) === DUPLICATE_ENTRY || isRetryable(err)) && attempt <= options.maxRetries',
     tests: ['test/fence-store/mysql-takeover.test.ts'],
+  },
+  {
+    id: 'mysql-advance-retries-one-short',
+    layer: 'guard',
+    bug: 'the MySQL advance that meets a deadlock or a duplicate key runs again maxRetries - 1 times, not maxRetries: an election whose first advances keep meeting fails closed one try early',
+    file: 'packages/consumer-guard/src/mysql/mysql-store.ts',
+    find: '(errnoOf(err) === DUPLICATE_ENTRY || errnoOf(err) === LOCK_DEADLOCK) && attempt <= options.maxRetries',
+    replace: '(errnoOf(err) === DUPLICATE_ENTRY || errnoOf(err) === LOCK_DEADLOCK) && attempt < options.maxRetries',
+    tests: ['test/fence-store/mysql-store.test.ts'],
   },
   {
     id: 'mysql-advance-resets-lock-wait',

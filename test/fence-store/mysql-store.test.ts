@@ -7,7 +7,7 @@
 import { createMysqlGuard } from '@fenced/consumer-guard/mysql';
 import { mysqlLeases } from '@fenced/coordinator/mysql';
 import { startMariadbServer } from '@fenced/chaos';
-import { caught, createMysqlPool, createTestMysqlDatabase, testMysqlUrl, waitFor } from '#test-support';
+import { caught, createMysqlPool, createTestMysqlDatabase, deadlockEvery, testMysqlUrl, waitFor } from '#test-support';
 import { isFencedError, parseToken, type FencedEvent, type FencedLogger } from '@fenced/shared';
 import { Kysely, MysqlDialect } from 'kysely';
 import mysqlCallbacks from 'mysql2';
@@ -271,6 +271,21 @@ describe('the MySQL fence store, an advance whose session is killed while it wai
     finish();
     await write;
     expect(await writer.highest()).toBe(1n);
+  });
+});
+
+describe('the MySQL fence store, an advance that meets a deadlock every time', () => {
+  it('runs again maxRetries times, no more and no fewer, then fails typed', async () => {
+    const resource = nextResource();
+    // The server refuses every advance of this resource with InnoDB's deadlock error, counting each.
+    const deadlocks = await deadlockEvery(db.pool, { table: 'fenced_fences', event: 'INSERT', column: 'resource', value: resource });
+    onTestFinished(() => deadlocks.drop());
+    const guard = createMysqlGuard({ db: db.pool, resource, maxRetries: 3 });
+    const outcome = await guard.advance(1n).then(() => 'advanced', (err: unknown) => err);
+    expect(isFencedError(outcome, 'GUARD_UNAVAILABLE'), String(outcome)).toBe(true);
+    expect((outcome as Error).message).toMatch(/^MySQL guard failed during advance; nothing was applied: .*Deadlock/);
+    expect(await deadlocks.attempts()).toBe(4);
+    expect(await guard.highest()).toBe(null);
   });
 });
 

@@ -18,7 +18,7 @@ import { isFencedError, SchemaMissingError, type FencedEvent, type Token } from 
 import { MYSQL_NOW_US_SQL } from '@fenced/shared/internal';
 import { createMysqlGuard } from '@fenced/consumer-guard/mysql';
 import { mysqlLeases, type MysqlLeasesOptions } from '@fenced/coordinator/mysql';
-import { createTestMysqlDatabase, waitFor } from '#test-support';
+import { createTestMysqlDatabase, deadlockEvery, waitFor } from '#test-support';
 import type { Pool, PoolConnection } from 'mysql2/promise';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { acquireUntilWon, frozenWrite, type LeaseCheckedGuard } from '../lease-checked/conformance.js';
@@ -210,6 +210,22 @@ describe('concurrent first grants of new leases', () => {
     }
     expect(failures).toEqual([]);
     expect(granted).toBe(rounds);
+  });
+});
+
+describe('a grant that InnoDB deadlocks every time', () => {
+  it('is sent three times in all, then fails with the deadlock', async () => {
+    const lease = `deadlocked-${++n}`;
+    // The server refuses every grant of this lease with InnoDB's deadlock error, counting each.
+    const deadlocks = await deadlockEvery(db.pool, { table: 'fenced_fences_leases', event: 'UPDATE', column: 'name', value: lease });
+    try {
+      const store = mysqlLeases({ pool: db.pool }).openLease(lease, 'a', 15_000);
+      const error = await store.acquire(10_000, 10_000).catch((err: unknown) => err);
+      expect(error).toMatchObject({ errno: 1213 });
+      expect(await deadlocks.attempts()).toBe(3);
+    } finally {
+      await deadlocks.drop();
+    }
   });
 });
 

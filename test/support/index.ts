@@ -4,7 +4,7 @@ export { createRedis, deleteKeys, resultWithin, testRedisUrl, uniquePrefix, wait
 export { isStopped, runScript, spawnNode, spawnTs, type ChildHandle } from './child.js';
 export { inMemoryMetrics } from './metrics.js';
 export { runCli, serveCli, type CliRun } from './cli.js';
-export { createMysqlPool, createTestMysqlDatabase, testMysqlUrl } from './mysql.js';
+export { createMysqlPool, createTestMysqlDatabase, deadlockEvery, testMysqlUrl } from './mysql.js';
 export { countingEtcdClient, createEtcdClient, deleteEtcdPrefix, etcdTestScope, testEtcdEndpoints, uniqueEtcdPrefix } from './etcd.js';
 export { expectStreamHeld, freezeUntilStuck, streamThroughFault, type StreamProgress, type WriteOutcome, type WriteStream } from './write-stream.js';
 export { expectGuardedCleanControlDamaged, judgedSimulation, type SimSummary, type SimSummaryRun } from './sim-summary.js';

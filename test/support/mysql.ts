@@ -42,3 +42,36 @@ export async function createTestMysqlDatabase(prefix = 't'): Promise<{ name: str
     },
   };
 }
+
+/**
+ * Makes the server refuse every update (or insert) of `table` whose `column` is `value` as InnoDB
+ * refuses the loser of a deadlock (error 1213, SQLSTATE 40001), from a trigger that first counts the
+ * attempt in a table no rollback undoes (Aria is not transactional). A deadlock every time, on
+ * demand: what a retry bound is tested with. `attempts()` reads the count; `drop()` removes both.
+ */
+export async function deadlockEvery(
+  pool: mysql.Pool,
+  on: { table: string; event: 'INSERT' | 'UPDATE'; column: string; value: string },
+): Promise<{ attempts(): Promise<number>; drop(): Promise<void> }> {
+  const counter = `deadlocks_${randomBytes(4).toString('hex')}`;
+  await pool.query(`CREATE TABLE ${counter} (n INT) ENGINE=Aria`);
+  await pool.query(
+    `CREATE TRIGGER ${counter} BEFORE ${on.event} ON ${on.table} FOR EACH ROW BEGIN
+       IF NEW.${on.column} = ? THEN
+         INSERT INTO ${counter} VALUES (1);
+         SIGNAL SQLSTATE '40001' SET MYSQL_ERRNO = 1213, MESSAGE_TEXT = 'Deadlock found when trying to get lock; try restarting transaction';
+       END IF;
+     END`,
+    [on.value],
+  );
+  return {
+    async attempts() {
+      const [rows] = await pool.query(`SELECT COUNT(*) AS n FROM ${counter}`);
+      return Number((rows as Array<{ n: number }>)[0]!.n);
+    },
+    async drop() {
+      await pool.query(`DROP TRIGGER IF EXISTS ${counter}`);
+      await pool.query(`DROP TABLE IF EXISTS ${counter}`);
+    },
+  };
+}
