@@ -1486,6 +1486,15 @@ export const PLANTED_BUGS: readonly PlantedBug[] = [
     tests: MYSQL_LEASE_CHECK_TESTS,
   },
   {
+    id: 'mysql-grant-kills-after-settle',
+    layer: 'survival',
+    bug: "the MySQL grant's takeover sends the KILLs of its last look after the grant settled: a session that let the lease row go, and is back in its pool, is ended anyway, and counted as ended",
+    file: 'packages/coordinator/src/store/mysql/mysql-grant.ts',
+    find: '    for (const blocker of blockers) {\n      if (done()) return ended;\n',
+    replace: '    for (const blocker of blockers) {\n',
+    tests: ['test/lease-store/mysql-grant-takeover.test.ts'],
+  },
+  {
     id: 'mysql-grant-deadlock-unbounded',
     layer: 'lease',
     bug: 'the MySQL grant sends its call again after every deadlock, without its bound of three: a grant InnoDB keeps deadlocking runs until the call times out, and on past it on its connection',

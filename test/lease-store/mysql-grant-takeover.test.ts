@@ -18,9 +18,10 @@ import { isFencedError, SchemaMissingError, type FencedEvent, type Token } from 
 import { MYSQL_NOW_US_SQL } from '@fenced/shared/internal';
 import { createMysqlGuard } from '@fenced/consumer-guard/mysql';
 import { mysqlLeases, type MysqlLeasesOptions } from '@fenced/coordinator/mysql';
-import { createTestMysqlDatabase, deadlockEvery, waitFor } from '#test-support';
+import { createMysqlPool, createTestMysqlDatabase, deadlockEvery, waitFor } from '#test-support';
 import type { Pool, PoolConnection } from 'mysql2/promise';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { failpoints } from '@fenced/shared/failpoints';
+import { afterAll, beforeAll, describe, expect, it, onTestFinished } from 'vitest';
 import { acquireUntilWon, frozenWrite, type LeaseCheckedGuard } from '../lease-checked/conformance.js';
 
 let db: Awaited<ReturnType<typeof createTestMysqlDatabase>>;
@@ -74,10 +75,14 @@ async function outcomeOf(frozen: { write: Promise<unknown>; wake: () => void }):
 
 /**
  * The test's pool as the store sees it, with `mysql2`'s parts the store uses: each connection handed
- * out hides its session id when `hideThreadId`, and `failQuery` may fail a statement sent through the
- * pool (it is asked before each one).
+ * out hides its session id when `hideThreadId`, `failQuery` may fail a statement sent through the
+ * pool (it is asked before each one), and the statements sent on a connection are told before they
+ * are sent and once their reply arrived.
  */
-function wrapped(pool: Pool, options: { hideThreadId?: boolean; failQuery?: (sql: string) => boolean; onConnectionQuery?: (sql: string) => void }): MysqlLeasesOptions['pool'] {
+function wrapped(
+  pool: Pool,
+  options: { hideThreadId?: boolean; failQuery?: (sql: string) => boolean; onConnectionQuery?: (sql: string) => void; onConnectionReply?: (sql: string) => void },
+): MysqlLeasesOptions['pool'] {
   return {
     query: (sql: string, values?: unknown) => (options.failQuery?.(sql) === true ? Promise.reject(Object.assign(new Error('lock tables unreadable (planted by the test)'), { errno: 1227 })) : pool.query(sql, values as never[])) as Promise<[unknown, unknown]>,
     execute: pool.execute.bind(pool),
@@ -86,7 +91,10 @@ function wrapped(pool: Pool, options: { hideThreadId?: boolean; failQuery?: (sql
       const session = new Proxy(connection.connection, { get: (target, key) => (key === 'threadId' && options.hideThreadId === true ? undefined : Reflect.get(target, key)) });
       const query = (sql: string, values?: unknown) => {
         options.onConnectionQuery?.(sql);
-        return connection.query(sql, values as never[]);
+        const reply = connection.query(sql, values as never[]);
+        const heard = () => options.onConnectionReply?.(sql);
+        reply.then(heard, heard);
+        return reply;
       };
       return new Proxy(connection, { get: (target, key) => (key === 'connection' ? session : key === 'query' ? query : Reflect.get(target, key)) });
     },
@@ -170,6 +178,39 @@ describe('the MySQL grant behind an expired term’s frozen write', () => {
     expect(failed).toBeGreaterThanOrEqual(2);
     expect(isFencedError(await outcomeOf(frozen), 'GUARD_UNAVAILABLE')).toBe(true);
     expect(await rows(token)).toBe(0);
+  });
+
+  it('sends no KILL once the grant settled, though its last look found a blocker', async () => {
+    // The moment after a look found the frozen write: the write then commits (its lease was checked
+    // while it held) and lets the grant through, whose reply arrives before the takeover goes on.
+    let granted = false;
+    // A pool of its own: the write's connection, back in the test's pool once it committed, must not
+    // be the one a KILL of it is sent on.
+    const own = createMysqlPool({ database: db.name, connectionLimit: 4 });
+    onTestFinished(() => own.end());
+    const pool = wrapped(own, { onConnectionReply: (sql) => void (sql.startsWith('CALL') && (granted = true)) });
+    const { token, frozen, b } = await frozenExpiredTerm({ graceMs: 200, timeoutMs: 10_000 }, pool);
+    let looks = 0;
+    let outcome: Promise<unknown> | undefined;
+    onTestFinished(() => failpoints.disarm());
+    failpoints.arm(
+      'takeover.blockers-found-before-end',
+      {
+        kind: 'call',
+        run: async () => {
+          if (looks++ > 0) return;
+          outcome = outcomeOf(frozen);
+          await outcome;
+          await waitFor(() => granted, 10_000, 5);
+        },
+      },
+      10,
+    );
+    const reply = await b.acquire(10_000, 15_000);
+    expect(looks).toBe(1);
+    expect(reply).toMatchObject({ won: true, endedWrites: 0 });
+    expect(await outcome).toBe('committed');
+    expect(await rows(token)).toBe(1);
   });
 
   it('a driver that reports its session id (mysql2 does): the grant sends one statement on its connection, the call', async () => {

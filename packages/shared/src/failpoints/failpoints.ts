@@ -28,8 +28,9 @@ export const FAILPOINT_NAMES = [
   /** The write committed; the Redis fast-path mark not yet raised. */
   'guard.committed-before-mark',
   /**
-   * An election's takeover on MySQL found the sessions of a lower token that block its advance; none
-   * of them ended yet (PostgreSQL finds and ends them in one statement: nothing lies between).
+   * An election's takeover on MySQL (the guard's advance, or the MySQL lease store's grant) found the
+   * sessions of an older term that block it; none of them ended yet (PostgreSQL finds and ends them
+   * in one statement: nothing lies between).
    */
   'takeover.blockers-found-before-end',
   /** A fenced HTTP call's headers (its fire, its token) are on the wire; its body not yet sent. */

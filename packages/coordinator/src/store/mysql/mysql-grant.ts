@@ -1,4 +1,5 @@
 import { MYSQL_NOW_US_SQL, MYSQL_LOCK_TABLES_IDLE_MS, mysqlSessionsBlocking, withMysqlConnection } from '@fenced/shared/internal';
+import { failpoints } from '@fenced/shared/failpoints';
 import type { MysqlLeaseObjectNames } from './mysql-lease-names.js';
 import type { LeaseTakeover } from '../lease-takeover.js';
 import { errnoOf, runAgain, type MysqlLeasePool, type MysqlRow } from './mysql-pool.js';
@@ -87,6 +88,8 @@ async function endWhileWaiting(pool: MysqlLeasePool, thread: number, graceMs: nu
     } catch {
       continue; // the lock tables could not be read this time: look again
     }
+    // The grant may settle, and a blocker go, before its KILL is sent.
+    if (blockers.length > 0 && failpoints.armed) await failpoints.hit('takeover.blockers-found-before-end');
     for (const blocker of blockers) {
       if (done()) return ended;
       // Ended, or gone meanwhile (ER_NO_SUCH_THREAD), or not this user's to end: then the grant waits on.
