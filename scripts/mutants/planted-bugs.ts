@@ -1549,6 +1549,14 @@ export const PLANTED_BUGS: readonly PlantedBug[] = [
     tests: ['test/fence-store/mysql-takeover.test.ts'],
   },
   {
+    id: 'mysql-takeover-lost-kill-as-denied',
+    layer: 'guard',
+    bug: "the MySQL takeover reads any failed KILL but a gone session as a denial: a KILL whose connection was lost is reported as a blocker this user may not end, and the turn goes on as if it had been answered",
+    file: 'packages/consumer-guard/src/mysql/mysql-takeover.ts',
+    find: 'if (errnoOf(err) === KILL_DENIED) found.push(',
+    replace: 'if (errnoOf(err) !== NO_SUCH_THREAD) found.push(',
+    tests: ['test/fence-store/mysql-takeover.test.ts'],
+  },  {
     id: 'mysql-takeover-gone-blocker-fails-turn',
     layer: 'guard',
     bug: "the MySQL takeover takes a KILL of a session that ended meanwhile for a failed search: the other blockers of that turn are not ended, or not reported, until the next grace period",

@@ -6,6 +6,7 @@
  * blocker gone before its KILL. (Written for StrykerJS's survivors.)
  */
 import { createMysqlGuard } from '@fenced/consumer-guard/mysql';
+import { startFaultProxy } from '@fenced/chaos';
 import type { FencedEvent } from '@fenced/shared';
 import { failpoints } from '@fenced/shared/failpoints';
 import { createMysqlPool, createTestMysqlDatabase, testMysqlUrl, waitFor } from '#test-support';
@@ -229,5 +230,30 @@ describe('the takeover of an election-time advance on MySQL', () => {
     // One turn: the KILL of the session already gone failed, and the other was ended all the same.
     expect(turns).toBe(1);
     expect(takeovers).toEqual([{ type: 'guard.takeover', resource: name, token: 4n, blockingToken: 3n, session: String(frozen), ended: true }]);
+  });
+
+  it('a KILL that fails for a reason other than a denial (its connection lost) gives the turn up: nobody is reported as a blocker not ended', async () => {
+    const name = resource();
+    const { logger, takeovers } = takeoversHeard();
+    await createMysqlGuard({ db: db.pool, resource: name }).advance(3n);
+    // The old term's writer frozen inside its guarded transaction, the fence row locked.
+    const writer = await lockFenceRow(name);
+    // The guard reaches the server through a proxy that the test cuts in the moment after the
+    // search found the writer: the KILL then fails as a lost connection, not as a denial.
+    const server = new URL(testMysqlUrl());
+    const proxy = await startFaultProxy(Number(server.port || 3306));
+    onTestFinished(() => proxy.close());
+    server.port = String(proxy.port);
+    server.pathname = `/${db.name}`;
+    const proxied = mysql.createPool({ uri: server.toString(), connectionLimit: 4 });
+    onTestFinished(() => proxied.end().catch(() => undefined));
+    onTestFinished(() => failpoints.disarm());
+    failpoints.arm('takeover.blockers-found-before-end', { kind: 'call', run: () => proxy.setMode({ kind: 'cut' }) });
+    const guard = createMysqlGuard({ db: proxied, resource: name, takeover: { graceMs: 50, timeoutMs: 5000 }, logger });
+    const outcome = await guard.advance(4n).then(() => 'advanced', (err: unknown) => err);
+    expect(outcome).toMatchObject({ code: 'GUARD_UNAVAILABLE' });
+    expect(takeovers).toEqual([]);
+    // Nothing ended the writer: its session still answers.
+    await expect(writer.query('SELECT 1')).resolves.toBeDefined();
   });
 });
