@@ -1379,6 +1379,14 @@ export const PLANTED_BUGS: readonly PlantedBug[] = [
     tests: [PG_LEASE_FUNCTION_TESTS],
   },
   {
+    id: 'pg-grant-overruns-budget',
+    layer: 'lease',
+    bug: "the PostgreSQL grant bounds each lock wait by the time left of its budget as of the statement's start (now()), not the clock: its last wait is a whole grace period, and the grant answers up to a grace period past its budget",
+    file: LEASE_SQL,
+    find: 'ceil(extract(epoch FROM v_giveup - clock_timestamp()) * 1000)',
+    replace: 'ceil(extract(epoch FROM v_giveup - now()) * 1000)',
+    tests: ['test/lease-store/postgres-lease-store.test.ts'],
+  },  {
     id: 'pg-record-clock-before-lock',
     layer: 'scheduler',
     bug: 'the PostgreSQL fire record judges the lease in the statement that waits for its row, by a clock read before the wait: a record under a lease that ran out meanwhile commits',

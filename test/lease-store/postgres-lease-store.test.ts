@@ -80,4 +80,30 @@ describe("the PostgreSQL lease store's primary confirmation", () => {
     // while a replica is frozen. The bound is 300 ms; a busy machine adds to it, never 30 s.
     expect(tookMs).toBeLessThan(renewMs / 2);
   });
+
+  it('a grant behind a held lease row gives up at its budget, measured by the server: its last wait is what is left of the budget, not a whole grace period', async () => {
+    const leases = postgresLeases({ pool: confirmSchema.pool, schema: confirmSchema.name, listen: 'poll', takeover: { graceMs: 2500, timeoutMs: 3000 } });
+    const store = leases.openLease('held-row', 'node-a', 15_000);
+    const won = await store.acquire(60_000, 5000);
+    if (!won.won) throw new Error('not granted');
+    expect(await store.release(won.leaseValue, 5000)).toBe(true);
+    // A session the takeover never ends (it names no token) holds the free lease's row.
+    const holder = await confirmSchema.pool.connect();
+    onTestFinished(async () => {
+      await holder.query('ROLLBACK').catch(() => undefined);
+      holder.release();
+    });
+    await holder.query('BEGIN');
+    await holder.query(`SELECT 1 FROM "${confirmSchema.name}".fenced_fences_leases WHERE name = 'held-row' FOR UPDATE`);
+    const { rows } = await confirmSchema.pool.query(`SELECT floor(extract(epoch FROM clock_timestamp()) * 1000000)::bigint::text AS us`);
+    const askedUs = BigInt((rows[0] as { us: string }).us);
+    const reply = await store.acquire(60_000, 20_000);
+    expect(reply).toMatchObject({ won: false, holder: null });
+    // The server's own clock, from before the call to its answer: a grace period of 2.5 s, then the
+    // 0.5 s left of the 3 s budget. Waiting a whole grace period again would answer after 5 s.
+    const answeredUs = BigInt(reply.time.sec) * 1_000_000n + BigInt(reply.time.usec);
+    const waitedMs = Number(answeredUs - askedUs) / 1000;
+    expect(waitedMs).toBeGreaterThanOrEqual(3000);
+    expect(waitedMs).toBeLessThan(4000);
+  });
 });
