@@ -396,8 +396,8 @@ export const PLANTED_BUGS: readonly PlantedBug[] = [
     layer: 'lease',
     bug: "the PostgreSQL renew's primary confirmation waits for a member that does not answer as long as the renew has left, not the command bound: with a replica frozen, every renewal takes the leader's whole margin",
     file: 'packages/coordinator/src/store/postgres/postgres-lease-store.ts',
-    find: 'Math.min(commandTimeoutMs, timeoutMs())',
-    replace: 'Math.max(commandTimeoutMs, timeoutMs())',
+    find: 'Math.min(commandTimeoutMs, leftMs)',
+    replace: 'Math.max(commandTimeoutMs, leftMs)',
     tests: ['test/lease-store/postgres-lease-store.test.ts'],
   },
   {

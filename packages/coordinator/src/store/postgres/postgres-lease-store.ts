@@ -96,7 +96,11 @@ export function postgresLeaseStore(
       const answer = await replyOf(sent, inFlight);
       const repliedAt = performance.now();
       if (primary !== undefined && answer.renewed) {
-        const notCounted = await withTimeout(primary.confirm(answer.timeline, repliedAt, Math.min(commandTimeoutMs, timeoutMs())), timeoutMs(), 'confirm primary');
+        // One reading of the time left for both bounds: the members' wait is set first and is never
+        // longer, so it ends the round before the renew's own bound fires (Node counts timers in
+        // whole milliseconds; two readings could straddle one, and fail a renew its primary confirmed).
+        const leftMs = timeoutMs();
+        const notCounted = await withTimeout(primary.confirm(answer.timeline, repliedAt, Math.min(commandTimeoutMs, leftMs)), leftMs, 'confirm primary');
         if (notCounted !== null) throw notCounted;
       }
       return { renewed: answer.renewed, time: storeTimeOfMicros(answer.nowMicros) };
