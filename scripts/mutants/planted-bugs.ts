@@ -437,6 +437,15 @@ export const PLANTED_BUGS: readonly PlantedBug[] = [
     tests: ['packages/chaos/src/redis/redis-server.test.ts'],
   },
   {
+    id: 'server-start-trusts-any-listener',
+    layer: 'checker',
+    bug: "the toolkit's PostgreSQL, MariaDB, etcd and PgBouncer starts take whoever answers their port for their own: a server that could not bind it (the port taken while it was down) goes on with another process's server",
+    file: 'packages/chaos/src/process/socket-owner.ts',
+    find: '  if ((await socketTargets(pid)).some((target) => sockets.has(target))) return;',
+    replace: '  return;',
+    tests: ['packages/chaos/src/process/socket-owner.test.ts', 'test/mysql/mysql-restart.test.ts'],
+  },
+  {
     id: 'heal-lets-sync-through',
     layer: 'checker',
     bug: "the simulation's replication heal lets the old SYNC through again: a replica refused PSYNC just before the heal falls back to SYNC and is synced the pre-PSYNC way, never acknowledging what it applied",

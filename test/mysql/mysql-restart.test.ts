@@ -93,3 +93,18 @@ it("a server of a test's own, installed, started and restarted, leaves the run's
     await run.end();
   }
 });
+
+it('a restart whose port another MariaDB took while it was down fails, naming that server, rather than going on with it', async () => {
+  await server.shutdown();
+  // Another process's pick, say, takes the port meanwhile, and its server answers queries there.
+  const other = await startMariadbServer({ port: server.port });
+  try {
+    // Either check may come first: this server's exit (it cannot bind), or the answer from the other
+    // server compared with the process listening. Never a start that resolves.
+    await expect(server.start()).rejects.toThrow(new RegExp(`^(port ${server.port} is answered by another process \\(pid \\d+\\), not the mariadbd started|mariadbd exited at start)`));
+  } finally {
+    await other.stop();
+  }
+  await server.start();
+  expect(server.running).toBe(true);
+});

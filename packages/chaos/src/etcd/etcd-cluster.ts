@@ -7,7 +7,7 @@ import { trackChild } from '../process/child-registry.js';
 import { freePort, waitForPort } from '../ports.js';
 import { startFaultProxy, type FaultProxy } from '../fault-proxy.js';
 import { etcdApi, type EtcdMemberStatus } from './etcd-api.js';
-import { ownerOfConnection } from '../process/socket-owner.js';
+import { expectListening, ownerOfConnection } from '../process/socket-owner.js';
 
 /**
  * A real etcd cluster of supervised members on loopback ports, each a process of Debian's
@@ -214,6 +214,8 @@ async function startEtcdClusterOnce(options: EtcdClusterOptions): Promise<EtcdCl
         });
         failed.catch(() => {});
         await Promise.race([Promise.all([waitForPort(p.clientPort, 30_000), waitForPort(p.supervisorPort, 30_000)]), failed]);
+        // Whoever answers must be this member (a port taken while it was down: see expectListening).
+        await Promise.race([Promise.all([p.clientPort, p.supervisorPort].map((port) => expectListening(c.pid!, port, `etcd ${p.name}`))), failed]);
         state = 'existing';
       },
     };

@@ -4,6 +4,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { trackChild } from '../process/child-registry.js';
 import { freePort, waitForPort } from '../ports.js';
+import { expectListening } from '../process/socket-owner.js';
 
 /**
  * A private MariaDB (or MySQL) server on a loopback port, in a data directory of its own: what the
@@ -137,6 +138,8 @@ export async function startMariadbServer(options: MariadbServerOptions = {}): Pr
       // Listening is not ready: the port opens before the server has read its grant tables, and a
       // shutdown sent in between can hang it. Started means a query answered.
       await Promise.race([answering(port, 60_000), failed]);
+      // Whoever answers must be this server (a port taken while it was down: see expectListening).
+      await Promise.race([expectListening(c.pid!, port, 'mariadbd'), failed]);
     },
     async restart() {
       await handle.shutdown();

@@ -3,6 +3,7 @@ import { chownSync, existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { freePort, waitForPort } from '../ports.js';
+import { expectListening } from '../process/socket-owner.js';
 
 /** A PgBouncer of our own on a loopback port, in front of one PostgreSQL database. */
 export interface PgBouncerProcess {
@@ -67,6 +68,8 @@ export async function startPgBouncer(options: PgBouncerOptions): Promise<PgBounc
   const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
   try {
     await waitForPort(port, 10_000);
+    // Whoever answers must be this pgbouncer (a port another process took: see expectListening).
+    await expectListening(child.pid!, port, 'pgbouncer');
   } catch (error) {
     child.kill('SIGKILL');
     rmSync(dir, { recursive: true, force: true });

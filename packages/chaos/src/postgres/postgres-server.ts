@@ -4,6 +4,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { trackChild } from '../process/child-registry.js';
 import { freePort, waitForPort } from '../ports.js';
+import { expectListening } from '../process/socket-owner.js';
 
 /**
  * A private PostgreSQL server on a loopback port, in a data directory of its own: for faults that
@@ -140,6 +141,8 @@ export async function startPostgresServer(options: PostgresServerOptions = {}): 
       await Promise.race([waitForPort(port, 30_000), failed]);
       // The port opens before recovery ends; a connection is refused (57P03) until then.
       await Promise.race([waitUntilReady(bin, port, user), failed]);
+      // Whoever answers must be this postmaster (a port taken while it was down: see expectListening).
+      await Promise.race([expectListening(c.pid!, port, 'postgres'), failed]);
     },
     async restart() {
       await handle.shutdown();

@@ -23,6 +23,40 @@ export async function ownerOfConnection(localPort: number, remotePort: number, p
   return undefined;
 }
 
+/**
+ * Throws unless process `pid` (a server this toolkit spawned) holds the listening socket on `port`.
+ * A port that answers proves nothing by itself: a server that could not bind it (another process took
+ * it while this one was down) exits, and a wait for the port finds the other process instead. The
+ * error names the process that does listen there, when one can be seen. (Linux: the LISTEN entries
+ * of /proc/net/tcp and tcp6 matched against /proc/<pid>/fd.)
+ */
+export async function expectListening(pid: number, port: number, what: string): Promise<void> {
+  const sockets = listeningSockets(await tcpTableLines(), port);
+  if ((await socketTargets(pid)).some((target) => sockets.has(target))) return;
+  if (sockets.size === 0) throw new Error(`nothing listens on port ${port}: not the ${what} started (pid ${pid}), nor another process`);
+  const holder = await holderOf(sockets);
+  throw new Error(`port ${port} is answered by ${holder === undefined ? 'another process' : `another process (pid ${holder})`}, not the ${what} started (pid ${pid})`);
+}
+
+/** The listening sockets on `port` (any address), as /proc/<pid>/fd shows them: `socket:[inode]`. */
+function listeningSockets(lines: readonly string[], port: number): Set<string> {
+  const suffix = `:${port.toString(16).toUpperCase().padStart(4, '0')}`;
+  const found = new Set<string>();
+  for (const line of lines) {
+    const fields = line.trim().split(/\s+/);
+    // st 0A is LISTEN; the inode is the tenth field.
+    if (fields[1]?.endsWith(suffix) && fields[3] === '0A' && fields[9] !== undefined && fields[9] !== '0') found.add(`socket:[${fields[9]}]`);
+  }
+  return found;
+}
+
+/** Which process holds one of `sockets`, looking through every process this user may read. */
+async function holderOf(sockets: ReadonlySet<string>): Promise<number | undefined> {
+  const pids = (await readdir('/proc').catch(() => [] as string[])).filter((name) => /^\d+$/.test(name)).map(Number);
+  for (const pid of pids) if ((await socketTargets(pid)).some((target) => sockets.has(target))) return pid;
+  return undefined;
+}
+
 /** What each of `pid`'s file descriptors points at (`socket:[inode]` for a socket); empty once it is gone. */
 async function socketTargets(pid: number): Promise<string[]> {
   const fds = await readdir(`/proc/${pid}/fd`).catch(() => [] as string[]);
