@@ -58,4 +58,3 @@ describe('expectListening', () => {
     await expect(expectListening(process.pid, port, 'server')).rejects.toThrow(`nothing listens on port ${port}: not the server started (pid ${process.pid}), nor another process`);
   });
 });
-
