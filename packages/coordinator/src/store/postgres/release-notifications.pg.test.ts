@@ -1,7 +1,8 @@
-import { freePort } from '@fenced/chaos';
+import { freePort, startFaultProxy } from '@fenced/chaos';
 import { testDatabaseUrl, waitFor } from '#test-support';
 import pg from 'pg';
 import { afterEach, describe, expect, it } from 'vitest';
+import type { PgLeasePool } from './pg-pool.js';
 import { ReleaseNotifications, type ListeningMode, type ReleaseHandlers } from './release-notifications.js';
 
 // How a PostgreSQL backend's standbys hear releases, judged on its own (the lease store's tests judge
@@ -15,7 +16,8 @@ afterEach(async () => {
 });
 
 function pool(connectionString = testDatabaseUrl()): pg.Pool {
-  const p = new pg.Pool({ connectionString, max: 4, application_name: `relnotify-${process.pid}-${++n}`, connectionTimeoutMillis: 2000 });
+  // Idle clients are kept: a LISTEN connection given back to the pool, rather than destroyed, stays.
+  const p = new pg.Pool({ connectionString, max: 4, application_name: `relnotify-${process.pid}-${++n}`, connectionTimeoutMillis: 2000, idleTimeoutMillis: 0 });
   p.on('error', () => {});
   stoppers.push(() => p.end().catch(() => undefined));
   return p;
@@ -34,10 +36,75 @@ function listener(): ReleaseHandlers & { releases: number; errors: unknown[]; mo
   return h;
 }
 
-function releaseNotifications(p: pg.Pool, options: { listen?: 'auto' | 'poll'; pollMs?: number; pollFree?: (leases: readonly string[]) => Promise<readonly string[]> } = {}): { channel: string; notifications: ReleaseNotifications } {
+function releaseNotifications(
+  p: PgLeasePool,
+  options: { listen?: 'auto' | 'poll'; pollMs?: number; probeTimeoutMs?: number; pollFree?: (leases: readonly string[]) => Promise<readonly string[]> } = {},
+): { channel: string; notifications: ReleaseNotifications } {
   const channel = `relnotify_${process.pid}_${++n}`;
-  const notifications = new ReleaseNotifications({ pool: p, channel, listen: options.listen ?? 'auto', pollMs: options.pollMs ?? 60_000, probeTimeoutMs: 5000, pollFree: options.pollFree ?? (async () => []) });
+  const notifications = new ReleaseNotifications({ pool: p, channel, listen: options.listen ?? 'auto', pollMs: options.pollMs ?? 60_000, probeTimeoutMs: options.probeTimeoutMs ?? 5000, pollFree: options.pollFree ?? (async () => []) });
   return { channel, notifications };
+}
+
+/**
+ * `p` as the listener sees it, steered by the test: each connect may be held or failed once the
+ * connection is made (`connected`), a checked-out client's statements are counted (its LISTENs), and
+ * a statement through the pool (the probe's NOTIFY) may be held or have its values changed.
+ */
+function steered(
+  p: pg.Pool,
+  steer: { connected?: (attempt: number) => Promise<void> | void; poolQuery?: (text: string, values: unknown[] | undefined) => Promise<unknown[] | undefined> | unknown[] | undefined } = {},
+): { pool: PgLeasePool; seen: { connects: number; listens: number[] } } {
+  const seen = { connects: 0, listens: [] as number[] };
+  const steeredPool: PgLeasePool = {
+    query: async (text, values) => p.query(text, (await steer.poolQuery?.(text, values)) ?? values),
+    async connect() {
+      const attempt = ++seen.connects;
+      const client = await p.connect();
+      try {
+        await steer.connected?.(attempt);
+      } catch (error) {
+        client.release(true);
+        throw error;
+      }
+      const query = client.query.bind(client) as (text: string, values?: unknown[]) => Promise<pg.QueryResult>;
+      Object.assign(client, {
+        query: (text: string, values?: unknown[]) => {
+          if (text.startsWith('LISTEN')) seen.listens.push(attempt);
+          return query(text, values);
+        },
+      });
+      return client;
+    },
+  };
+  return { pool: steeredPool, seen };
+}
+
+/** A promise the test settles. */
+function gate<T = void>(): { promise: Promise<T>; open: (value: T) => void; fail: (error: Error) => void } {
+  let open!: (value: T) => void;
+  let fail!: (error: Error) => void;
+  const promise = new Promise<T>((resolve, reject) => {
+    open = resolve;
+    fail = reject;
+  });
+  return { promise, open, fail };
+}
+
+/** The backend pids of `p`'s sessions that are LISTENing on `channel` now. */
+async function listenersOn(p: pg.Pool, channel: string): Promise<number[]> {
+  const { rows } = await p.query(`SELECT pid FROM pg_stat_activity WHERE application_name = $1 AND query = $2`, [(p.options as { application_name: string }).application_name, `LISTEN "${channel}"`]);
+  return (rows as Array<{ pid: number }>).map((r) => r.pid);
+}
+
+/** Whether the backend `pid` is still there (destroyed clients' backends go; pooled ones stay). */
+async function backendAlive(pid: number): Promise<boolean> {
+  const admin = new pg.Client({ connectionString: testDatabaseUrl() });
+  await admin.connect();
+  try {
+    return (await admin.query('SELECT 1 FROM pg_stat_activity WHERE pid = $1', [pid])).rows.length > 0;
+  } finally {
+    await admin.end();
+  }
 }
 
 /** How many sessions of `p` are LISTENing on `channel` now. */
@@ -75,10 +142,13 @@ describe('release notifications on PostgreSQL', () => {
 
     const listening = () => listeningOn(p, channel);
     expect(await listening()).toBe(1);
+    const [listenPid] = await listenersOn(p, channel);
     offA2();
     expect(await listening(), 'b still listens').toBe(1);
     offB();
     await waitFor(async () => (await listening()) === 0, 10_000);
+    // Given back with an error, so the pool destroys it: a LISTEN connection is never pooled again.
+    await waitFor(async () => !(await backendAlive(listenPid!)), 10_000);
     expect(notifications.mode).toBeUndefined();
     for (const h of [a1, a2, b]) expect(h.errors).toEqual([]);
 
@@ -166,5 +236,250 @@ describe('release notifications on PostgreSQL', () => {
     expect(elapsed, `${h.errors.length} failed connects in ${Math.round(elapsed)} ms`).toBeGreaterThanOrEqual(350);
     expect(looked.length, 'polled while down').toBeGreaterThanOrEqual(1);
     expect(notifications.mode).toBe('polling');
+    // Told how it hears releases once, not at every failed connect.
+    expect(h.modes).toEqual([['polling', 'the LISTEN connection is down; reconnecting']]);
+  });
+
+  it('a killed LISTEN connection: every subscriber hears the error once and polls, then LISTEN is back and releases are heard', async () => {
+    const p = pool();
+    const looked: string[][] = [];
+    const { channel, notifications } = releaseNotifications(p, {
+      pollMs: 20,
+      pollFree: async (leases) => {
+        looked.push([...leases]);
+        return [];
+      },
+    });
+    const [a, b] = [listener(), listener()];
+    stoppers.push(await notifications.subscribe('a', a, 10_000));
+    stoppers.push(await notifications.subscribe('b', b, 10_000));
+    const [killed] = await listenersOn(p, channel);
+    await p.query('SELECT pg_terminate_backend($1)', [killed]);
+    await waitFor(async () => notifications.mode === 'notify' && a.modes.length === 3 && (await listenersOn(p, channel)).length === 1, 10_000);
+    for (const h of [a, b]) {
+      expect(h.modes).toEqual([
+        ['notify', 'LISTEN in place'],
+        ['polling', 'the LISTEN connection is down; reconnecting'],
+        ['notify', 'LISTEN in place'],
+      ]);
+      expect(h.errors).toHaveLength(1);
+      // The server's own word (57P01); the connection's end that follows is old news.
+      expect(h.errors[0]).toMatchObject({ code: '57P01', message: 'terminating connection due to administrator command' });
+    }
+    expect(looked.length, 'looked after the reconnect, or polled meanwhile').toBeGreaterThanOrEqual(1);
+    expect(await listenersOn(p, channel)).not.toContain(killed);
+    await p.query('SELECT pg_notify($1, $2)', [channel, 'b']);
+    await waitFor(() => b.releases === 1, 10_000);
+    expect(a.releases).toBe(0);
+  });
+
+  it('a probe NOTIFY that never arrives (a pooler in transaction mode): polling for good, said why, the LISTEN connection destroyed, and a later start reasons afresh', async () => {
+    const p = pool();
+    let probesElsewhere = true;
+    let refuse = false;
+    const { pool: through, seen } = steered(p, {
+      // The probe goes out on another channel, as through a pooler that hands the LISTEN's server
+      // connection to someone else: it never reaches this LISTEN.
+      poolQuery: (text, values) => (probesElsewhere && text.includes('pg_notify') ? [`${String(values?.[0])}_elsewhere`, values?.[1]] : values),
+      connected: () => {
+        if (refuse) throw new Error('connection refused (steered by the test)');
+      },
+    });
+    const { channel, notifications } = releaseNotifications(through, { probeTimeoutMs: 300 });
+    const h = listener();
+    const off = await notifications.subscribe('a', h, 10_000);
+    const reason = 'a NOTIFY sent through the pool did not reach the LISTEN connection within 300 ms (a pooler in transaction mode?)';
+    expect(h.modes).toEqual([['polling', reason]]);
+    expect(h.errors).toEqual([]);
+    const later = listener();
+    stoppers.push(await notifications.subscribe('b', later, 10_000));
+    expect(later.modes).toEqual([['polling', reason]]);
+    // Destroyed, not pooled: no session LISTENs on the channel, and it is not tried again.
+    await waitFor(async () => (await listenersOn(p, channel)).length === 0, 10_000);
+    expect(seen.connects).toBe(1);
+
+    // Everyone leaves; a later start whose connection cannot be had says so, not the old probe's reason.
+    off();
+    stoppers.splice(-1, 1)[0]!();
+    probesElsewhere = false;
+    refuse = true;
+    const again = listener();
+    stoppers.push(await notifications.subscribe('a', again, 10_000));
+    expect(again.modes[0]).toEqual(['polling', 'the LISTEN connection is down; reconnecting']);
+  });
+
+  it('a probe NOTIFY or a LISTEN that does not answer within the probe timeout is the connection’s failure: said by name, polled, and tried again', async () => {
+    const p = pool();
+    const hold = gate();
+    let holdProbe = true;
+    const { pool: through, seen } = steered(p, { poolQuery: async (text, values) => (holdProbe && text.includes('pg_notify') ? (await hold.promise, values) : values) });
+    const { notifications } = releaseNotifications(through, { probeTimeoutMs: 300 });
+    const h = listener();
+    stoppers.push(await notifications.subscribe('a', h, 10_000));
+    expect(h.errors[0]).toMatchObject({ name: 'TimeoutError', message: 'probe NOTIFY timed out after 300 ms' });
+    expect(h.modes[0]).toEqual(['polling', 'the LISTEN connection is down; reconnecting']);
+    // Tried again (the backoff's first step is 50 ms): with the probe let through, LISTEN is back.
+    holdProbe = false;
+    hold.open();
+    await waitFor(() => notifications.mode === 'notify', 10_000);
+    expect(seen.connects).toBe(2);
+
+    // A LISTEN on a connection that went silent (a proxy stalled between the connect and the LISTEN).
+    const proxy = await startFaultProxy(Number(new URL(testDatabaseUrl()).port || 5432));
+    stoppers.push(() => proxy.close());
+    const url = new URL(testDatabaseUrl());
+    url.port = String(proxy.port);
+    const silent = steered(pool(url.toString()), { connected: (attempt) => void (attempt === 1 && proxy.setMode({ kind: 'stall' })) });
+    const other = releaseNotifications(silent.pool, { probeTimeoutMs: 300 });
+    const k = listener();
+    const subscribed = other.notifications.subscribe('a', k, 10_000);
+    await waitFor(() => k.errors.length > 0, 10_000);
+    expect(k.errors[0]).toMatchObject({ name: 'TimeoutError', message: 'LISTEN timed out after 300 ms' });
+    proxy.setMode({ kind: 'pass' });
+    stoppers.push(await subscribed);
+    await waitFor(() => other.notifications.mode === 'notify', 10_000);
+  });
+
+  it('an unsubscribe and a new subscribe while the first connect is still being made: the old connect keeps nothing, sends no LISTEN, and one connection listens', async () => {
+    const p = pool();
+    const first = gate();
+    const { pool: through, seen } = steered(p, { connected: (attempt) => (attempt === 1 ? first.promise : undefined) });
+    const { channel, notifications } = releaseNotifications(through);
+    const early = listener();
+    // A wait of 1 ms: the subscribe gives up waiting while its connect is held.
+    const offEarly = await notifications.subscribe('a', early, 1);
+    offEarly();
+    const late = listener();
+    const offLate = await notifications.subscribe('a', late, 10_000);
+    expect(late.modes).toEqual([['notify', 'LISTEN in place']]);
+    first.open();
+    // The first connect, once made, is given back without a LISTEN.
+    await waitFor(() => p.totalCount - p.idleCount === 1, 10_000);
+    expect(seen.listens).toEqual([2]);
+    expect(await listenersOn(p, channel)).toHaveLength(1);
+    expect(early.modes).toEqual([]);
+    expect(late.errors).toEqual([]);
+    offLate();
+    await waitFor(async () => (await listenersOn(p, channel)).length === 0 && p.totalCount - p.idleCount === 0, 10_000);
+
+    // The same, the first connect failing: the new subscriber hears nothing of it, and nothing reconnects.
+    const second = gate();
+    const failing = steered(pool(), { connected: (attempt) => (attempt === 1 ? second.promise : undefined) });
+    const other = releaseNotifications(failing.pool);
+    const gone = listener();
+    (await other.notifications.subscribe('a', gone, 1))();
+    const now = listener();
+    stoppers.push(await other.notifications.subscribe('a', now, 10_000));
+    second.fail(new Error('connect failed (steered by the test)'));
+    await new Promise((resolve) => setTimeout(resolve, 300));
+    expect(now.errors).toEqual([]);
+    expect(now.modes).toEqual([['notify', 'LISTEN in place']]);
+    expect(failing.seen.connects).toBe(2);
+  });
+
+  it('a connect whose probe is under way when everyone leaves and a new subscriber comes is given back, whether its probe then arrives or fails', async () => {
+    for (const probeEnds of ['arrives', 'fails'] as const) {
+      const p = pool();
+      const firstProbe = gate();
+      let probes = 0;
+      const { pool: through, seen } = steered(p, {
+        poolQuery: async (text, values) => {
+          if (text.includes('pg_notify') && ++probes === 1) await firstProbe.promise;
+          return values;
+        },
+      });
+      const { channel, notifications } = releaseNotifications(through);
+      const early = listener();
+      const offEarly = await notifications.subscribe('a', early, 1);
+      await waitFor(() => probes === 1, 10_000);
+      const [first] = await listenersOn(p, channel);
+      offEarly();
+      const late = listener();
+      const offLate = await notifications.subscribe('a', late, 10_000);
+      expect(late.modes).toEqual([['notify', 'LISTEN in place']]);
+      const [kept] = (await listenersOn(p, channel)).filter((pid) => pid !== first);
+      if (probeEnds === 'arrives') firstProbe.open();
+      else firstProbe.fail(new Error('the probe failed (steered by the test)'));
+      // The first connection goes (destroyed); the second alone listens.
+      await waitFor(async () => (await listenersOn(p, channel)).length === 1 && p.totalCount - p.idleCount === 1, 10_000);
+      expect(await listenersOn(p, channel), probeEnds).toEqual([kept]);
+      expect(seen.listens).toEqual([1, 2]);
+      expect(late.errors, probeEnds).toEqual([]);
+      expect(late.modes, probeEnds).toEqual([['notify', 'LISTEN in place']]);
+      expect(early.modes).toEqual([]);
+      expect(seen.connects, probeEnds).toBe(2);
+      // And it goes with the last unsubscribe.
+      offLate();
+      await waitFor(async () => (await listenersOn(p, channel)).length === 0 && !(await backendAlive(kept!)), 10_000);
+    }
+  });
+
+  it('a look under way when LISTEN comes back is the last: polling stops', async () => {
+    let reachable = false;
+    let holdNextLook = false;
+    let heldLook = false;
+    const inFlight = gate();
+    let looks = 0;
+    const { pool: through } = steered(pool(), {
+      connected: () => {
+        if (!reachable) throw new Error('connection refused (steered by the test)');
+      },
+    });
+    const { notifications } = releaseNotifications(through, {
+      pollMs: 20,
+      pollFree: async () => {
+        looks++;
+        if (holdNextLook && !heldLook) {
+          // A look of the polling loop (nothing else looks while LISTEN is down), held while the
+          // database comes back and LISTEN is put in place.
+          heldLook = true;
+          reachable = true;
+          await inFlight.promise;
+        }
+        return [];
+      },
+    });
+    const h = listener();
+    stoppers.push(await notifications.subscribe('a', h, 10_000));
+    await waitFor(() => looks >= 2, 10_000);
+    holdNextLook = true;
+    await waitFor(() => heldLook && notifications.mode === 'notify', 10_000);
+    inFlight.open();
+    // The held look ends; no other is scheduled (the reconnect's own look is one more at most).
+    const after = looks;
+    await new Promise((resolve) => setTimeout(resolve, 300));
+    expect(looks - after).toBeLessThanOrEqual(1);
+    expect(notifications.mode).toBe('notify');
+  });
+
+  it('a lease unsubscribed while a look is under way is passed over when the look answers it free; the others are woken', async () => {
+    const look = gate<readonly string[]>();
+    let looks = 0;
+    const { notifications } = releaseNotifications(pool(), {
+      listen: 'poll',
+      pollMs: 20,
+      pollFree: async () => (++looks === 1 ? look.promise : []),
+    });
+    const [a, b] = [listener(), listener()];
+    const offA = await notifications.subscribe('a', a, 10_000);
+    stoppers.push(await notifications.subscribe('b', b, 10_000));
+    await waitFor(() => looks === 1, 10_000);
+    offA();
+    look.open(['a', 'b']);
+    await waitFor(() => b.releases === 1, 10_000);
+    expect(a.releases).toBe(0);
+  });
+
+  it('a subscribe whose database does not answer resolves at its timeout, telling the subscriber why', async () => {
+    // A connection that opens and then hears nothing (a frozen server behind a live address).
+    const proxy = await startFaultProxy(Number(new URL(testDatabaseUrl()).port || 5432));
+    stoppers.push(() => proxy.close());
+    proxy.setMode({ kind: 'drop' });
+    const url = new URL(testDatabaseUrl());
+    url.port = String(proxy.port);
+    const { notifications } = releaseNotifications(pool(url.toString()));
+    const h = listener();
+    stoppers.push(await notifications.subscribe('a', h, 300));
+    expect(h.errors[0]).toMatchObject({ name: 'TimeoutError', message: 'listen timed out after 300 ms' });
   });
 });
