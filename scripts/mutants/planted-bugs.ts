@@ -468,7 +468,7 @@ export const PLANTED_BUGS: readonly PlantedBug[] = [
     layer: 'checker',
     bug: "the toolkit's PostgreSQL, MariaDB, etcd and PgBouncer starts take whoever answers their port for their own: a server that could not bind it (the port taken while it was down) goes on with another process's server",
     file: 'packages/chaos/src/process/socket-owner.ts',
-    find: '  if ((await socketTargets(pid)).some((target) => sockets.has(target))) return;',
+    find: '  if ((await holderAmong([pid], sockets)) !== undefined) return;',
     replace: '  return;',
     tests: ['packages/chaos/src/process/socket-owner.test.ts', 'test/mysql/mysql-restart.test.ts'],
   },

@@ -5,7 +5,7 @@
 // handler, nothing above the seam that could absorb a store's bug.
 import { createEnvelope, isFencedError, parseToken, type Envelope, type FencedEvent, type FencedLogger } from '@fenced/shared';
 import type { FenceGuard, Guard, TransactionExecutor } from '@fenced/consumer-guard';
-import { resultWithin, waitFor } from '#test-support';
+import { gate, resultWithin, waitFor } from '#test-support';
 import { randomBytes } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
@@ -69,13 +69,6 @@ export interface CallerTransaction {
 
 const name = () => `r-${randomBytes(4).toString('hex')}`;
 const MAX_TOKEN = 2n ** 63n - 1n;
-
-/** A promise and its resolver: a gate a test opens when it is ready. */
-function gate(): { promise: Promise<void>; open: () => void } {
-  let open!: () => void;
-  const promise = new Promise<void>((resolve) => (open = resolve));
-  return { promise, open };
-}
 
 export function describeFenceStoreConformance(harness: FenceStoreHarness): void {
   /**

@@ -3,7 +3,7 @@
  * suite does not look: whom it may not end (a session of another user, a lock whose holder's token
  * cannot be read), a wait that is not on a row lock, the advance's own lock-wait bound, set for its
  * statement and put back on the pooled connection after, how often it reads the lock tables, and a
- * blocker gone before its KILL. (Written for StrykerJS's survivors.)
+ * blocker gone before its KILL, or a KILL that fails otherwise. (Written for StrykerJS's survivors.)
  */
 import { createMysqlGuard } from '@fenced/consumer-guard/mysql';
 import { startFaultProxy } from '@fenced/chaos';

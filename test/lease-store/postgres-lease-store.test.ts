@@ -43,13 +43,14 @@ describeSqlLeaseStoreAdapter({
   },
 });
 
-describe("the PostgreSQL lease store's primary confirmation", () => {
-  beforeAll(async () => {
-    confirmSchema = await createTestSchema('lconfirm_pg');
-    await postgresLeases({ pool: confirmSchema.pool, schema: confirmSchema.name }).migrate();
-  });
-  afterAll(async () => confirmSchema?.drop());
+// PostgreSQL's own: a schema of its own for the tests below.
+beforeAll(async () => {
+  confirmSchema = await createTestSchema('lconfirm_pg');
+  await postgresLeases({ pool: confirmSchema.pool, schema: confirmSchema.name }).migrate();
+});
+afterAll(async () => confirmSchema?.drop());
 
+describe("the PostgreSQL lease store's primary confirmation", () => {
   it('waits for a member that never answers no longer than the command bound, not the renew’s whole time: the primary’s answer counts the renew', async () => {
     // A member whose connection is up and silent (a frozen server): its pool's query never answers.
     const database = new URL(testDatabaseUrl());
@@ -80,7 +81,9 @@ describe("the PostgreSQL lease store's primary confirmation", () => {
     // while a replica is frozen. The bound is 300 ms; a busy machine adds to it, never 30 s.
     expect(tookMs).toBeLessThan(renewMs / 2);
   });
+});
 
+describe("the PostgreSQL lease store's grant", () => {
   it('a grant behind a held lease row gives up at its budget, measured by the server: its last wait is what is left of the budget, not a whole grace period', async () => {
     const leases = postgresLeases({ pool: confirmSchema.pool, schema: confirmSchema.name, listen: 'poll', takeover: { graceMs: 2500, timeoutMs: 3000 } });
     const store = leases.openLease('held-row', 'node-a', 15_000);

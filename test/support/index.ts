@@ -10,3 +10,4 @@ export { expectStreamHeld, freezeUntilStuck, streamThroughFault, type StreamProg
 export { expectGuardedCleanControlDamaged, judgedSimulation, type SimSummary, type SimSummaryRun } from './sim-summary.js';
 export { caught } from './caught.js';
 export { descendants, pathWithoutRedis, readProc, type Proc } from './processes.js';
+export { gate } from './gate.js';

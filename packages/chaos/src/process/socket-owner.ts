@@ -14,13 +14,7 @@ import { readdir, readFile, readlink } from 'node:fs/promises';
  */
 export async function ownerOfConnection(localPort: number, remotePort: number, pids: readonly number[]): Promise<number | undefined> {
   const inode = socketInode(await tcpTableLines(), localPort, remotePort);
-  if (inode === undefined) return undefined;
-  const wanted = `socket:[${inode}]`;
-  for (const pid of pids) {
-    const held = await socketTargets(pid);
-    if (held.includes(wanted)) return pid;
-  }
-  return undefined;
+  return inode === undefined ? undefined : holderAmong(pids, new Set([`socket:[${inode}]`]));
 }
 
 /**
@@ -32,15 +26,16 @@ export async function ownerOfConnection(localPort: number, remotePort: number, p
  */
 export async function expectListening(pid: number, port: number, what: string): Promise<void> {
   const sockets = listeningSockets(await tcpTableLines(), port);
-  if ((await socketTargets(pid)).some((target) => sockets.has(target))) return;
+  if ((await holderAmong([pid], sockets)) !== undefined) return;
   if (sockets.size === 0) throw new Error(`nothing listens on port ${port}: not the ${what} started (pid ${pid}), nor another process`);
-  const holder = await holderOf(sockets);
+  const everyone = (await readdir('/proc').catch(() => [] as string[])).filter((name) => /^\d+$/.test(name)).map(Number);
+  const holder = await holderAmong(everyone, sockets);
   throw new Error(`port ${port} is answered by ${holder === undefined ? 'another process' : `another process (pid ${holder})`}, not the ${what} started (pid ${pid})`);
 }
 
 /** The listening sockets on `port` (any address), as /proc/<pid>/fd shows them: `socket:[inode]`. */
 function listeningSockets(lines: readonly string[], port: number): Set<string> {
-  const suffix = `:${port.toString(16).toUpperCase().padStart(4, '0')}`;
+  const suffix = hexPort(port);
   const found = new Set<string>();
   for (const line of lines) {
     const fields = line.trim().split(/\s+/);
@@ -50,9 +45,8 @@ function listeningSockets(lines: readonly string[], port: number): Set<string> {
   return found;
 }
 
-/** Which process holds one of `sockets`, looking through every process this user may read. */
-async function holderOf(sockets: ReadonlySet<string>): Promise<number | undefined> {
-  const pids = (await readdir('/proc').catch(() => [] as string[])).filter((name) => /^\d+$/.test(name)).map(Number);
+/** The first of `pids` that holds one of `sockets` (`socket:[inode]`), or undefined. */
+async function holderAmong(pids: readonly number[], sockets: ReadonlySet<string>): Promise<number | undefined> {
   for (const pid of pids) if ((await socketTargets(pid)).some((target) => sockets.has(target))) return pid;
   return undefined;
 }
@@ -88,11 +82,15 @@ async function tcpTableLines(): Promise<string[]> {
 
 /** The inode of the socket from `localPort` to `remotePort`; a closed one (TIME_WAIT) has inode 0. */
 function socketInode(lines: readonly string[], localPort: number, remotePort: number): string | undefined {
-  const hex = (port: number) => `:${port.toString(16).toUpperCase().padStart(4, '0')}`;
   for (const line of lines) {
     const fields = line.trim().split(/\s+/);
     // local_address and rem_address are "<hex ip>:<hex port>"; the inode is the tenth field.
-    if (fields[1]?.endsWith(hex(localPort)) && fields[2]?.endsWith(hex(remotePort)) && fields[9] !== undefined && fields[9] !== '0') return fields[9];
+    if (fields[1]?.endsWith(hexPort(localPort)) && fields[2]?.endsWith(hexPort(remotePort)) && fields[9] !== undefined && fields[9] !== '0') return fields[9];
   }
   return undefined;
+}
+
+/** How /proc/net/tcp ends an address with `port`: `:` and four upper-case hex digits. */
+function hexPort(port: number): string {
+  return `:${port.toString(16).toUpperCase().padStart(4, '0')}`;
 }

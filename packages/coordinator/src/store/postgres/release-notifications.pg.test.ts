@@ -1,5 +1,5 @@
 import { freePort, startFaultProxy } from '@fenced/chaos';
-import { testDatabaseUrl, waitFor } from '#test-support';
+import { gate, testDatabaseUrl, waitFor } from '#test-support';
 import pg from 'pg';
 import { afterEach, describe, expect, it } from 'vitest';
 import type { PgLeasePool } from './pg-pool.js';
@@ -79,17 +79,6 @@ function steered(
   return { pool: steeredPool, seen };
 }
 
-/** A promise the test settles. */
-function gate<T = void>(): { promise: Promise<T>; open: (value: T) => void; fail: (error: Error) => void } {
-  let open!: (value: T) => void;
-  let fail!: (error: Error) => void;
-  const promise = new Promise<T>((resolve, reject) => {
-    open = resolve;
-    fail = reject;
-  });
-  return { promise, open, fail };
-}
-
 /** The backend pids of `p`'s sessions that are LISTENing on `channel` now. */
 async function listenersOn(p: pg.Pool, channel: string): Promise<number[]> {
   const { rows } = await p.query(`SELECT pid FROM pg_stat_activity WHERE application_name = $1 AND query = $2`, [(p.options as { application_name: string }).application_name, `LISTEN "${channel}"`]);
@@ -109,8 +98,7 @@ async function backendAlive(pid: number): Promise<boolean> {
 
 /** How many sessions of `p` are LISTENing on `channel` now. */
 async function listeningOn(p: pg.Pool, channel: string): Promise<number> {
-  const { rows } = await p.query(`SELECT count(*)::int AS n FROM pg_stat_activity WHERE application_name = $1 AND query = $2`, [(p.options as { application_name: string }).application_name, `LISTEN "${channel}"`]);
-  return (rows[0] as { n: number }).n;
+  return (await listenersOn(p, channel)).length;
 }
 
 describe('release notifications on PostgreSQL', () => {
@@ -255,7 +243,7 @@ describe('release notifications on PostgreSQL', () => {
     stoppers.push(await notifications.subscribe('b', b, 10_000));
     const [killed] = await listenersOn(p, channel);
     await p.query('SELECT pg_terminate_backend($1)', [killed]);
-    await waitFor(async () => notifications.mode === 'notify' && a.modes.length === 3 && (await listenersOn(p, channel)).length === 1, 10_000);
+    await waitFor(async () => notifications.mode === 'notify' && a.modes.length === 3 && (await listeningOn(p, channel)) === 1, 10_000);
     for (const h of [a, b]) {
       expect(h.modes).toEqual([
         ['notify', 'LISTEN in place'],
@@ -295,7 +283,7 @@ describe('release notifications on PostgreSQL', () => {
     stoppers.push(await notifications.subscribe('b', later, 10_000));
     expect(later.modes).toEqual([['polling', reason]]);
     // Destroyed, not pooled: no session LISTENs on the channel, and it is not tried again.
-    await waitFor(async () => (await listenersOn(p, channel)).length === 0, 10_000);
+    await waitFor(async () => (await listeningOn(p, channel)) === 0, 10_000);
     expect(seen.connects).toBe(1);
 
     // Everyone leaves; a later start whose connection cannot be had says so, not the old probe's reason.
@@ -360,7 +348,7 @@ describe('release notifications on PostgreSQL', () => {
     expect(early.modes).toEqual([]);
     expect(late.errors).toEqual([]);
     offLate();
-    await waitFor(async () => (await listenersOn(p, channel)).length === 0 && p.totalCount - p.idleCount === 0, 10_000);
+    await waitFor(async () => (await listeningOn(p, channel)) === 0 && p.totalCount - p.idleCount === 0, 10_000);
 
     // The same, the first connect failing: the new subscriber hears nothing of it, and nothing reconnects.
     const second = gate();
@@ -401,7 +389,7 @@ describe('release notifications on PostgreSQL', () => {
       if (probeEnds === 'arrives') firstProbe.open();
       else firstProbe.fail(new Error('the probe failed (steered by the test)'));
       // The first connection goes (destroyed); the second alone listens.
-      await waitFor(async () => (await listenersOn(p, channel)).length === 1 && p.totalCount - p.idleCount === 1, 10_000);
+      await waitFor(async () => (await listeningOn(p, channel)) === 1 && p.totalCount - p.idleCount === 1, 10_000);
       expect(await listenersOn(p, channel), probeEnds).toEqual([kept]);
       expect(seen.listens).toEqual([1, 2]);
       expect(late.errors, probeEnds).toEqual([]);
@@ -410,7 +398,7 @@ describe('release notifications on PostgreSQL', () => {
       expect(seen.connects, probeEnds).toBe(2);
       // And it goes with the last unsubscribe.
       offLate();
-      await waitFor(async () => (await listenersOn(p, channel)).length === 0 && !(await backendAlive(kept!)), 10_000);
+      await waitFor(async () => (await listeningOn(p, channel)) === 0 && !(await backendAlive(kept!)), 10_000);
     }
   });
 
