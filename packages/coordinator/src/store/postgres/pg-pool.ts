@@ -19,6 +19,7 @@ export interface PgLeaseClient {
   // `| undefined` spelled out: pg's Notification has it, and under exactOptionalPropertyTypes a plain
   // pg.Pool would not fit without it.
   on(event: 'notification', listener: (message: { channel: string; payload?: string | undefined }) => void): unknown;
+  removeListener(event: 'notification', listener: (message: { channel: string; payload?: string | undefined }) => void): unknown;
   removeAllListeners(event?: string): unknown;
 }
 

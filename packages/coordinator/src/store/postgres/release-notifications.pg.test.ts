@@ -48,15 +48,20 @@ function releaseNotifications(
 /**
  * `p` as the listener sees it, steered by the test: each connect may be held or failed once the
  * connection is made (`connected`), a checked-out client's statements are counted (its LISTENs), and
- * a statement through the pool (the probe's NOTIFY) may be held or have its values changed.
+ * a statement through the pool (the probe's NOTIFY) may be held or have its values changed (its
+ * answers counted); the clients handed out are kept (`clients`).
  */
 function steered(
   p: pg.Pool,
   steer: { connected?: (attempt: number) => Promise<void> | void; poolQuery?: (text: string, values: unknown[] | undefined) => Promise<unknown[] | undefined> | unknown[] | undefined } = {},
-): { pool: PgLeasePool; seen: { connects: number; listens: number[] } } {
-  const seen = { connects: 0, listens: [] as number[] };
+): { pool: PgLeasePool; seen: { connects: number; listens: number[]; clients: pg.PoolClient[]; poolAnswers: number } } {
+  const seen = { connects: 0, listens: [] as number[], clients: [] as pg.PoolClient[], poolAnswers: 0 };
   const steeredPool: PgLeasePool = {
-    query: async (text, values) => p.query(text, (await steer.poolQuery?.(text, values)) ?? values),
+    async query(text, values) {
+      const result = await p.query(text, (await steer.poolQuery?.(text, values)) ?? values);
+      seen.poolAnswers++;
+      return result;
+    },
     async connect() {
       const attempt = ++seen.connects;
       const client = await p.connect();
@@ -73,6 +78,7 @@ function steered(
           return query(text, values);
         },
       });
+      seen.clients.push(client);
       return client;
     },
   };
@@ -400,6 +406,72 @@ describe('release notifications on PostgreSQL', () => {
       offLate();
       await waitFor(async () => (await listeningOn(p, channel)) === 0 && !(await backendAlive(kept!)), 10_000);
     }
+  });
+
+  it('a LISTEN connection lost after everyone left (its probe still under way) is news for nobody: no mode, no reconnect, and the connection destroyed', async () => {
+    const p = pool();
+    const probe = gate();
+    let probes = 0;
+    const { pool: through, seen } = steered(p, {
+      poolQuery: async (text, values) => {
+        if (text.includes('pg_notify') && ++probes === 1) await probe.promise;
+        return values;
+      },
+    });
+    const { channel, notifications } = releaseNotifications(through, { probeTimeoutMs: 1000 });
+    const early = listener();
+    const off = await notifications.subscribe('a', early, 1);
+    await waitFor(() => probes === 1, 10_000);
+    const [pid] = await listenersOn(p, channel);
+    off();
+    const errorsBefore = [...early.errors]; // the subscribe's own 'listen' timeout
+    // The listener's own 'error' listener was added before the probe was sent: ours runs after it.
+    let heard = false;
+    seen.clients[0]!.on('error', () => void (heard = true));
+    await p.query('SELECT pg_terminate_backend($1)', [pid]);
+    await waitFor(() => heard, 10_000);
+    expect(notifications.mode).toBeUndefined();
+    probe.open();
+    await waitFor(() => p.totalCount - p.idleCount === 0, 10_000);
+    // The first reconnect of a loss that was taken as news would come 50 ms after it.
+    await new Promise((resolve) => setTimeout(resolve, 300));
+    expect(seen.connects).toBe(1);
+    expect(notifications.mode).toBeUndefined();
+    expect(early.errors).toEqual(errorsBefore);
+    expect(early.modes).toEqual([]);
+  });
+
+  it('a LISTEN connection lost while its probe is under way: reported once, LISTEN back on the next connection, and the lost probe’s silence blames nothing', async () => {
+    const p = pool();
+    let probes = 0;
+    // The first probe's NOTIFY carries another payload: it is sent and answered, and never heard.
+    const { pool: through, seen } = steered(p, { poolQuery: (text, values) => (text.includes('pg_notify') && ++probes === 1 ? [values![0], ':probe:unheard'] : values) });
+    const probeTimeoutMs = 2000;
+    const { channel, notifications } = releaseNotifications(through, { probeTimeoutMs });
+    const a = listener();
+    const subscribed = notifications.subscribe('a', a, 10_000);
+    await waitFor(() => seen.poolAnswers === 1, 10_000);
+    const firstProbeSent = performance.now();
+    const [lost] = await listenersOn(p, channel);
+    await p.query('SELECT pg_terminate_backend($1)', [lost]);
+    // The reconnect (50 ms later) LISTENs and proves it while the first probe still waits.
+    await waitFor(() => notifications.mode === 'notify', 10_000);
+    const reconnectedAfterMs = performance.now() - firstProbeSent;
+    expect(reconnectedAfterMs, 'the reconnect came before the first probe gave up (else this test shows nothing)').toBeLessThan(probeTimeoutMs);
+    // The first probe gives up at 2 s: a loss reported already, not a LISTEN that does not deliver.
+    await new Promise((resolve) => setTimeout(resolve, probeTimeoutMs - reconnectedAfterMs + 500));
+    stoppers.push(await subscribed);
+    expect(a.modes).toEqual([
+      ['polling', 'the LISTEN connection is down; reconnecting'],
+      ['notify', 'LISTEN in place'],
+    ]);
+    expect(notifications.mode).toBe('notify');
+    expect(a.errors).toHaveLength(1);
+    expect(seen.connects).toBe(2);
+    // Nothing of the proven probe outlives it: the connection's one listener is the listener's own.
+    expect(seen.clients[1]!.listenerCount('notification')).toBe(1);
+    await p.query('SELECT pg_notify($1, $2)', [channel, 'a']);
+    await waitFor(() => a.releases === 1, 10_000);
   });
 
   it('a look under way when LISTEN comes back is the last: polling stops', async () => {

@@ -40,7 +40,6 @@ export interface ReleaseHandlers {
 export class ReleaseNotifications {
   readonly #options: ReleaseNotificationsOptions;
   readonly #subscribers = new Map<string, Set<ReleaseHandlers>>();
-  readonly #probes = new Map<string, () => void>();
   #client: PgLeaseClient | undefined;
   #mode: ListeningMode | undefined;
   #starting: Promise<void> | undefined;
@@ -121,11 +120,14 @@ export class ReleaseNotifications {
     client.on('notification', (message) => this.#heard(message.payload));
     try {
       await withTimeout(client.query(`LISTEN ${quoteIdent(this.#options.channel)}`), this.#options.probeTimeoutMs, 'LISTEN');
-      const delivered = await this.#probe();
+      const delivered = await this.#probe(client);
       if (!current()) {
         this.#drop(client, true);
         return;
       }
+      // Lost while probing: the loss was reported and a reconnect is on its way; a probe it kept
+      // from arriving says nothing of LISTEN here.
+      if (this.#dropped.has(client)) return;
       if (!delivered) {
         this.#listenBroken = true;
         this.#drop(client, true);
@@ -144,10 +146,17 @@ export class ReleaseNotifications {
     void this.#poll();
   }
 
-  /** A NOTIFY sent through the pool (another connection) must reach the LISTEN connection. */
-  async #probe(): Promise<boolean> {
+  /**
+   * A NOTIFY sent through the pool (another connection) must reach this LISTEN connection. The probe
+   * listens on the client itself, for as long as it waits: nothing of it outlives the probe.
+   */
+  async #probe(client: PgLeaseClient): Promise<boolean> {
     const payload = `:probe:${randomBytes(8).toString('hex')}`;
-    const heard = new Promise<true>((resolve) => this.#probes.set(payload, () => resolve(true)));
+    let onNotification: (message: { payload?: string | undefined }) => void = () => {};
+    const heard = new Promise<true>((resolve) => {
+      onNotification = (message) => void (message.payload === payload && resolve(true));
+      client.on('notification', onNotification);
+    });
     try {
       await withTimeout(this.#options.pool.query('SELECT pg_notify($1, $2)', [this.#options.channel, payload]), this.#options.probeTimeoutMs, 'probe NOTIFY');
       let timer: NodeJS.Timeout | undefined;
@@ -156,16 +165,13 @@ export class ReleaseNotifications {
       clearTimeout(timer);
       return arrived;
     } finally {
-      this.#probes.delete(payload);
+      client.removeListener('notification', onNotification);
     }
   }
 
   #heard(payload: string | undefined): void {
     if (payload === undefined) return;
-    if (payload.startsWith(':probe:')) {
-      this.#probes.get(payload)?.();
-      return;
-    }
+    if (payload.startsWith(':probe:')) return; // heard by the probe that sent it
     for (const handlers of this.#subscribers.get(payload) ?? []) handlers.onRelease();
   }
 
