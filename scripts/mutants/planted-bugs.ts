@@ -1620,6 +1620,15 @@ export const PLANTED_BUGS: readonly PlantedBug[] = [
     tests: ['test/fence-store/mysql-takeover.test.ts'],
   },
   {
+    id: 'mysql-takeover-refusal-not-rolled-back',
+    layer: 'guard',
+    bug: "the MySQL takeover's advance leaves its transaction open when the procedure refuses it (a fence already there): the pooled connection goes back holding the fence row's lock, and the next guarded write of that resource waits for whoever uses the connection next",
+    file: 'packages/consumer-guard/src/mysql/mysql-takeover.ts',
+    find: "          await connection.run('ROLLBACK').catch(() => undefined);",
+    replace: "          await connection.run('').catch(() => undefined);",
+    tests: ['test/fence-store/mysql-takeover.test.ts'],
+  },
+  {
     id: 'mysql-takeover-lost-kill-as-denied',
     layer: 'guard',
     bug: "the MySQL takeover reads any failed KILL but a gone session as a denial: a KILL whose connection was lost is reported as a blocker this user may not end, and the turn goes on as if it had been answered",

@@ -3,7 +3,8 @@
  * suite does not look: whom it may not end (a session of another user, a lock whose holder's token
  * cannot be read), a wait that is not on a row lock, the advance's own lock-wait bound, set for its
  * statement and put back on the pooled connection after, how often it reads the lock tables, and a
- * blocker gone before its KILL, or a KILL that fails otherwise. (Written for StrykerJS's survivors.)
+ * blocker gone before its KILL, or a KILL that fails otherwise, and a refused advance rolled back.
+ * (Written for StrykerJS's survivors.)
  */
 import { createMysqlGuard } from '@fenced/consumer-guard/mysql';
 import { startFaultProxy } from '@fenced/chaos';
@@ -121,6 +122,21 @@ describe('the takeover of an election-time advance on MySQL', () => {
     const [rows] = await pool.query('SELECT @@SESSION.innodb_lock_wait_timeout AS s');
     expect((rows as Array<{ s: number }>)[0]!.s).toBe(7);
     expect(failed).toMatchObject({ message: expect.stringMatching(/advance/) });
+  });
+
+  it('a refused advance (its fence already there) is rolled back: its pooled connection keeps no transaction and no lock', async () => {
+    const name = resource();
+    // One connection, the advance's, so the pool hands the same one back.
+    const pool = createMysqlPool({ database: db.name, connectionLimit: 1 });
+    onTestFinished(() => pool.end());
+    const guard = createMysqlGuard({ db: pool, resource: name, takeover: { graceMs: 50, timeoutMs: 10_000 } });
+    await guard.advance(5n);
+    expect(await guard.advance(5n).then(() => 'advanced', (err: unknown) => err)).toMatchObject({ code: 'FENCE_AHEAD' });
+    const [open] = await pool.query('SELECT @@in_transaction AS open');
+    expect((open as Array<{ open: number }>)[0]!.open).toBe(0);
+    // Nobody holds the fence row: a locking read that may not wait gets it at once.
+    const other = await heldSession();
+    await other.query('SELECT * FROM fenced_fences WHERE resource = ? FOR UPDATE NOWAIT', [name]);
   });
 
   it('an advance without a takeover waits for the lock as long as the server allows, and leaves the session’s own bound as it was', async () => {
