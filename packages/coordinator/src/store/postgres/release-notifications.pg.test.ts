@@ -446,7 +446,8 @@ describe('release notifications on PostgreSQL', () => {
     let probes = 0;
     // The first probe's NOTIFY carries another payload: it is sent and answered, and never heard.
     const { pool: through, seen } = steered(p, { poolQuery: (text, values) => (text.includes('pg_notify') && ++probes === 1 ? [values![0], ':probe:unheard'] : values) });
-    const probeTimeoutMs = 2000;
+    // Long enough that the reconnect comes first even on a starved machine (it takes ~100 ms here).
+    const probeTimeoutMs = 5000;
     const { channel, notifications } = releaseNotifications(through, { probeTimeoutMs });
     const a = listener();
     const subscribed = notifications.subscribe('a', a, 10_000);
@@ -458,7 +459,7 @@ describe('release notifications on PostgreSQL', () => {
     await waitFor(() => notifications.mode === 'notify', 10_000);
     const reconnectedAfterMs = performance.now() - firstProbeSent;
     expect(reconnectedAfterMs, 'the reconnect came before the first probe gave up (else this test shows nothing)').toBeLessThan(probeTimeoutMs);
-    // The first probe gives up at 2 s: a loss reported already, not a LISTEN that does not deliver.
+    // The first probe gives up at 5 s: a loss reported already, not a LISTEN that does not deliver.
     await new Promise((resolve) => setTimeout(resolve, probeTimeoutMs - reconnectedAfterMs + 500));
     stoppers.push(await subscribed);
     expect(a.modes).toEqual([
