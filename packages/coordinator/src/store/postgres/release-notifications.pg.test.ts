@@ -337,7 +337,8 @@ describe('release notifications on PostgreSQL', () => {
   it('an unsubscribe and a new subscribe while the first connect is still being made: the old connect keeps nothing, sends no LISTEN, and one connection listens', async () => {
     const p = pool();
     const first = gate();
-    const { pool: through, seen } = steered(p, { connected: (attempt) => (attempt === 1 ? first.promise : undefined) });
+    let firstHeld = false;
+    const { pool: through, seen } = steered(p, { connected: (attempt) => (attempt === 1 ? ((firstHeld = true), first.promise) : undefined) });
     const { channel, notifications } = releaseNotifications(through);
     const early = listener();
     // A wait of 1 ms: the subscribe gives up waiting while its connect is held.
@@ -346,6 +347,7 @@ describe('release notifications on PostgreSQL', () => {
     const late = listener();
     const offLate = await notifications.subscribe('a', late, 10_000);
     expect(late.modes).toEqual([['notify', 'LISTEN in place']]);
+    await waitFor(() => firstHeld, 10_000);
     first.open();
     // The first connect, once made, is given back without a LISTEN.
     await waitFor(() => p.totalCount - p.idleCount === 1, 10_000);
@@ -358,12 +360,15 @@ describe('release notifications on PostgreSQL', () => {
 
     // The same, the first connect failing: the new subscriber hears nothing of it, and nothing reconnects.
     const second = gate();
-    const failing = steered(pool(), { connected: (attempt) => (attempt === 1 ? second.promise : undefined) });
+    let secondHeld = false;
+    const failing = steered(pool(), { connected: (attempt) => (attempt === 1 ? ((secondHeld = true), second.promise) : undefined) });
     const other = releaseNotifications(failing.pool);
     const gone = listener();
     (await other.notifications.subscribe('a', gone, 1))();
     const now = listener();
     stoppers.push(await other.notifications.subscribe('a', now, 10_000));
+    // Failed once its connection is made and held (failed before, nobody would be awaiting it yet).
+    await waitFor(() => secondHeld, 10_000);
     second.fail(new Error('connect failed (steered by the test)'));
     await new Promise((resolve) => setTimeout(resolve, 300));
     expect(now.errors).toEqual([]);
