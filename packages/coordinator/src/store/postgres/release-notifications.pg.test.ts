@@ -85,6 +85,19 @@ function steered(
   return { pool: steeredPool, seen };
 }
 
+/** `p` steered so that the first probe NOTIFY waits for `held` (opened or failed by the test); `probes()` counts those sent. */
+function firstProbeHeld(p: pg.Pool): ReturnType<typeof steered> & { held: ReturnType<typeof gate<void>>; probes: () => number } {
+  const held = gate();
+  let probes = 0;
+  const steering = steered(p, {
+    poolQuery: async (text, values) => {
+      if (text.includes('pg_notify') && ++probes === 1) await held.promise;
+      return values;
+    },
+  });
+  return { ...steering, held, probes: () => probes };
+}
+
 /** The backend pids of `p`'s sessions that are LISTENing on `channel` now. */
 async function listenersOn(p: pg.Pool, channel: string): Promise<number[]> {
   const { rows } = await p.query(`SELECT pid FROM pg_stat_activity WHERE application_name = $1 AND query = $2`, [(p.options as { application_name: string }).application_name, `LISTEN "${channel}"`]);
@@ -379,18 +392,11 @@ describe('release notifications on PostgreSQL', () => {
   it('a connect whose probe is under way when everyone leaves and a new subscriber comes is given back, whether its probe then arrives or fails', async () => {
     for (const probeEnds of ['arrives', 'fails'] as const) {
       const p = pool();
-      const firstProbe = gate();
-      let probes = 0;
-      const { pool: through, seen } = steered(p, {
-        poolQuery: async (text, values) => {
-          if (text.includes('pg_notify') && ++probes === 1) await firstProbe.promise;
-          return values;
-        },
-      });
+      const { pool: through, seen, held: firstProbe, probes } = firstProbeHeld(p);
       const { channel, notifications } = releaseNotifications(through);
       const early = listener();
       const offEarly = await notifications.subscribe('a', early, 1);
-      await waitFor(() => probes === 1, 10_000);
+      await waitFor(() => probes() === 1, 10_000);
       const [first] = await listenersOn(p, channel);
       offEarly();
       const late = listener();
@@ -415,18 +421,11 @@ describe('release notifications on PostgreSQL', () => {
 
   it('a LISTEN connection lost after everyone left (its probe still under way) is news for nobody: no mode, no reconnect, and the connection destroyed', async () => {
     const p = pool();
-    const probe = gate();
-    let probes = 0;
-    const { pool: through, seen } = steered(p, {
-      poolQuery: async (text, values) => {
-        if (text.includes('pg_notify') && ++probes === 1) await probe.promise;
-        return values;
-      },
-    });
+    const { pool: through, seen, held: probe, probes } = firstProbeHeld(p);
     const { channel, notifications } = releaseNotifications(through, { probeTimeoutMs: 1000 });
     const early = listener();
     const off = await notifications.subscribe('a', early, 1);
-    await waitFor(() => probes === 1, 10_000);
+    await waitFor(() => probes() === 1, 10_000);
     const [pid] = await listenersOn(p, channel);
     off();
     const errorsBefore = [...early.errors]; // the subscribe's own 'listen' timeout
